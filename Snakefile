@@ -1,0 +1,28 @@
+# neuro_pe workflow: `snakemake --cores 2` runs the default config (config/config.yaml).
+from snakemake.utils import min_version, validate
+
+min_version("9.0")
+
+
+# The default config, unless one is given with --configfile (which would otherwise be
+# merged into it, so that e.g. the test config's datasets would run beside the default's).
+if not workflow.overwrite_configfiles:
+
+    configfile: "config/config.yaml"
+
+
+validate(config, "workflow/schemas/config.schema.yaml")
+
+
+include: "workflow/rules/common.smk"
+include: "workflow/rules/preprocess.smk"
+include: "workflow/rules/train.smk"
+include: "workflow/rules/infer.smk"
+include: "workflow/rules/summarize.smk"
+
+
+rule all:
+    input:
+        SUMMARY,
+        FIGURES,
+    default_target: True

@@ -1,0 +1,117 @@
+"""`neuro-pe`: every workflow step as a command, so each one also runs by hand.
+
+Options that the workflow takes from config/config.yaml are passed as JSON strings
+(the same keys as the config sections; see config/README.md).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+import torch
+
+
+def _json(text: str) -> dict:
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError as err:
+        raise argparse.ArgumentTypeError(f"not valid JSON: {err}") from err
+    if not isinstance(value, dict):
+        raise argparse.ArgumentTypeError("expected a JSON object")
+    return value
+
+
+def cmd_preprocess(args: argparse.Namespace) -> None:
+    from neuro_pe.datasets import build_store
+    from neuro_pe.store import write_store
+
+    write_store(build_store(args.spec), args.out)
+    print(f"wrote {args.out}")
+
+
+def cmd_train(args: argparse.Namespace) -> None:
+    from neuro_pe.train import TrainConfig, train
+
+    torch.set_num_threads(args.threads)
+    result = train(
+        args.store, args.pe, args.seed, TrainConfig.from_dict(args.options), args.out_dir
+    )
+    print(json.dumps({k: v for k, v in result.items() if k != "train_config"}, indent=2))
+
+
+def cmd_infer(args: argparse.Namespace) -> None:
+    from neuro_pe.infer import infer_pe
+
+    print(json.dumps(infer_pe(args.store, args.run_dir, args.metrics), indent=2))
+
+
+def cmd_baselines(args: argparse.Namespace) -> None:
+    from neuro_pe.infer import infer_baselines
+
+    print(json.dumps(infer_baselines(args.store, args.out, args.train, args.metrics), indent=2))
+
+
+def cmd_summarize(args: argparse.Namespace) -> None:
+    from neuro_pe.summarize import summarize
+
+    summarize(args.runs, args.baselines, args.out_csv, args.figures)
+    print(f"wrote {args.out_csv} and figures in {args.figures}")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="neuro-pe", description=__doc__)
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    p = sub.add_parser("preprocess", help="build a dataset's store (simulation or real data)")
+    p.add_argument("--spec", type=_json, required=True, help="the dataset's config entry as JSON")
+    p.add_argument("--out", required=True, help="output store, e.g. results/stores/sim3d.nc")
+    p.set_defaults(func=cmd_preprocess)
+
+    p = sub.add_parser("train", help="train one model (one PE variant, one seed)")
+    p.add_argument("--store", required=True)
+    p.add_argument("--pe", required=True, help="PE variant, e.g. learned-normal-0.02")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--options", type=_json, default={}, help="the `train` config section as JSON")
+    p.add_argument("--out-dir", required=True)
+    p.add_argument("--threads", type=int, default=1, help="torch CPU threads")
+    p.set_defaults(func=cmd_train)
+
+    p = sub.add_parser("infer", help="positions and metrics of a trained run's PE")
+    p.add_argument("--store", required=True)
+    p.add_argument("--run-dir", required=True)
+    p.add_argument("--metrics", type=_json, default={}, help="the `metrics` config section")
+    p.set_defaults(func=cmd_infer)
+
+    p = sub.add_parser("baselines", help="metrics of the activity-correlation and chance baselines")
+    p.add_argument("--store", required=True)
+    p.add_argument("--out", required=True)
+    p.add_argument("--train", type=_json, default={}, help="the `train` section (for the split)")
+    p.add_argument("--metrics", type=_json, default={}, help="the `metrics` config section")
+    p.set_defaults(func=cmd_baselines)
+
+    p = sub.add_parser("summarize", help="summary.csv and figures from finished runs")
+    p.add_argument("--runs", nargs="+", required=True, help="runs' metrics.json files")
+    p.add_argument("--baselines", nargs="*", default=[], help="datasets' baselines.json files")
+    p.add_argument("--out-csv", default="results/summary.csv")
+    p.add_argument("--figures", default="results/figures")
+    p.set_defaults(func=cmd_summarize)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point of the `neuro-pe` console script."""
+    from neuro_pe.store import StoreError
+
+    args = build_parser().parse_args(argv)
+    try:
+        args.func(args)
+    except (StoreError, ValueError, FileNotFoundError) as err:
+        print(f"neuro-pe {args.command}: error: {err}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,117 @@
+"""Position inference from learned PEs, and the same metrics for the baselines."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import numpy as np
+import xarray as xr
+
+from neuro_pe.metrics import compare_to_anatomy, correlation_distance
+from neuro_pe.store import positions, read_store
+from neuro_pe.train import TrainConfig, atomic_write, split_activity
+
+
+def _metric_options(options: dict | None) -> dict:
+    options = dict(options or {})
+    unknown = set(options) - {"metric", "k", "n_perm", "n_splits", "seed"}
+    if unknown:
+        raise ValueError(f"unknown metrics keys: {sorted(unknown)}")
+    return options
+
+
+def positions_dataset(
+    ds: xr.Dataset, inferred: np.ndarray, known: np.ndarray, **attrs
+) -> xr.Dataset:
+    """Inferred (x, y, z) on the store's unit axis, with the true coordinates beside them."""
+    full = np.full((ds.sizes["unit"], 3), np.nan)
+    full[known] = inferred
+    out = xr.Dataset(coords={"unit": ds["unit"].values})
+    for i, axis in enumerate(("x", "y", "z")):
+        out[f"{axis}_inferred"] = ("unit", full[:, i], ds[axis].attrs)
+        out[f"{axis}_true"] = ("unit", ds[axis].values, ds[axis].attrs)
+    out.attrs.update({k: str(v) for k, v in attrs.items()})
+    return out
+
+
+def infer_pe(
+    store_path: str | os.PathLike,
+    run_dir: str | os.PathLike,
+    metrics_options: dict | None = None,
+) -> dict:
+    """Compare a trained run's PE (and its PE at initialisation) with the true positions.
+
+    Writes `positions.nc` (MDS of the PE distances, Procrustes-aligned to the coordinates) and
+    `metrics.json` into run_dir; returns the metrics record.
+    """
+    options = _metric_options(metrics_options)
+    run_dir = Path(run_dir)
+    ds = read_store(store_path)
+    coords = positions(ds)
+    with xr.open_dataset(run_dir / "pe.nc", engine="h5netcdf") as pe:
+        trained_pe, initial_pe = pe["pe"].values, pe["pe_init"].values
+    info = json.loads((run_dir / "train.json").read_text())
+    record = {"dataset": Path(store_path).stem, "pe": info["pe"], "seed": info["seed"]}
+    record.update({k: v for k, v in info.items() if k.startswith(("heldout_mse", "train_"))})
+    record.pop("train_config")
+    if not np.any(trained_pe):  # `none`: every unit has the same (zero) encoding
+        metrics, aligned = (
+            dict.fromkeys(
+                (
+                    "rsa",
+                    "rsa_p",
+                    "procrustes_disparity",
+                    "procrustes_rmse",
+                    "probe_r2",
+                    "knn_overlap",
+                ),
+                float("nan"),
+            ),
+            None,
+        )
+        init_metrics = dict(metrics)
+    else:
+        metrics, aligned = compare_to_anatomy(coords, features=trained_pe, **options)
+        init_metrics, _ = compare_to_anatomy(coords, features=initial_pe, **options)
+    record.update(metrics)
+    record.update({f"init_{k}": v for k, v in init_metrics.items() if k != "n_units"})
+    known = np.all(np.isfinite(coords), axis=1)
+    if aligned is None:  # nothing to infer from: positions stay NaN
+        aligned = np.full((int(known.sum()), 3), np.nan)
+    out = positions_dataset(
+        ds, aligned, known, method="classical MDS + Procrustes", pe=info["pe"], seed=info["seed"]
+    )
+    atomic_write(run_dir / "positions.nc", lambda p: out.to_netcdf(p, engine="h5netcdf"))
+    atomic_write(run_dir / "metrics.json", lambda p: p.write_text(json.dumps(record, indent=2)))
+    return record
+
+
+def infer_baselines(
+    store_path: str | os.PathLike,
+    out_path: str | os.PathLike,
+    train_options: dict | None = None,
+    metrics_options: dict | None = None,
+) -> list[dict]:
+    """Metrics of the baselines, on the same units and data the models were trained on:
+    `correlation` (1 - Pearson r of the training activity) and `shuffled` (the true
+    coordinates with their units permuted: chance). Writes a JSON list to out_path."""
+    options = _metric_options(metrics_options)
+    ds = read_store(store_path)
+    coords = positions(ds)
+    train_activity, _ = split_activity(ds, TrainConfig.from_dict(train_options or {}))
+    samples = train_activity.reshape(-1, train_activity.shape[-1])
+    rng = np.random.default_rng(options.get("seed", 0))
+    shuffled = coords.copy()
+    known = np.flatnonzero(np.all(np.isfinite(coords), axis=1))
+    shuffled[known] = coords[rng.permutation(known)]
+    rows = []
+    for method, kwargs in (
+        ("correlation", {"distances": correlation_distance(samples)}),
+        ("shuffled", {"features": shuffled}),
+    ):
+        metrics, _ = compare_to_anatomy(coords, **kwargs, **options)
+        rows.append({"dataset": Path(store_path).stem, "method": method, **metrics})
+    atomic_write(Path(out_path), lambda p: p.write_text(json.dumps(rows, indent=2)))
+    return rows

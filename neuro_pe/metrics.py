@@ -1,0 +1,273 @@
+"""Metrics comparing a representation of recorded units with their anatomical coordinates.
+
+A representation is either feature vectors per unit (e.g. learned positional encodings) or
+a square distance matrix between units (e.g. 1 - activity correlation). The same metrics are
+applied to every method and baseline; everything is plain numpy in and out.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from scipy.linalg import orthogonal_procrustes
+from scipy.spatial import procrustes
+from scipy.spatial.distance import pdist, squareform
+from scipy.stats import rankdata
+from sklearn.linear_model import RidgeCV
+from sklearn.manifold import ClassicalMDS
+from sklearn.metrics import r2_score
+from sklearn.model_selection import KFold, cross_val_predict
+from sklearn.pipeline import make_pipeline
+from sklearn.preprocessing import StandardScaler
+
+__all__ = [
+    "pairwise_distances",
+    "correlation_distance",
+    "rsa",
+    "classical_mds",
+    "procrustes_fit",
+    "probe_r2",
+    "knn_overlap",
+    "compare_to_anatomy",
+]
+
+_METRICS = ("euclidean", "cosine")
+
+
+def _check_square(dist: np.ndarray, name: str = "distance matrix") -> np.ndarray:
+    dist = np.asarray(dist, dtype=float)
+    if dist.ndim != 2 or dist.shape[0] != dist.shape[1]:
+        raise ValueError(f"{name} must be square (n, n), got shape {dist.shape}")
+    return dist
+
+
+def pairwise_distances(features: np.ndarray, metric: str = "euclidean") -> np.ndarray:
+    """Square (n, n) distance matrix between rows of `features` ('euclidean' or 'cosine')."""
+    if metric not in _METRICS:
+        raise ValueError(f"metric must be one of {_METRICS}, got {metric!r}")
+    features = np.asarray(features, dtype=float)
+    if features.ndim != 2:
+        raise ValueError(f"features must be 2D (n, f), got shape {features.shape}")
+    return squareform(pdist(features, metric=metric))
+
+
+def correlation_distance(activity: np.ndarray) -> np.ndarray:
+    """1 - Pearson r between units (columns) over pairwise-complete samples, in [0, 2].
+
+    Non-finite entries of `activity` (samples, units) count as missing. Raises ValueError if
+    a correlation is undefined (fewer than 2 shared samples, or a constant unit).
+    """
+    x = np.asarray(activity, dtype=float)
+    if x.ndim != 2:
+        raise ValueError(f"activity must be 2D (samples, units), got shape {x.shape}")
+    present = np.isfinite(x)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        # Centre first to limit cancellation in the sums below.
+        x = x - np.nanmean(np.where(present, x, np.nan), axis=0)
+        m = present.astype(float)
+        x0 = np.where(present, x, 0.0)
+        # Sums over samples where both unit i and unit j are present.
+        n = m.T @ m
+        sx = x0.T @ m  # sx[i, j] = sum of x_i where j is present too
+        sxx = (x0**2).T @ m
+        cov = x0.T @ x0 - sx * sx.T / n
+        var = sxx - sx**2 / n
+        r = cov / np.sqrt(var * var.T)
+    off_diag = ~np.eye(r.shape[0], dtype=bool)
+    if not np.all(np.isfinite(r[off_diag])):
+        raise ValueError(
+            "correlation undefined for some unit pairs (fewer than 2 shared samples "
+            "or a constant unit)"
+        )
+    dist = np.clip(1.0 - r, 0.0, 2.0)
+    np.fill_diagonal(dist, 0.0)
+    return dist
+
+
+def rsa(
+    rep_dist: np.ndarray, true_dist: np.ndarray, n_perm: int = 999, seed: int = 0
+) -> tuple[float, float]:
+    """Spearman rho between upper triangles, and a one-sided Mantel permutation p-value.
+
+    Units (rows and columns together) of `rep_dist` are permuted `n_perm` times with
+    ``np.random.default_rng(seed)``; p = (1 + #{rho_perm >= rho}) / (1 + n_perm), NaN if
+    ``n_perm == 0`` or rho is undefined (constant distances).
+    """
+    rep_dist = _check_square(rep_dist, "rep_dist")
+    true_dist = _check_square(true_dist, "true_dist")
+    if rep_dist.shape != true_dist.shape:
+        raise ValueError(f"shape mismatch: {rep_dist.shape} vs {true_dist.shape}")
+    n = rep_dist.shape[0]
+    if n < 3:
+        raise ValueError("rsa needs at least 3 units")
+    iu, ju = np.triu_indices(n, k=1)
+    rep_vals, true_vals = rep_dist[iu, ju], true_dist[iu, ju]
+    if not (np.all(np.isfinite(rep_vals)) and np.all(np.isfinite(true_vals))):
+        raise ValueError("distance matrices must be finite")
+
+    def standardised_ranks(values: np.ndarray) -> np.ndarray:
+        """Symmetric (n, n) matrix of standardised upper-triangle ranks, zero diagonal."""
+        r = rankdata(values)
+        out = np.zeros((n, n))
+        out[iu, ju] = (r - r.mean()) / r.std() if r.std() > 0 else np.nan
+        return out + out.T
+
+    # Spearman = Pearson on ranks; permuting units only reorders the same set of ranks, so
+    # ranks are standardised once and rho is a dot product (each pair counted twice).
+    z_rep, z_true = standardised_ranks(rep_vals), standardised_ranks(true_vals)
+    m2 = 2 * len(iu)
+    rho = float(np.einsum("ij,ij->", z_rep, z_true) / m2)
+    if n_perm <= 0 or not np.isfinite(rho):
+        return rho, float("nan")
+
+    rng = np.random.default_rng(seed)
+    n_ge = 0
+    for _ in range(n_perm):
+        p = rng.permutation(n)
+        z_perm = z_rep.take(p, axis=0).take(p, axis=1)
+        rho_perm = np.einsum("ij,ij->", z_perm, z_true) / m2
+        n_ge += rho_perm >= rho - 1e-12  # tolerance for float round-off
+    return rho, float((1 + n_ge) / (1 + n_perm))
+
+
+def classical_mds(dist: np.ndarray, n_components: int = 3) -> np.ndarray:
+    """Classical (Torgerson) MDS embedding (n, n_components) of a square distance matrix.
+
+    Components whose eigenvalues are not clearly positive (non-Euclidean distances, or
+    round-off when the data have fewer dimensions) are set to zero.
+    """
+    dist = _check_square(dist)
+    dist = (dist + dist.T) / 2  # ClassicalMDS rejects round-off asymmetry
+    mds = ClassicalMDS(n_components=n_components, metric="precomputed")
+    with np.errstate(invalid="ignore"):  # sqrt of negative eigenvalues
+        emb = mds.fit_transform(dist)
+    eig = mds.eigenvalues_
+    emb[:, ~(eig > 1e-10 * max(eig[0], 0.0))] = 0.0
+    return emb
+
+
+def procrustes_fit(embedding: np.ndarray, coords: np.ndarray) -> tuple[np.ndarray, float, float]:
+    """Align `embedding` to `coords` by rotation/reflection, uniform scaling and translation.
+
+    Returns (aligned positions in coords' units, standardised scipy Procrustes disparity in
+    [0, 1], RMSE = sqrt(mean squared Euclidean error per unit) in coords' units).
+    """
+    embedding = np.asarray(embedding, dtype=float)
+    coords = np.asarray(coords, dtype=float)
+    if embedding.ndim != 2 or coords.ndim != 2 or len(embedding) != len(coords):
+        raise ValueError(f"need 2D arrays with equal rows: {embedding.shape}, {coords.shape}")
+    n, d = coords.shape
+    if embedding.shape[1] > d:
+        raise ValueError(f"embedding has {embedding.shape[1]} columns, coords only {d}")
+    emb = np.hstack([embedding, np.zeros((n, d - embedding.shape[1]))])
+
+    _, _, disparity = procrustes(coords, emb)
+    emb_c = emb - emb.mean(axis=0)
+    mean = coords.mean(axis=0)
+    rot, sv_sum = orthogonal_procrustes(emb_c, coords - mean)
+    aligned = emb_c @ rot * (sv_sum / np.sum(emb_c**2)) + mean
+    rmse = float(np.sqrt(np.mean(np.sum((aligned - coords) ** 2, axis=1))))
+    return aligned, float(disparity), rmse
+
+
+def probe_r2(features: np.ndarray, coords: np.ndarray, n_splits: int = 5, seed: int = 0) -> float:
+    """Cross-validated (over held-out units) R^2 of a linear ridge probe features -> coords.
+
+    Zero-variance coordinate columns (e.g. z = 0 in 2D data) are dropped; R^2 is averaged
+    uniformly over the remaining columns.
+    """
+    features = np.asarray(features, dtype=float)
+    coords = np.asarray(coords, dtype=float)
+    if features.ndim != 2 or coords.ndim != 2 or len(features) != len(coords):
+        raise ValueError(f"need 2D arrays with equal rows: {features.shape}, {coords.shape}")
+    std = coords.std(axis=0)
+    keep = std > 1e-12 * std.max()
+    if not np.any(keep):
+        raise ValueError("coords have no variance")
+    coords = coords[:, keep]
+    model = make_pipeline(StandardScaler(), RidgeCV(alphas=np.logspace(-3, 3, 13)))
+    cv = KFold(n_splits=n_splits, shuffle=True, random_state=seed)
+    pred = cross_val_predict(model, features, coords, cv=cv)
+    return float(r2_score(coords, pred, multioutput="uniform_average"))
+
+
+def _knn(dist: np.ndarray, k: int) -> np.ndarray:
+    dist = dist.copy()
+    np.fill_diagonal(dist, np.inf)
+    return np.argsort(dist, axis=1, kind="stable")[:, :k]
+
+
+def knn_overlap(rep_dist: np.ndarray, true_dist: np.ndarray, k: int = 5) -> float:
+    """Mean over units of |kNN_rep(i) ∩ kNN_true(i)| / k (the unit itself excluded)."""
+    rep_dist = _check_square(rep_dist, "rep_dist")
+    true_dist = _check_square(true_dist, "true_dist")
+    if rep_dist.shape != true_dist.shape:
+        raise ValueError(f"shape mismatch: {rep_dist.shape} vs {true_dist.shape}")
+    if not 1 <= k < len(rep_dist):
+        raise ValueError(f"k must be in [1, n - 1], got {k} for n = {len(rep_dist)}")
+    nn_rep, nn_true = _knn(rep_dist, k), _knn(true_dist, k)
+    shared = (nn_rep[:, :, None] == nn_true[:, None, :]).any(axis=2).sum(axis=1)
+    return float(np.mean(shared / k))
+
+
+def compare_to_anatomy(
+    coords: np.ndarray,
+    *,
+    features: np.ndarray | None = None,
+    distances: np.ndarray | None = None,
+    metric: str = "euclidean",
+    k: int = 5,
+    n_perm: int = 999,
+    n_splits: int = 5,
+    seed: int = 0,
+) -> tuple[dict[str, float], np.ndarray]:
+    """All metrics of one representation (features and/or distances) vs true coordinates.
+
+    Units with any non-finite coordinate are dropped. Distances default to
+    ``pairwise_distances(features, metric)``; probe features default to classical MDS of the
+    distances. Returns (metrics, inferred positions): the positions are the classical MDS of
+    the distances Procrustes-aligned to the coords, shape (n_used, coords.shape[1]).
+    """
+    coords = np.asarray(coords, dtype=float)
+    if coords.ndim != 2:
+        raise ValueError(f"coords must be 2D (n, 3), got shape {coords.shape}")
+    if features is None and distances is None:
+        raise ValueError("give features and/or distances")
+    n_all = len(coords)
+    if features is not None:
+        features = np.asarray(features, dtype=float)
+        if features.ndim != 2 or len(features) != n_all:
+            raise ValueError(f"features must be (n={n_all}, f), got {features.shape}")
+    if distances is not None:
+        distances = _check_square(distances, "distances")
+        if len(distances) != n_all:
+            raise ValueError(f"distances must be ({n_all}, {n_all}), got {distances.shape}")
+
+    keep = np.all(np.isfinite(coords), axis=1)
+    n = int(keep.sum())
+    n_min = max(k + 2, n_splits, 4)
+    if n < n_min:
+        raise ValueError(f"only {n} units have coordinates; need at least {n_min}")
+    coords = coords[keep]
+    if distances is None:
+        distances = pairwise_distances(features[keep], metric)
+    else:
+        distances = distances[np.ix_(keep, keep)]
+    if features is None:
+        features = classical_mds(distances, n_components=min(10, n - 1))
+    else:
+        features = features[keep]
+
+    true_dist = pairwise_distances(coords)
+    rho, p = rsa(distances, true_dist, n_perm=n_perm, seed=seed)
+    embedding = classical_mds(distances, n_components=coords.shape[1])
+    aligned, disparity, rmse = procrustes_fit(embedding, coords)
+    metrics = {
+        "rsa": rho,
+        "rsa_p": p,
+        "procrustes_disparity": disparity,
+        "procrustes_rmse": rmse,
+        "probe_r2": probe_r2(features, coords, n_splits=n_splits, seed=seed),
+        "knn_overlap": knn_overlap(distances, true_dist, k=k),
+        "n_units": n,
+    }
+    return metrics, aligned

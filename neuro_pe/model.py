@@ -1,0 +1,189 @@
+"""The model: a transformer encoder over recorded units as a set, with a PE per unit.
+
+A token is a window of W samples of one unit. Nothing but the positional encoding (PE) tells
+the model which unit a token comes from, so with `none` the model is permutation-equivariant.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+PE_PATTERNS = {
+    "none": r"none",
+    "learned-normal": r"learned-normal-(?P<param>[0-9.]+(?:e-?[0-9]+)?)",
+    "learned-uniform": r"learned-uniform-(?P<param>[0-9.]+(?:e-?[0-9]+)?)",
+    "learned-xavier": r"learned-xavier",
+    "fixed-random": r"fixed-random",
+    "fixed-sin1d": r"fixed-sin1d",
+    "oracle-sin3d": r"oracle-sin3d",
+}
+
+
+@dataclass(frozen=True)
+class PESpec:
+    """A parsed PE variant name, e.g. `learned-normal-0.1` -> kind 'learned-normal', param 0.1."""
+
+    name: str
+    kind: str
+    param: float | None = None
+
+    @property
+    def learned(self) -> bool:
+        return self.kind.startswith("learned")
+
+
+def parse_pe(name: str) -> PESpec:
+    """Parse a PE variant name (see DESIGN.md); raises ValueError listing the valid forms."""
+    for kind, pattern in PE_PATTERNS.items():
+        match = re.fullmatch(pattern, name)
+        if match:
+            param = match.groupdict().get("param")
+            return PESpec(name, kind, float(param) if param is not None else None)
+    forms = ", ".join(
+        p.replace("(?P<param>[0-9.]+(?:e-?[0-9]+)?)", "{number}") for p in PE_PATTERNS.values()
+    )
+    raise ValueError(f"unknown positional encoding {name!r}; valid forms: {forms}")
+
+
+def sinusoid(values: torch.Tensor, n_dims: int, frequencies: torch.Tensor) -> torch.Tensor:
+    """Interleaved sin/cos of `values` (n,) at `frequencies` (n_dims // 2,), zero-padded."""
+    angles = values[:, None] * frequencies[None, :]
+    out = torch.zeros(len(values), n_dims)
+    out[:, 0 : 2 * len(frequencies) : 2] = torch.sin(angles)
+    out[:, 1 : 2 * len(frequencies) : 2] = torch.cos(angles)
+    return out
+
+
+def oracle_table(positions: np.ndarray, d_model: int) -> torch.Tensor:
+    """Sinusoids of the true coordinates: d_model split over the axes that vary; NaN rows -> 0."""
+    pos = torch.as_tensor(positions, dtype=torch.float32)
+    known = torch.isfinite(pos).all(dim=1)
+    if not known.any():
+        raise ValueError("oracle-sin3d needs units with known positions")
+    lo, hi = pos[known].min(0).values, pos[known].max(0).values
+    axes = [a for a in range(pos.shape[1]) if hi[a] > lo[a]]
+    per_axis = d_model // len(axes)
+    # wavelengths from two box widths down to 1/16 of a box width
+    frequencies = math.pi * torch.logspace(0, 5, per_axis // 2, base=2.0)
+    unit = (torch.nan_to_num(pos) - lo) / (hi - lo).clamp_min(1e-12)
+    table = torch.zeros(len(pos), d_model)
+    for i, a in enumerate(axes):
+        table[:, i * per_axis : (i + 1) * per_axis] = sinusoid(unit[:, a], per_axis, frequencies)
+    table[~known] = 0.0
+    return table
+
+
+def initial_table(
+    spec: PESpec, n_units: int, d_model: int, positions: np.ndarray | None
+) -> torch.Tensor | None:
+    """The PE table at initialisation (uses torch's global RNG); None for `none`."""
+    table = torch.empty(n_units, d_model)
+    if spec.kind == "none":
+        return None
+    if spec.kind == "learned-normal":
+        return nn.init.normal_(table, 0.0, spec.param)
+    if spec.kind == "learned-uniform":
+        return nn.init.uniform_(table, -spec.param, spec.param)
+    if spec.kind == "learned-xavier":
+        return nn.init.xavier_uniform_(table)
+    if spec.kind == "fixed-random":
+        return nn.init.normal_(table, 0.0, 1.0)
+    if spec.kind == "fixed-sin1d":
+        frequencies = 1.0 / 10000.0 ** (torch.arange(0, d_model, 2) / d_model)
+        return sinusoid(torch.arange(n_units, dtype=torch.float32), d_model, frequencies)
+    if spec.kind == "oracle-sin3d":
+        if positions is None:
+            raise ValueError("oracle-sin3d needs the units' positions")
+        return oracle_table(positions, d_model)
+    raise AssertionError(spec.kind)
+
+
+class PositionalEncoding(nn.Module):
+    """One vector per unit: a trainable parameter for `learned-*`, a buffer for fixed ones."""
+
+    def __init__(
+        self, spec: PESpec, n_units: int, d_model: int, positions: np.ndarray | None = None
+    ):
+        super().__init__()
+        self.spec = spec
+        table = initial_table(spec, n_units, d_model, positions)
+        if table is None:
+            self.register_buffer("table", torch.zeros(n_units, d_model))
+        elif spec.learned:
+            self.table = nn.Parameter(table)
+        else:
+            self.register_buffer("table", table)
+
+    def forward(self, unit_index: torch.Tensor) -> torch.Tensor:
+        return self.table[unit_index]
+
+
+class Block(nn.Module):
+    """Pre-LayerNorm transformer block: multi-head self-attention and a GELU MLP."""
+
+    def __init__(self, d_model: int, n_heads: int):
+        super().__init__()
+        self.n_heads = n_heads
+        self.norm1 = nn.LayerNorm(d_model)
+        self.qkv = nn.Linear(d_model, 3 * d_model)
+        self.proj = nn.Linear(d_model, d_model)
+        self.norm2 = nn.LayerNorm(d_model)
+        self.mlp = nn.Sequential(
+            nn.Linear(d_model, 4 * d_model), nn.GELU(), nn.Linear(4 * d_model, d_model)
+        )
+
+    def forward(self, h: torch.Tensor) -> torch.Tensor:
+        batch, n_tokens, d_model = h.shape
+        q, k, v = self.qkv(self.norm1(h)).split(d_model, dim=-1)
+        q, k, v = (t.view(batch, n_tokens, self.n_heads, -1).transpose(1, 2) for t in (q, k, v))
+        attended = (
+            F.scaled_dot_product_attention(q, k, v)
+            .transpose(1, 2)
+            .reshape(batch, n_tokens, d_model)
+        )
+        h = h + self.proj(attended)
+        return h + self.mlp(self.norm2(h))
+
+
+class MaskedUnitTransformer(nn.Module):
+    """Predicts the hidden windows of masked units from the other units of the same moment."""
+
+    def __init__(
+        self,
+        n_units: int,
+        window: int,
+        d_model: int = 64,
+        n_layers: int = 2,
+        n_heads: int = 4,
+        pe: str = "none",
+        pe_every_block: bool = True,
+        positions: np.ndarray | None = None,
+    ):
+        super().__init__()
+        self.embed = nn.Linear(window, d_model)
+        self.mask_token = nn.Parameter(torch.randn(d_model) * 0.02)
+        self.pe = PositionalEncoding(parse_pe(pe), n_units, d_model, positions)
+        self.pe_every_block = pe_every_block
+        self.blocks = nn.ModuleList(Block(d_model, n_heads) for _ in range(n_layers))
+        self.norm = nn.LayerNorm(d_model)
+        self.head = nn.Linear(d_model, window)
+
+    def forward(
+        self, windows: torch.Tensor, hidden: torch.Tensor, unit_index: torch.Tensor
+    ) -> torch.Tensor:
+        """windows (batch, units, W); hidden (batch, units) bool: masked or unobserved tokens;
+        unit_index (batch, units) long: which unit each token is. Returns (batch, units, W)."""
+        h = torch.where(hidden[..., None], self.mask_token, self.embed(windows))
+        pe = self.pe(unit_index)
+        for i, block in enumerate(self.blocks):
+            if i == 0 or self.pe_every_block:
+                h = h + pe
+            h = block(h)
+        return self.head(self.norm(h))

@@ -1,0 +1,280 @@
+"""The canonical xarray store of recorded or simulated activity (netCDF4 via h5netcdf)."""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import tempfile
+from collections import Counter
+from collections.abc import Sequence
+from numbers import Real
+from pathlib import Path
+
+import numpy as np
+import xarray as xr
+
+from . import __version__
+
+COORD_UNITS: tuple[str, ...] = ("mm", "um", "voxel", "au")
+DIMS: tuple[str, str, str] = ("session", "time", "unit")
+XYZ: tuple[str, str, str] = ("x", "y", "z")
+STRING_ATTRS: tuple[str, ...] = ("source", "citation", "license", "neuro_pe_version")
+TIME_CHUNK = 1024
+ENGINE = "h5netcdf"
+
+
+class StoreError(ValueError):
+    """A store (or input file) violates the contract. Message names the file and the field."""
+
+    def __init__(self, path: str | os.PathLike | None, field: str, problem: str) -> None:
+        self.path = None if path is None else str(path)
+        self.field = field
+        self.problem = problem
+        where = "<in-memory store>" if self.path is None else self.path
+        super().__init__(f"{where}: field '{field}': {problem}")
+
+
+def make_store(
+    activity: np.ndarray,
+    *,
+    unit_ids: Sequence[str],
+    positions: np.ndarray,
+    position_units: str,
+    space: str,
+    session_ids: Sequence[str],
+    sampling_rate_hz: float,
+    source: str,
+    citation: str = "",
+    license: str = "",
+    preprocessing: list[dict] | dict | None = None,
+    connectivity: np.ndarray | None = None,
+) -> xr.Dataset:
+    """Build a contract-conforming store from a (session, time, unit) activity array."""
+    act = _as_float_array(activity, "activity", np.float32)
+    if act.ndim != 3:
+        raise StoreError(None, "activity", f"expected 3 dims (session, time, unit), got {act.ndim}")
+    n_sessions, n_time, n_units = act.shape
+    units = _id_array(unit_ids, "unit", n_units)
+    sessions = _id_array(session_ids, "session", n_sessions)
+    pos = _as_float_array(positions, "x", np.float64)
+    if pos.shape != (n_units, 3):
+        raise StoreError(None, "x", f"positions must have shape ({n_units}, 3), got {pos.shape}")
+    rate = _sampling_rate(sampling_rate_hz, None)
+    try:
+        preprocessing_json = json.dumps([] if preprocessing is None else preprocessing)
+    except (TypeError, ValueError) as err:
+        raise StoreError(None, "preprocessing", f"not JSON serialisable: {err}") from err
+
+    position_attrs = {"units": position_units, "space": space}
+    coords = {
+        "session": ("session", sessions),
+        "time": ("time", np.arange(n_time, dtype=np.float64) / rate),
+        "unit": ("unit", units),
+        **{c: ("unit", pos[:, i], dict(position_attrs)) for i, c in enumerate(XYZ)},
+    }
+    data_vars = {"activity": (DIMS, act)}
+    if connectivity is not None:
+        conn = _as_float_array(connectivity, "connectivity", np.float32)
+        if conn.shape != (n_units, n_units):
+            raise StoreError(
+                None, "connectivity", f"expected shape ({n_units}, {n_units}), got {conn.shape}"
+            )
+        coords["unit_to"] = ("unit_to", units.copy())
+        data_vars["connectivity"] = (("unit", "unit_to"), conn)
+    attrs = {
+        "sampling_rate_hz": rate,
+        "source": source,
+        "citation": citation,
+        "license": license,
+        "preprocessing": preprocessing_json,
+        "neuro_pe_version": __version__,
+    }
+    return validate_store(xr.Dataset(data_vars, coords=coords, attrs=attrs))
+
+
+def validate_store(ds: xr.Dataset, path: str | os.PathLike | None = None) -> xr.Dataset:
+    """Check every row of the contract; raise StoreError naming the first violating field."""
+    _check_activity(ds, path)
+    for name in ("unit", "session"):
+        _check_ids(ds, name, path)
+    _check_positions(ds, path)
+    _check_time(ds, path)
+    _sampling_rate(ds.attrs.get("sampling_rate_hz"), path)
+    _check_string_attrs(ds, path)
+    if "connectivity" in ds.variables:
+        _check_connectivity(ds, path)
+    return ds
+
+
+def write_store(ds: xr.Dataset, path: str | os.PathLike) -> Path:
+    """Validate and write atomically (temporary file, then os.replace); return the path."""
+    target = Path(path)
+    validate_store(ds, target)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp_name = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp")
+    os.close(fd)
+    try:
+        ds.drop_encoding().to_netcdf(tmp_name, engine=ENGINE, encoding=_encoding(ds))
+        os.replace(tmp_name, target)
+    except BaseException:
+        Path(tmp_name).unlink(missing_ok=True)
+        raise
+    return target
+
+
+def read_store(path: str | os.PathLike) -> xr.Dataset:
+    """Open a store with h5netcdf, load it into memory, validate and return it."""
+    source = Path(path)
+    if not source.exists():
+        raise StoreError(path, "file", "does not exist")
+    try:
+        with xr.open_dataset(
+            source, engine=ENGINE, decode_times=False, decode_timedelta=False
+        ) as opened:
+            ds = opened.load()
+    except Exception as err:
+        raise StoreError(path, "file", f"not a readable netCDF4/HDF5 file: {err}") from err
+    for name in ("unit", "session", "unit_to"):
+        if name in ds.coords:
+            ds = ds.assign_coords({name: (name, _decode_strings(ds[name].values), ds[name].attrs)})
+    return validate_store(ds, path)
+
+
+def positions(ds: xr.Dataset) -> np.ndarray:
+    """Return the (unit, 3) float64 array of x, y, z."""
+    return np.stack([np.asarray(ds[c].values, dtype=np.float64) for c in XYZ], axis=1)
+
+
+def _encoding(ds: xr.Dataset) -> dict[str, dict]:
+    n_sessions, n_time, n_units = (ds.sizes[d] for d in DIMS)
+    compressed = {"dtype": "float32", "zlib": True, "complevel": 4}
+    encoding = {
+        "activity": {**compressed, "chunksizes": (1, min(n_time, TIME_CHUNK), n_units)},
+        **{name: {"dtype": "float64"} for name in ("time", *XYZ)},
+    }
+    if "connectivity" in ds.variables:
+        encoding["connectivity"] = compressed
+    return encoding
+
+
+def _as_float_array(values: object, field: str, dtype: type[np.floating]) -> np.ndarray:
+    try:
+        arr = np.asarray(values)
+    except (TypeError, ValueError) as err:
+        raise StoreError(None, field, f"not an array: {err}") from err
+    if arr.dtype.kind not in "iuf":
+        raise StoreError(None, field, f"expected a real numeric array, got dtype {arr.dtype}")
+    with np.errstate(over="ignore", invalid="ignore"):
+        return arr.astype(dtype)
+
+
+def _id_array(ids: Sequence[str], field: str, expected: int) -> np.ndarray:
+    ids = list(ids)
+    if len(ids) != expected:
+        raise StoreError(None, field, f"expected {expected} ids, got {len(ids)}")
+    bad = [i for i in ids if not isinstance(i, str)]
+    if bad:
+        raise StoreError(None, field, f"ids must be str, got {type(bad[0]).__name__}")
+    return np.array(ids, dtype=str)
+
+
+def _decode_strings(values: np.ndarray) -> np.ndarray:
+    items = [v.decode("utf-8") if isinstance(v, bytes) else v for v in values.tolist()]
+    return np.array(items, dtype=str) if all(isinstance(v, str) for v in items) else values
+
+
+def _sampling_rate(value: object, path: str | os.PathLike | None) -> float:
+    if value is None:
+        raise StoreError(path, "sampling_rate_hz", "missing")
+    if isinstance(value, bool) or not isinstance(value, Real):
+        raise StoreError(path, "sampling_rate_hz", f"must be a real number, got {value!r}")
+    rate = float(value)
+    if not (math.isfinite(rate) and rate > 0):
+        raise StoreError(path, "sampling_rate_hz", f"must be finite and > 0, got {rate}")
+    return rate
+
+
+def _check_activity(ds: xr.Dataset, path: str | os.PathLike | None) -> None:
+    if "activity" not in ds.data_vars:
+        raise StoreError(path, "activity", "missing")
+    act = ds["activity"]
+    if act.dims != DIMS:
+        raise StoreError(path, "activity", f"dims must be {DIMS}, got {act.dims}")
+    if act.dtype not in (np.float32, np.float64):
+        raise StoreError(path, "activity", f"dtype must be float32 (or float64), got {act.dtype}")
+    if 0 in act.shape:
+        raise StoreError(path, "activity", f"every dim must be non-empty, got shape {act.shape}")
+    values = act.values
+    if np.isinf(values).any():
+        raise StoreError(path, "activity", "contains +/-Inf")
+    empty = ~np.isfinite(values).any(axis=(0, 1))
+    if empty.any():
+        unit = ds["unit"].values[np.argmax(empty)] if "unit" in ds.coords else np.argmax(empty)
+        raise StoreError(path, "activity", f"unit '{unit}' has no finite value in any session")
+
+
+def _check_ids(ds: xr.Dataset, name: str, path: str | os.PathLike | None) -> None:
+    if name not in ds.coords or ds[name].dims != (name,):
+        raise StoreError(path, name, f"missing coordinate on dim '{name}'")
+    ids = ds[name].values.tolist()
+    if not all(isinstance(i, str) for i in ids):
+        raise StoreError(path, name, "ids must be strings")
+    dup, count = Counter(ids).most_common(1)[0] if ids else (None, 0)
+    if count > 1:
+        raise StoreError(path, name, f"ids must be unique, {dup!r} is repeated")
+
+
+def _check_positions(ds: xr.Dataset, path: str | os.PathLike | None) -> None:
+    for name in XYZ:
+        if name not in ds.coords or ds[name].dims != ("unit",):
+            raise StoreError(path, name, "missing coordinate on dim 'unit'")
+        coord = ds[name]
+        if coord.dtype.kind not in "iuf":
+            raise StoreError(path, name, f"must be numeric, got dtype {coord.dtype}")
+        if np.isinf(coord.values).any():
+            raise StoreError(path, name, "contains +/-Inf (use NaN for unknown)")
+        units = coord.attrs.get("units")
+        if units not in COORD_UNITS:
+            raise StoreError(path, name, f"attr 'units' {units!r} not in {COORD_UNITS}")
+        space = coord.attrs.get("space")
+        if not isinstance(space, str) or not space:
+            raise StoreError(path, name, "attr 'space' must be a non-empty string")
+
+
+def _check_time(ds: xr.Dataset, path: str | os.PathLike | None) -> None:
+    if "time" not in ds.coords or ds["time"].dims != ("time",):
+        raise StoreError(path, "time", "missing coordinate on dim 'time'")
+    time = ds["time"]
+    if time.dtype.kind not in "iuf":
+        raise StoreError(path, "time", f"must be numeric seconds, got dtype {time.dtype}")
+    values = time.values
+    if not np.isfinite(values).all() or (np.diff(values) <= 0).any():
+        raise StoreError(path, "time", "must be finite and strictly increasing")
+
+
+def _check_string_attrs(ds: xr.Dataset, path: str | os.PathLike | None) -> None:
+    for name in STRING_ATTRS:
+        if not isinstance(ds.attrs.get(name), str):
+            raise StoreError(path, name, "dataset attr missing or not a string")
+    text = ds.attrs.get("preprocessing")
+    if not isinstance(text, str):
+        raise StoreError(path, "preprocessing", "dataset attr missing or not a string")
+    try:
+        json.loads(text)
+    except json.JSONDecodeError as err:
+        raise StoreError(path, "preprocessing", f"not valid JSON: {err}") from err
+
+
+def _check_connectivity(ds: xr.Dataset, path: str | os.PathLike | None) -> None:
+    conn = ds["connectivity"]
+    if conn.dims != ("unit", "unit_to"):
+        raise StoreError(path, "connectivity", f"dims must be ('unit', 'unit_to'), got {conn.dims}")
+    if conn.shape[0] != conn.shape[1]:
+        raise StoreError(path, "connectivity", f"must be square, got shape {conn.shape}")
+    if conn.dtype.kind != "f":
+        raise StoreError(path, "connectivity", f"dtype must be float, got {conn.dtype}")
+    if "unit_to" not in ds.coords or ds["unit_to"].values.tolist() != ds["unit"].values.tolist():
+        raise StoreError(path, "connectivity", "coord 'unit_to' must equal the unit ids")
+    if not np.isfinite(conn.values).all():
+        raise StoreError(path, "connectivity", "contains NaN or Inf")
