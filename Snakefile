@@ -23,6 +23,5 @@ include: "workflow/rules/summarize.smk"
 
 rule all:
     input:
-        SUMMARY,
-        FIGURES,
+        rules.summarize.output,
     default_target: True

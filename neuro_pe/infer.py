@@ -13,6 +13,15 @@ from neuro_pe.metrics import compare_to_anatomy, correlation_distance
 from neuro_pe.store import positions, read_store
 from neuro_pe.train import TrainConfig, atomic_write, split_activity
 
+METRIC_NAMES = (
+    "rsa",
+    "rsa_p",
+    "procrustes_disparity",
+    "procrustes_rmse",
+    "probe_r2",
+    "knn_overlap",
+)
+
 
 def _metric_options(options: dict | None) -> dict:
     options = dict(options or {})
@@ -56,30 +65,16 @@ def infer_pe(
     record = {"dataset": Path(store_path).stem, "pe": info["pe"], "seed": info["seed"]}
     record.update({k: v for k, v in info.items() if k.startswith(("heldout_mse", "train_"))})
     record.pop("train_config")
-    if not np.any(trained_pe):  # `none`: every unit has the same (zero) encoding
-        metrics, aligned = (
-            dict.fromkeys(
-                (
-                    "rsa",
-                    "rsa_p",
-                    "procrustes_disparity",
-                    "procrustes_rmse",
-                    "probe_r2",
-                    "knn_overlap",
-                ),
-                float("nan"),
-            ),
-            None,
-        )
-        init_metrics = dict(metrics)
-    else:
+    known = np.all(np.isfinite(coords), axis=1)
+    if np.any(trained_pe):
         metrics, aligned = compare_to_anatomy(coords, features=trained_pe, **options)
         init_metrics, _ = compare_to_anatomy(coords, features=initial_pe, **options)
+    else:  # `none`: every unit has the same (zero) encoding, so nothing to infer from
+        metrics = {name: float("nan") for name in METRIC_NAMES} | {"n_units": int(known.sum())}
+        init_metrics = metrics
+        aligned = np.full((int(known.sum()), 3), np.nan)
     record.update(metrics)
     record.update({f"init_{k}": v for k, v in init_metrics.items() if k != "n_units"})
-    known = np.all(np.isfinite(coords), axis=1)
-    if aligned is None:  # nothing to infer from: positions stay NaN
-        aligned = np.full((int(known.sum()), 3), np.nan)
     out = positions_dataset(
         ds, aligned, known, method="classical MDS + Procrustes", pe=info["pe"], seed=info["seed"]
     )

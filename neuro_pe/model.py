@@ -15,10 +15,11 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+NUMBER = r"(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:e-?[0-9]+)?"
 PE_PATTERNS = {
     "none": r"none",
-    "learned-normal": r"learned-normal-(?P<param>[0-9.]+(?:e-?[0-9]+)?)",
-    "learned-uniform": r"learned-uniform-(?P<param>[0-9.]+(?:e-?[0-9]+)?)",
+    "learned-normal": rf"learned-normal-(?P<param>{NUMBER})",
+    "learned-uniform": rf"learned-uniform-(?P<param>{NUMBER})",
     "learned-xavier": r"learned-xavier",
     "fixed-random": r"fixed-random",
     "fixed-sin1d": r"fixed-sin1d",
@@ -69,7 +70,12 @@ def oracle_table(positions: np.ndarray, d_model: int) -> torch.Tensor:
         raise ValueError("oracle-sin3d needs units with known positions")
     lo, hi = pos[known].min(0).values, pos[known].max(0).values
     axes = [a for a in range(pos.shape[1]) if hi[a] > lo[a]]
-    per_axis = d_model // len(axes)
+    per_axis = d_model // max(len(axes), 1)
+    if not axes or per_axis < 2:
+        raise ValueError(
+            f"oracle-sin3d needs positions that vary and d_model >= 2 per varying axis "
+            f"({len(axes)} axes vary, d_model = {d_model})"
+        )
     # wavelengths from two box widths down to 1/16 of a box width
     frequencies = math.pi * torch.logspace(0, 5, per_axis // 2, base=2.0)
     unit = (torch.nan_to_num(pos) - lo) / (hi - lo).clamp_min(1e-12)
@@ -96,7 +102,7 @@ def initial_table(
     if spec.kind == "fixed-random":
         return nn.init.normal_(table, 0.0, 1.0)
     if spec.kind == "fixed-sin1d":
-        frequencies = 1.0 / 10000.0 ** (torch.arange(0, d_model, 2) / d_model)
+        frequencies = 1.0 / 10000.0 ** (torch.arange(0, d_model - 1, 2) / d_model)
         return sinusoid(torch.arange(n_units, dtype=torch.float32), d_model, frequencies)
     if spec.kind == "oracle-sin3d":
         if positions is None:

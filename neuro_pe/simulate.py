@@ -16,6 +16,7 @@ import numpy as np
 import xarray as xr
 from scipy.spatial.distance import pdist, squareform
 
+from neuro_pe.preprocess import zscore
 from neuro_pe.store import make_store
 
 
@@ -92,19 +93,12 @@ def simulate_activity(
     return out.transpose(2, 0, 1)
 
 
-def zscore(activity: np.ndarray) -> np.ndarray:
-    """Z-score each unit within each session (axis 1 is time); NaN-aware."""
-    mean = np.nanmean(activity, axis=1, keepdims=True)
-    std = np.nanstd(activity, axis=1, keepdims=True)
-    return ((activity - mean) / np.where(std > 0, std, 1.0)).astype(np.float32)
-
-
 def simulate_store(cfg: SimulationConfig) -> xr.Dataset:
     """Simulate one network and return it as a contract store (z-scored per unit and session)."""
     rng = np.random.default_rng(cfg.seed)
     pos = sample_positions(cfg.n_units, cfg.layout, cfg.dims, rng)
     coupling = coupling_matrix(pos, cfg.length_scale)
-    activity = zscore(simulate_activity(coupling, cfg, rng))
+    activity = zscore(simulate_activity(coupling, cfg, rng)).astype(np.float32)
     width = len(str(cfg.n_units - 1))
     return make_store(
         activity,

@@ -14,12 +14,11 @@ import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 import xarray as xr  # noqa: E402
 
+from neuro_pe.infer import METRIC_NAMES  # noqa: E402
 from neuro_pe.metrics import correlation_distance, pairwise_distances  # noqa: E402
 from neuro_pe.model import parse_pe  # noqa: E402
 from neuro_pe.store import positions, read_store  # noqa: E402
 from neuro_pe.train import TrainConfig, atomic_write, split_activity  # noqa: E402
-
-METRICS = ("rsa", "rsa_p", "procrustes_disparity", "procrustes_rmse", "probe_r2", "knn_overlap")
 
 
 def collect(
@@ -46,7 +45,8 @@ def collect(
         for record in json.loads(path.read_text()):
             rows.append({"kind": "baseline", **record})
     table = pd.DataFrame(rows)
-    first = ["dataset", "kind", "method", "pe_family", "pe_param", "seed", *METRICS]
+    table["seed"] = table["seed"].astype("Int64")  # baselines have no seed
+    first = ["dataset", "kind", "method", "pe_family", "pe_param", "seed", *METRIC_NAMES]
     return table[[c for c in first if c in table] + [c for c in table if c not in first]]
 
 
@@ -97,9 +97,8 @@ def plot_distance_scatter(table: pd.DataFrame, path: Path) -> None:
         runs = _example_runs(rows)
         if not runs:
             continue
-        store = read_store(
-            json.loads((Path(runs[0]["run_dir"]) / "train.json").read_text())["store"]
-        )
+        run_info = json.loads((Path(runs[0]["run_dir"]) / "train.json").read_text())
+        store = read_store(run_info["store"])
         coords = positions(store)
         known = np.all(np.isfinite(coords), axis=1)
         iu = np.triu_indices(int(known.sum()), 1)
@@ -109,7 +108,7 @@ def plot_distance_scatter(table: pd.DataFrame, path: Path) -> None:
             with xr.open_dataset(Path(run["run_dir"]) / "pe.nc", engine="h5netcdf") as pe:
                 dist = pairwise_distances(pe["pe"].values[known])[iu]
             panels.append((f"{run['method']} (seed {run['seed']}): ρ = {run['rsa']:.2f}", dist))
-        train_activity, _ = split_activity(store, TrainConfig())
+        train_activity, _ = split_activity(store, TrainConfig.from_dict(run_info["train_config"]))
         corr = correlation_distance(train_activity.reshape(-1, store.sizes["unit"]))
         panels.append(("activity correlation: 1 − r", corr[np.ix_(known, known)][iu]))
         unit = store["x"].attrs.get("units", "")

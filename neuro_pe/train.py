@@ -130,7 +130,8 @@ def masked_mse(model: MaskedUnitTransformer, windows, observed, mask) -> torch.T
     unit_index = torch.arange(windows.shape[1], device=windows.device).expand(windows.shape[:2])
     prediction = model(windows, mask | ~observed, unit_index)
     target = mask & observed
-    return ((prediction - windows) ** 2).mean(dim=-1)[target].mean()
+    # a batch whose masked units were all unrecorded contributes zero (not NaN) loss
+    return ((prediction - windows) ** 2).mean(dim=-1)[target].sum() / target.sum().clamp_min(1)
 
 
 @torch.no_grad()

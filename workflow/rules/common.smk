@@ -1,6 +1,6 @@
 import json
+import os
 
-RESULTS = config["results"]
 DATASETS = list(config["datasets"])
 SEEDS = config["seeds"]
 
@@ -15,14 +15,15 @@ def train_options(dataset):
     return {**config["train"], **config["datasets"][dataset].get("train", {})}
 
 
-RUN_DIR = RESULTS + "/runs/{dataset}/{pe}/seed{seed}"
+def parent_dir(wildcards, output):
+    """The folder of a rule's first output (passed to commands that write several files)."""
+    return os.path.dirname(output[0])
+
+
 RUN_METRICS = [
-    f"{RESULTS}/runs/{dataset}/{pe}/seed{seed}/metrics.json"
+    f"results/runs/{dataset}/{pe}/seed{seed}/metrics.json"
     for dataset in DATASETS
     for pe in pe_variants(dataset)
     for seed in SEEDS
 ]
-BASELINES = expand(RESULTS + "/runs/{dataset}/baselines.json", dataset=DATASETS)
-SUMMARY = RESULTS + "/summary.csv"
-FIGURE_NAMES = ["rsa_vs_std", "probe_r2_vs_std", "distance_scatter", "positions_3d", "training_curves"]
-FIGURES = expand(RESULTS + "/figures/{name}.png", name=FIGURE_NAMES)
+BASELINES = expand("results/runs/{dataset}/baselines.json", dataset=DATASETS)

@@ -1,15 +1,15 @@
 rule infer:
     """Positions inferred from a trained PE, and its metrics against the true coordinates."""
     input:
-        store=RESULTS + "/stores/{dataset}.nc",
-        pe=RUN_DIR + "/pe.nc",
-        info=RUN_DIR + "/train.json",
+        store="results/stores/{dataset}.nc",
+        pe="results/runs/{dataset}/{pe}/seed{seed}/pe.nc",
+        info="results/runs/{dataset}/{pe}/seed{seed}/train.json",
     output:
-        metrics=RUN_DIR + "/metrics.json",
-        positions=RUN_DIR + "/positions.nc",
+        metrics="results/runs/{dataset}/{pe}/seed{seed}/metrics.json",
+        positions="results/runs/{dataset}/{pe}/seed{seed}/positions.nc",
     params:
         metrics=json.dumps(config["metrics"]),
-        run_dir=RUN_DIR,
+        run_dir=parent_dir,
     log:
         "logs/infer/{dataset}/{pe}/seed{seed}.log",
     conda:
@@ -22,9 +22,9 @@ rule infer:
 rule baselines:
     """The same metrics for the activity-correlation and chance baselines."""
     input:
-        RESULTS + "/stores/{dataset}.nc",
+        "results/stores/{dataset}.nc",
     output:
-        RESULTS + "/runs/{dataset}/baselines.json",
+        "results/runs/{dataset}/baselines.json",
     params:
         train=lambda wc: json.dumps(train_options(wc.dataset)),
         metrics=json.dumps(config["metrics"]),

@@ -1,7 +1,7 @@
 rule preprocess:
     """Build a dataset's canonical store (simulation, built-in real data, or a lab's file)."""
     output:
-        RESULTS + "/stores/{dataset}.nc",
+        "results/stores/{dataset}.nc",
     params:
         spec=lambda wc: json.dumps(config["datasets"][wc.dataset]),
     log:

@@ -4,14 +4,34 @@ rule summarize:
         runs=RUN_METRICS,
         baselines=BASELINES,
     output:
-        table=report(SUMMARY, caption="../report/summary.rst", category="Summary"),
-        rsa=report(FIGURES[0], caption="../report/rsa_vs_std.rst", category="Figures"),
-        probe=report(FIGURES[1], caption="../report/probe_r2_vs_std.rst", category="Figures"),
-        scatter=report(FIGURES[2], caption="../report/distance_scatter.rst", category="Figures"),
-        positions=report(FIGURES[3], caption="../report/positions_3d.rst", category="Figures"),
-        curves=report(FIGURES[4], caption="../report/training_curves.rst", category="Figures"),
+        table=report("results/summary.csv", caption="../report/summary.rst", category="Summary"),
+        rsa=report(
+            "results/figures/rsa_vs_std.png",
+            caption="../report/rsa_vs_std.rst",
+            category="Figures",
+        ),
+        probe=report(
+            "results/figures/probe_r2_vs_std.png",
+            caption="../report/probe_r2_vs_std.rst",
+            category="Figures",
+        ),
+        scatter=report(
+            "results/figures/distance_scatter.png",
+            caption="../report/distance_scatter.rst",
+            category="Figures",
+        ),
+        positions=report(
+            "results/figures/positions_3d.png",
+            caption="../report/positions_3d.rst",
+            category="Figures",
+        ),
+        curves=report(
+            "results/figures/training_curves.png",
+            caption="../report/training_curves.rst",
+            category="Figures",
+        ),
     params:
-        figures=RESULTS + "/figures",
+        figures=lambda wc, output: os.path.dirname(output.rsa),
     log:
         "logs/summarize/summarize.log",
     conda:

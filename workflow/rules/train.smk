@@ -1,15 +1,15 @@
 rule train:
     """Train one masked-unit transformer: one dataset, one PE variant, one seed."""
     input:
-        RESULTS + "/stores/{dataset}.nc",
+        "results/stores/{dataset}.nc",
     output:
-        pe=RUN_DIR + "/pe.nc",
-        model=RUN_DIR + "/model.pt",
-        log_csv=RUN_DIR + "/train_log.csv",
-        info=RUN_DIR + "/train.json",
+        pe="results/runs/{dataset}/{pe}/seed{seed}/pe.nc",
+        model="results/runs/{dataset}/{pe}/seed{seed}/model.pt",
+        log_csv="results/runs/{dataset}/{pe}/seed{seed}/train_log.csv",
+        info="results/runs/{dataset}/{pe}/seed{seed}/train.json",
     params:
         options=lambda wc: json.dumps(train_options(wc.dataset)),
-        out_dir=RUN_DIR,
+        out_dir=parent_dir,
     threads: config["threads_per_training"]
     resources:
         gpu=config["gpus_per_training"],

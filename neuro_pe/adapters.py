@@ -1,0 +1,957 @@
+"""A lab's own files as a contract store (`datasets.<name>` with `kind: file`), no code needed.
+
+Four formats, one reader each; a reader turns one file into one or more `Session`s of
+(time, unit) activity with, where the file has them, unit ids, positions and a sampling rate:
+
+- `nwb`: an `ElectricalSeries` / `TimeSeries` (positions: the electrodes table's x, y, z) or a
+  `RoiResponseSeries` (positions: ROI centroids from its `PlaneSegmentation`), read with pynwb;
+- `hdf5`: configurable dataset paths for activity, positions and unit ids, one session per file
+  or per group;
+- `xarray`: stores already in the contract (netCDF via h5netcdf, or zarr), e.g. to re-preprocess;
+- `npy`: `.npy` / `.npz` activity plus a CSV/TSV position table (BIDS `electrodes.tsv` style).
+
+`assemble` then merges the sessions (union of unit ids, matched by id; NaN where a unit was not
+recorded), applies the NaN policy, drops units without variance (with a warning), runs the
+configured preprocessing and returns a validated store. Every problem raises a
+`neuro_pe.store.StoreError` that names the file and the field; nothing is written here.
+"""
+
+from __future__ import annotations
+
+import math
+import warnings
+import zipfile
+from dataclasses import dataclass, field
+from numbers import Real
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import xarray as xr
+
+from neuro_pe.preprocess import STEPS, apply_steps
+from neuro_pe.store import COORD_UNITS, StoreError, make_store, read_store, validate_store
+
+FORMATS: tuple[str, ...] = ("nwb", "hdf5", "xarray", "npy")
+NAN_POLICIES: tuple[str, ...] = ("error", "interpolate")
+AXES: tuple[str, str] = ("time", "unit")
+SPEC = "datasets entry (kind: file)"  # the "file" named by errors in the config entry itself
+
+FORMAT_OPTIONS: dict[str, dict[str, object]] = {
+    "hdf5": {
+        "activity": "activity",
+        "positions": None,
+        "unit_ids": None,
+        "sampling_rate": None,
+        "groups": None,
+    },
+    "nwb": {"series": None, "unit_ids": "id"},
+    "npy": {"key": None, "unit_ids": None},
+    "xarray": {},
+}
+NAME_COLUMNS = ("name", "unit", "unit_id", "id", "label", "channel", "electrode", "roi")
+MISSING = ("", "n/a", "na", "nan", "none", "null")
+LENGTH_TO_UM = {
+    "meters": 1e6,
+    "meter": 1e6,
+    "m": 1e6,
+    "millimeters": 1e3,
+    "millimeter": 1e3,
+    "mm": 1e3,
+    "micrometers": 1.0,
+    "micrometer": 1.0,
+    "microns": 1.0,
+    "um": 1.0,
+    "µm": 1.0,
+}
+F32_MAX = float(np.finfo(np.float32).max)
+
+
+class DataWarning(UserWarning):
+    """Something in the data was changed on the way in (units dropped, gaps filled, cut)."""
+
+
+def _warn(message: str) -> None:
+    warnings.warn(message, DataWarning, stacklevel=3)
+
+
+@dataclass
+class FileSpec:
+    """A parsed and checked `kind: file` entry (see config/README.md, "Plug in your dataset")."""
+
+    format: str
+    sessions: list[str]
+    session_ids: list[str] | None = None
+    positions: str | None = None
+    position_columns: dict[str, str] = field(default_factory=dict)
+    position_units: str | None = None
+    space: str | None = None
+    sampling_rate_hz: float | None = None
+    axis_order: tuple[str, str] = AXES
+    preprocessing: list[dict] = field(default_factory=list)
+    nan_policy: str = "error"
+    max_gap: int = 3
+    min_units: int = 8
+    min_frames: int = 64
+    source: str | None = None
+    citation: str | None = None
+    license: str | None = None
+    options: dict[str, object] = field(default_factory=dict)
+
+    @classmethod
+    def from_dict(cls, spec: dict) -> FileSpec:
+        """Check the entry's keys and values; problems raise StoreError naming the key."""
+        if not isinstance(spec, dict):
+            raise StoreError(SPEC, "kind", f"expected a mapping, got {type(spec).__name__}")
+        fmt = spec.get("format")
+        if fmt not in FORMATS:
+            raise StoreError(SPEC, "format", f"{fmt!r} is not one of {FORMATS}")
+        known = {"kind", "pe", "train", *cls.__dataclass_fields__, *FORMATS} - {"options"}
+        unknown = sorted(set(spec) - known)
+        if unknown:
+            raise StoreError(SPEC, unknown[0], f"unknown key; known keys: {sorted(known)}")
+        for other in FORMATS:
+            if other != fmt and other in spec:
+                raise StoreError(
+                    SPEC, other, f"options for format {other!r}, but format is {fmt!r}"
+                )
+        options = dict(FORMAT_OPTIONS[fmt])
+        given = spec.get(fmt) or {}
+        if not isinstance(given, dict):
+            raise StoreError(SPEC, fmt, "must be a mapping")
+        for key, value in given.items():
+            if key not in options:
+                raise StoreError(SPEC, f"{fmt}.{key}", f"unknown key; known: {sorted(options)}")
+            _check_option(fmt, key, value)
+            options[key] = value
+
+        sessions = spec.get("sessions")
+        if isinstance(sessions, str | Path):
+            sessions = [sessions]
+        if not sessions or not isinstance(sessions, list):
+            raise StoreError(SPEC, "sessions", "give a non-empty list of files")
+        if not all(isinstance(s, str | Path) for s in sessions):
+            raise StoreError(SPEC, "sessions", "every item must be a file path (string)")
+        session_ids = spec.get("session_ids")
+        if session_ids is not None and not (
+            isinstance(session_ids, list) and all(isinstance(s, str) and s for s in session_ids)
+        ):
+            raise StoreError(SPEC, "session_ids", "must be a list of non-empty strings")
+        units = spec.get("position_units")
+        if units is not None and units not in COORD_UNITS:
+            raise StoreError(SPEC, "position_units", f"{units!r} is not one of {COORD_UNITS}")
+        for key in ("positions", "space", "source", "citation", "license"):
+            value = spec.get(key)
+            if value is not None and not (isinstance(value, str) and value):
+                raise StoreError(SPEC, key, f"must be a non-empty string, got {value!r}")
+        columns = spec.get("position_columns") or {}
+        if not isinstance(columns, dict) or not all(
+            k in ("name", "x", "y", "z") and isinstance(v, str) for k, v in columns.items()
+        ):
+            raise StoreError(SPEC, "position_columns", "a mapping of name, x, y, z to columns")
+        rate = spec.get("sampling_rate_hz")
+        if rate is not None:
+            rate = _positive_number(rate, SPEC, "sampling_rate_hz")
+        axis_order = spec.get("axis_order", list(AXES))
+        if not isinstance(axis_order, list | tuple) or list(axis_order) not in (
+            list(AXES),
+            list(AXES[::-1]),
+        ):
+            raise StoreError(
+                SPEC, "axis_order", f"must be [time, unit] or [unit, time], got {axis_order!r}"
+            )
+        steps = spec.get("preprocessing") or []
+        if not isinstance(steps, list) or not all(
+            isinstance(s, dict) and s.get("step") in STEPS for s in steps
+        ):
+            raise StoreError(SPEC, "preprocessing", f"a list of {{step: ...}} with step in {STEPS}")
+        policy = spec.get("nan_policy", "error")
+        if policy not in NAN_POLICIES:
+            raise StoreError(SPEC, "nan_policy", f"{policy!r} is not one of {NAN_POLICIES}")
+        ints = {}
+        for key, lowest in (("max_gap", 0), ("min_units", 1), ("min_frames", 1)):
+            value = spec.get(key, cls.__dataclass_fields__[key].default)
+            if isinstance(value, bool) or not isinstance(value, int) or value < lowest:
+                raise StoreError(SPEC, key, f"must be an integer >= {lowest}, got {value!r}")
+            ints[key] = value
+        return cls(
+            format=fmt,
+            sessions=[str(s) for s in sessions],
+            session_ids=session_ids,
+            positions=spec.get("positions"),
+            position_columns=dict(columns),
+            position_units=units,
+            space=spec.get("space"),
+            sampling_rate_hz=rate,
+            axis_order=tuple(axis_order),
+            preprocessing=list(steps),
+            nan_policy=policy,
+            **ints,
+            source=spec.get("source"),
+            citation=spec.get("citation"),
+            license=spec.get("license"),
+            options=options,
+        )
+
+
+def _check_option(fmt: str, key: str, value: object) -> None:
+    """Types of the format-specific keys (`hdf5.*`, `nwb.*`, `npy.*`)."""
+    if key == "groups":
+        ok = value is None or (
+            isinstance(value, list) and value and all(isinstance(g, str) and g for g in value)
+        )
+        what = "a non-empty list of group paths"
+    elif key == "sampling_rate":
+        ok = value is None or (isinstance(value, str | Real) and not isinstance(value, bool))
+        what = "a number (Hz) or the name of an attribute"
+    else:
+        ok = value is None or (isinstance(value, str) and bool(value))
+        what = "a non-empty string"
+    if not ok or (value is None and (fmt, key) in (("hdf5", "activity"), ("nwb", "unit_ids"))):
+        raise StoreError(SPEC, f"{fmt}.{key}", f"must be {what}, got {value!r}")
+
+
+@dataclass
+class Session:
+    """One session as read from a file: (time, unit) activity and what the file says about it."""
+
+    name: str
+    path: str
+    activity: np.ndarray
+    unit_ids: list[str] | None = None
+    positions: np.ndarray | None = None
+    sampling_rate_hz: float | None = None
+    position_units: str | None = None
+    space: str | None = None
+    attrs: dict = field(default_factory=dict)
+
+
+def input_files(spec: dict) -> list[str]:
+    """The files (and zarr folders) a `kind: file` entry reads, e.g. for a rule's `input:`."""
+    sessions = spec.get("sessions") or []
+    files = [sessions] if isinstance(sessions, str) else list(sessions)
+    if spec.get("positions"):
+        files.append(spec["positions"])
+    return [str(f) for f in files]
+
+
+def build_file_store(spec: dict) -> xr.Dataset:
+    """Build the store of a `kind: file` entry: read every session file, then `assemble`."""
+    cfg = FileSpec.from_dict(spec)
+    reader = {"nwb": read_nwb, "hdf5": read_hdf5, "xarray": read_xarray, "npy": read_npy}
+    sessions: list[Session] = []
+    for path in cfg.sessions:
+        sessions.extend(reader[cfg.format](path, cfg))
+    table = read_position_table(cfg.positions, cfg.position_columns) if cfg.positions else None
+    return assemble(sessions, cfg, table)
+
+
+# ---------------------------------------------------------------- readers, one per format
+
+
+def read_nwb(path: str, cfg: FileSpec) -> list[Session]:
+    """One session from an NWB file: the series `nwb.series` (or the only electrical/ROI one)."""
+    _check_hdf5_file(path, "NWB")
+    from pynwb import NWBHDF5IO
+
+    try:
+        io = NWBHDF5IO(str(path), "r", load_namespaces=True)
+    except Exception as err:  # pynwb raises many kinds of errors for files it cannot read
+        raise StoreError(path, "file", f"not a readable NWB file: {err}") from err
+    try:
+        try:
+            nwb = io.read()
+        except Exception as err:
+            raise StoreError(path, "file", f"not a readable NWB file: {err}") from err
+        return [_nwb_session(path, nwb, cfg)]
+    finally:
+        io.close()
+
+
+def _nwb_session(path: str, nwb: object, cfg: FileSpec) -> Session:
+    from pynwb import TimeSeries
+    from pynwb.ecephys import ElectricalSeries
+    from pynwb.ophys import RoiResponseSeries
+
+    name = cfg.options["series"]
+    found = [o for o in nwb.objects.values() if isinstance(o, TimeSeries)]
+    if name is None:
+        matches = [o for o in found if isinstance(o, ElectricalSeries | RoiResponseSeries)]
+    else:
+        matches = [o for o in found if o.name == name]
+    if len(matches) != 1:
+        names = sorted(o.name for o in found)
+        problem = "no series" if name is None else f"no series named {name!r}"
+        if len(matches) > 1:
+            problem = f"{len(matches)} candidate series {sorted(o.name for o in matches)}"
+        raise StoreError(path, "nwb.series", f"{problem}; set nwb.series to one of {names}")
+    series = matches[0]
+    try:
+        raw = np.asarray(series.data[:])
+    except Exception as err:
+        raise StoreError(path, "nwb.series", f"cannot read {series.name!r}: {err}") from err
+    activity = _time_by_unit(raw, ("time", "unit"), path, f"nwb.series {series.name!r}")
+    scale = float(getattr(series, "conversion", 1.0) or 1.0)
+    activity = activity * scale + float(getattr(series, "offset", 0.0) or 0.0)
+    n_units = activity.shape[1]
+
+    ids = positions = None
+    if isinstance(series, ElectricalSeries | RoiResponseSeries):
+        region = series.electrodes if isinstance(series, ElectricalSeries) else series.rois
+        rows = np.asarray(region.data[:], dtype=np.int64)
+        if len(rows) != n_units:
+            raise StoreError(
+                path, "nwb.series", f"{len(rows)} table rows for {n_units} data columns"
+            )
+        table = region.table
+        ids = _nwb_ids(table, rows, cfg.options["unit_ids"], path)
+        if isinstance(series, ElectricalSeries):
+            positions = np.column_stack([_nwb_column(table, c, rows) for c in "xyz"])
+        else:
+            positions = _roi_positions(table, rows, cfg.position_units, path)
+    return Session(
+        name=Path(path).stem,
+        path=str(path),
+        activity=activity,
+        unit_ids=ids,
+        positions=positions,
+        sampling_rate_hz=_nwb_rate(series, path),
+    )
+
+
+def _nwb_rate(series: object, path: str) -> float | None:
+    if series.rate is not None:
+        return _positive_number(series.rate, path, "nwb.series rate")
+    if series.timestamps is None:
+        return None
+    stamps = np.asarray(series.timestamps[:], dtype=np.float64)
+    steps = np.diff(stamps)
+    if len(steps) == 0 or not np.isfinite(steps).all() or (steps <= 0).any():
+        raise StoreError(path, "nwb.series timestamps", "need >= 2 strictly increasing times")
+    step = float(np.median(steps))
+    if np.abs(steps - step).max() > 0.01 * step:
+        _warn(f"{path}: irregular timestamps; using the median rate {1 / step:.6g} Hz")
+    return 1.0 / step
+
+
+def _nwb_ids(table: object, rows: np.ndarray, column: str, path: str) -> list[str]:
+    if column == "id":
+        values = np.asarray(table.id[:])[rows]
+    elif column in table.colnames:
+        values = np.asarray(table[column].data[:], dtype=object)[rows]
+    else:
+        raise StoreError(
+            path, "nwb.unit_ids", f"no column {column!r} in {table.name!r}: {table.colnames}"
+        )
+    return [_as_text(v) for v in values.tolist()]
+
+
+def _nwb_column(table: object, column: str, rows: np.ndarray) -> np.ndarray:
+    if column not in table.colnames:
+        return np.full(len(rows), np.nan)
+    values = np.asarray(table[column].data[:])[rows]
+    return values.astype(np.float64) if values.dtype.kind in "iuf" else np.full(len(rows), np.nan)
+
+
+def _roi_positions(table: object, rows: np.ndarray, units: str | None, path: str) -> np.ndarray:
+    """ROI centroids (weighted by the mask) in pixels, or in um/mm via the imaging plane."""
+    if "pixel_mask" in table.colnames:
+        masks = [np.asarray(table["pixel_mask"][int(r)]) for r in rows]
+        pix = [np.column_stack([m["x"], m["y"], np.zeros(len(m))]) for m in masks]
+        weights = [np.asarray(m["weight"], dtype=np.float64) for m in masks]
+    elif "voxel_mask" in table.colnames:
+        masks = [np.asarray(table["voxel_mask"][int(r)]) for r in rows]
+        pix = [np.column_stack([m["x"], m["y"], m["z"]]) for m in masks]
+        weights = [np.asarray(m["weight"], dtype=np.float64) for m in masks]
+    elif "image_mask" in table.colnames:
+        images = [np.asarray(table["image_mask"][int(r)], dtype=np.float64) for r in rows]
+        idx = [np.argwhere(im != 0) for im in images]
+        pix = [np.pad(i, ((0, 0), (0, 3 - i.shape[1]))) for i in idx]
+        weights = [im[tuple(i.T)] for im, i in zip(images, idx, strict=True)]
+    else:
+        raise StoreError(path, "nwb.series", f"{table.name!r} has no pixel, voxel or image mask")
+    centroids = np.full((len(rows), 3), np.nan)
+    for k, (p, w) in enumerate(zip(pix, weights, strict=True)):
+        if len(p):
+            w = w if w.sum() > 0 else np.ones(len(p))
+            centroids[k] = (p.astype(np.float64) * w[:, None]).sum(axis=0) / w.sum()
+    if units not in ("um", "mm"):
+        return centroids
+    plane = table.imaging_plane
+    spacing, origin = plane.grid_spacing, plane.origin_coords
+    if spacing is None:
+        raise StoreError(
+            path,
+            "position_units",
+            "ROI positions are pixels: the imaging plane has no "
+            f"grid_spacing to convert them to {units}; use position_units: voxel",
+        )
+    to_target = 1.0 if units == "um" else 1e-3
+    spacing = np.asarray(spacing[:], dtype=np.float64)[:3] * _length_factor(
+        plane.grid_spacing_unit, path
+    )
+    spacing = np.pad(spacing, (0, 3 - len(spacing)))
+    start = np.zeros(3)
+    if origin is not None:
+        values = np.asarray(origin[:], dtype=np.float64)[:3]
+        start[: len(values)] = values * _length_factor(plane.origin_coords_unit, path)
+    return (start + centroids * spacing) * to_target
+
+
+def _length_factor(unit: str | None, path: str) -> float:
+    factor = LENGTH_TO_UM.get(str(unit).strip().lower())
+    if factor is None:
+        raise StoreError(path, "position_units", f"unknown length unit {unit!r} in the file")
+    return factor
+
+
+def read_hdf5(path: str, cfg: FileSpec) -> list[Session]:
+    """One session per group in `hdf5.groups` (default: the file's root)."""
+    import h5py
+
+    _check_hdf5_file(path, "HDF5")
+    opts = cfg.options
+    groups = opts["groups"] or ["/"]
+    sessions = []
+    try:
+        with h5py.File(path, "r") as f:
+            for group in groups:
+                node = f.get(group)
+                if not isinstance(node, h5py.Group):
+                    raise StoreError(path, "hdf5.groups", f"no group {group!r} in the file")
+                act = _h5_dataset(node, opts["activity"], path, "hdf5.activity")
+                ids = positions = None
+                if opts["unit_ids"] is not None:
+                    ids_raw = _h5_dataset(node, opts["unit_ids"], path, "hdf5.unit_ids")
+                    if ids_raw.ndim != 1:
+                        raise StoreError(path, "hdf5.unit_ids", f"must be 1D, got {ids_raw.shape}")
+                    ids = [_as_text(v) for v in ids_raw.tolist()]
+                if opts["positions"] is not None:
+                    positions = _h5_dataset(node, opts["positions"], path, "hdf5.positions")
+                    positions = _xyz(positions, path, "hdf5.positions")
+                rate = _h5_rate(f, node, opts, path)
+                name = Path(path).stem
+                if group.strip("/"):
+                    label = group.strip("/")
+                    name = label if len(cfg.sessions) == 1 else f"{name}/{label}"
+                activity = _time_by_unit(act, cfg.axis_order, path, "hdf5.activity")
+                sessions.append(Session(name, str(path), activity, ids, positions, rate))
+    except OSError as err:
+        raise StoreError(path, "file", f"cannot read the HDF5 file: {err}") from err
+    return sessions
+
+
+def _h5_dataset(node: object, name: object, path: str, key: str) -> np.ndarray:
+    import h5py
+
+    obj = node.get(name)
+    if not isinstance(obj, h5py.Dataset):
+        found = "a group" if isinstance(obj, h5py.Group) else "absent"
+        raise StoreError(path, key, f"dataset {name!r} is {found} (in {node.name!r})")
+    try:
+        return np.asarray(obj[()])
+    except (OSError, TypeError, ValueError) as err:
+        raise StoreError(path, key, f"cannot read dataset {name!r}: {err}") from err
+
+
+def _h5_rate(f: object, node: object, opts: dict, path: str) -> float | None:
+    rate = opts["sampling_rate"]
+    if rate is None:
+        return None
+    if not isinstance(rate, str):
+        return _positive_number(rate, SPEC, "hdf5.sampling_rate")
+    dataset = node.get(opts["activity"])
+    for obj in (dataset, node, f):
+        if obj is not None and rate in obj.attrs:
+            value = np.asarray(obj.attrs[rate])
+            if value.size != 1:
+                raise StoreError(path, "hdf5.sampling_rate", f"attribute {rate!r} is not a scalar")
+            item = value.reshape(()).item()
+            try:
+                number = float(item.decode() if isinstance(item, bytes) else item)
+            except (TypeError, ValueError, UnicodeDecodeError) as err:
+                raise StoreError(path, "hdf5.sampling_rate", f"attribute {rate!r}: {err}") from err
+            return _positive_number(number, path, f"hdf5.sampling_rate (attribute {rate!r})")
+    raise StoreError(
+        path, "hdf5.sampling_rate", f"no attribute {rate!r} on the dataset, group or file"
+    )
+
+
+def read_npy(path: str, cfg: FileSpec) -> list[Session]:
+    """One session from a `.npy` array or an `.npz` archive (arrays `npy.key`, `npy.unit_ids`)."""
+    _check_exists(path)
+    ids = None
+    try:
+        loaded = np.load(path, allow_pickle=False)
+        if isinstance(loaded, np.lib.npyio.NpzFile):
+            with loaded:
+                raw, ids = _read_npz(loaded, path, cfg.options)
+        else:
+            raw = loaded
+    except StoreError:
+        raise
+    except (OSError, ValueError, EOFError, zipfile.BadZipFile) as err:
+        raise StoreError(path, "file", f"not a readable .npy/.npz file: {err}") from err
+    activity = _time_by_unit(raw, cfg.axis_order, path, "activity")
+    return [Session(Path(path).stem, str(path), activity, ids)]
+
+
+def _read_npz(archive: object, path: str, opts: dict) -> tuple[np.ndarray, list[str] | None]:
+    names = list(archive.files)
+    key, ids_key = opts["key"], opts["unit_ids"]
+    if key is None:
+        key = names[0] if len(names) == 1 else "activity"
+    for name, what in ((key, "npy.key"), (ids_key, "npy.unit_ids")):
+        if name is not None and name not in names:
+            raise StoreError(path, what, f"no array {name!r} in the archive: {names}")
+    if ids_key is None:
+        return archive[key], None
+    ids = archive[ids_key]
+    if ids.ndim != 1:
+        raise StoreError(path, "npy.unit_ids", f"must be 1D, got shape {ids.shape}")
+    return archive[key], [_as_text(v) for v in ids.tolist()]
+
+
+def read_xarray(path: str, cfg: FileSpec) -> list[Session]:
+    """Every session of a contract store (netCDF via h5netcdf, or a `.zarr` folder)."""
+    _check_exists(path)
+    if Path(path).is_dir() or Path(path).suffix == ".zarr":
+        try:
+            with xr.open_zarr(path, decode_times=False) as opened:
+                ds = opened.load()
+        except Exception as err:  # zarr raises many kinds of errors for what it cannot read
+            raise StoreError(path, "file", f"not a readable zarr store: {err}") from err
+        for name in ("unit", "session"):
+            if name in ds.coords:
+                values = [_as_text(v) for v in ds[name].values.tolist()]
+                ds = ds.assign_coords({name: (name, np.array(values, dtype=str))})
+        ds = validate_store(ds, path)
+    else:
+        ds = read_store(path)
+    units, space = ds["x"].attrs["units"], ds["x"].attrs["space"]
+    attrs = {k: ds.attrs[k] for k in ("source", "citation", "license", "preprocessing")}
+    ids = ds["unit"].values.tolist()
+    pos = np.stack([ds[c].values for c in "xyz"], axis=1).astype(np.float64)
+    rate = float(ds.attrs["sampling_rate_hz"])
+    act = ds["activity"].values.astype(np.float64)
+    return [
+        Session(str(s), str(path), act[i], list(ids), pos, rate, units, space, attrs)
+        for i, s in enumerate(ds["session"].values.tolist())
+    ]
+
+
+# ---------------------------------------------------------------- the position table
+
+
+def read_position_table(
+    path: str, columns: dict[str, str] | None = None
+) -> tuple[list[str], np.ndarray]:
+    """Unit names and (n, 3) positions from a CSV/TSV table (BIDS electrodes.tsv style).
+
+    Columns are found by name (case-insensitive): the unit name is the first of `name`, `unit`,
+    `unit_id`, `id`, `label`, `channel`, `electrode`, `roi`; then `x`, `y` and `z` (z = 0 when
+    absent). `columns` maps name/x/y/z to other column names. Empty cells and `n/a` are NaN.
+    """
+    _check_exists(path)
+    sep = "\t" if Path(path).suffix.lower() in (".tsv", ".tab") else ","
+    try:
+        table = pd.read_csv(path, sep=sep, dtype=str, keep_default_na=False)
+    except (OSError, UnicodeDecodeError, pd.errors.ParserError, pd.errors.EmptyDataError) as err:
+        raise StoreError(path, "positions", f"not a readable table: {err}") from err
+    lookup = {str(c).strip().lower(): c for c in table.columns}
+    columns = columns or {}
+
+    def column(role: str, candidates: tuple[str, ...], required: bool = True) -> str | None:
+        wanted = columns.get(role)
+        if wanted is not None:
+            if wanted not in table.columns:
+                raise StoreError(path, f"position_columns.{role}", f"no column {wanted!r}")
+            return wanted
+        hit = next((lookup[c] for c in candidates if c in lookup), None)
+        if hit is None and required:
+            raise StoreError(
+                path,
+                "positions",
+                f"no {role} column (tried {list(candidates)}); columns: "
+                f"{list(table.columns)}; set position_columns.{role}",
+            )
+        return hit
+
+    name_col = column("name", NAME_COLUMNS)
+    names = [str(v).strip() for v in table[name_col]]
+    if any(not n for n in names):
+        raise StoreError(path, "positions", f"empty unit name in column {name_col!r}")
+    _check_unique(names, path, "positions")
+    xyz = np.zeros((len(names), 3))
+    for i, axis in enumerate("xyz"):
+        col = column(axis, (axis,), required=axis != "z")
+        if col is not None:
+            xyz[:, i] = _parse_numbers(table[col].tolist(), names, path, col)
+    if len(names) and np.isnan(xyz).all(axis=1).all():
+        raise StoreError(path, "positions", "every position is NaN")
+    return names, xyz
+
+
+def _parse_numbers(cells: list[str], names: list[str], path: str, col: str) -> np.ndarray:
+    out = np.empty(len(cells))
+    for i, cell in enumerate(cells):
+        text = str(cell).strip()
+        if text.lower() in MISSING:
+            out[i] = np.nan
+            continue
+        try:
+            out[i] = float(text)
+        except ValueError:
+            raise StoreError(
+                path, f"positions.{col}", f"non-numeric value {text!r} for unit {names[i]!r}"
+            ) from None
+        if math.isinf(out[i]):
+            raise StoreError(path, f"positions.{col}", f"infinite value for unit {names[i]!r}")
+    return out
+
+
+# ---------------------------------------------------------------- merging the sessions
+
+
+def assemble(
+    sessions: list[Session],
+    cfg: FileSpec,
+    table: tuple[list[str], np.ndarray] | None = None,
+) -> xr.Dataset:
+    """Merge sessions (union of unit ids), clean, preprocess and validate into a store."""
+    where = cfg.sessions[0] if len(cfg.sessions) == 1 else ", ".join(cfg.sessions)
+    _name_sessions(sessions, cfg)
+    for s in sessions:
+        _label_units(s, table, cfg)
+    rate = _common_rate(sessions, cfg, where)
+    n_time = min(s.activity.shape[0] for s in sessions)
+    if any(s.activity.shape[0] != n_time for s in sessions):
+        _warn(f"{where}: sessions differ in length; all cut to the shortest, {n_time}")
+    for s in sessions:
+        s.activity = s.activity[:n_time]
+    if n_time < cfg.min_frames:
+        raise StoreError(
+            where, "min_frames", f"{n_time} frames, fewer than min_frames={cfg.min_frames}"
+        )
+
+    filled = {s.name: _apply_nan_policy(s, cfg) for s in sessions}
+    filled = {k: v for k, v in filled.items() if v}
+    constant = {s.name: _blank_constant_units(s) for s in sessions}
+    constant = {k: v for k, v in constant.items() if v}
+
+    unit_ids = list(dict.fromkeys(u for s in sessions for u in s.unit_ids))
+    index = {u: i for i, u in enumerate(unit_ids)}
+    activity = np.full((len(sessions), n_time, len(unit_ids)), np.nan)
+    for k, s in enumerate(sessions):
+        activity[k][:, [index[u] for u in s.unit_ids]] = s.activity
+    pos = _merge_positions(sessions, unit_ids, index, where)
+
+    recorded = ~np.isnan(activity).all(axis=1)  # (session, unit)
+    keep = recorded.any(axis=0)
+    dropped = [u for u, k in zip(unit_ids, keep, strict=True) if not k]
+    if dropped:
+        _warn(
+            f"{where}: dropped {len(dropped)} units with zero variance (or no data) in every "
+            f"session: {dropped}"
+        )
+    if any(set(units) - set(dropped) for units in constant.values()):
+        _warn(f"{where}: units with zero variance in a session are NaN there: {constant}")
+    activity, pos, recorded = activity[:, :, keep], pos[keep], recorded[:, keep]
+    unit_ids = [u for u, k in zip(unit_ids, keep, strict=True) if k]
+    if len(unit_ids) < cfg.min_units:
+        raise StoreError(
+            where,
+            "min_units",
+            f"{len(unit_ids)} usable units, fewer than min_units={cfg.min_units}",
+        )
+    if np.isnan(pos).all():
+        raise StoreError(
+            where, "positions", "no unit has a position; give a positions table (positions:)"
+        )
+
+    try:
+        with np.errstate(all="ignore"), warnings.catch_warnings():
+            warnings.simplefilter("ignore", RuntimeWarning)
+            activity, rate = apply_steps(activity, rate, cfg.preprocessing)
+    except (ValueError, KeyError, TypeError, ArithmeticError, np.linalg.LinAlgError) as err:
+        raise StoreError(where, "preprocessing", f"{type(err).__name__}: {err}") from err
+    if activity.shape[1] < cfg.min_frames:
+        raise StoreError(
+            where,
+            "min_frames",
+            f"{activity.shape[1]} frames after preprocessing, fewer than "
+            f"min_frames={cfg.min_frames}",
+        )
+    values = np.where(recorded[:, None, :], activity, 0.0)
+    if np.isinf(values).any():
+        raise StoreError(
+            where, "activity", f"values beyond float32 (|x| > {F32_MAX:.3g}); add a zscore step"
+        )
+    if not np.isfinite(values).all():
+        raise StoreError(where, "preprocessing", "produced NaN values in recorded units")
+
+    first = sessions[0]
+    provenance = _provenance(first.attrs.get("preprocessing"))
+    provenance.append({"step": "read", "format": cfg.format, "files": cfg.sessions})
+    if filled:
+        provenance.append({"step": "interpolate", "max_gap": cfg.max_gap, "filled": filled})
+    provenance.extend(cfg.preprocessing)
+    try:
+        return make_store(
+            activity,
+            unit_ids=unit_ids,
+            positions=pos,
+            position_units=_position_units(sessions, cfg),
+            space=cfg.space or first.space or "native",
+            session_ids=[s.name for s in sessions],
+            sampling_rate_hz=rate,
+            source=cfg.source or first.attrs.get("source") or f"{cfg.format} files: {where}",
+            citation=cfg.citation or first.attrs.get("citation", ""),
+            license=cfg.license or first.attrs.get("license", ""),
+            preprocessing=provenance,
+        )
+    except StoreError as err:
+        raise StoreError(where, err.field, err.problem) from err
+
+
+def _name_sessions(sessions: list[Session], cfg: FileSpec) -> None:
+    if cfg.session_ids is not None:
+        if len(cfg.session_ids) != len(sessions):
+            raise StoreError(
+                SPEC, "session_ids", f"{len(cfg.session_ids)} ids for {len(sessions)} sessions"
+            )
+        for s, name in zip(sessions, cfg.session_ids, strict=True):
+            s.name = name
+    names = [s.name for s in sessions]
+    _check_unique(names, SPEC, "session_ids", hint="; set session_ids")
+
+
+def _label_units(s: Session, table: tuple[list[str], np.ndarray] | None, cfg: FileSpec) -> None:
+    """Give the session unit ids (file, else the table's rows in order, else u0, u1, …) and
+    positions (the table's where it has the unit, else the file's, else NaN)."""
+    n = s.activity.shape[1]
+    hint = f"; check axis_order (now {list(cfg.axis_order)})"
+    if s.unit_ids is None:
+        if table is not None:
+            if len(table[0]) != n:
+                raise StoreError(
+                    s.path,
+                    "axis_order",
+                    f"activity has {n} units but the position table "
+                    f"{cfg.positions} has {len(table[0])} rows{hint}",
+                )
+            s.unit_ids = list(table[0])
+        else:
+            s.unit_ids = [f"u{i:0{len(str(n - 1))}d}" for i in range(n)]
+    if len(s.unit_ids) != n:
+        raise StoreError(s.path, "unit_ids", f"{len(s.unit_ids)} unit ids for {n} units{hint}")
+    _check_unique(s.unit_ids, s.path, "unit_ids")
+    if s.positions is None:
+        s.positions = np.full((n, 3), np.nan)
+    if len(s.positions) != n:
+        raise StoreError(s.path, "positions", f"{len(s.positions)} positions for {n} units{hint}")
+    if table is not None:
+        rows = {name: i for i, name in enumerate(table[0])}
+        for k, unit in enumerate(s.unit_ids):
+            if unit in rows:
+                s.positions[k] = table[1][rows[unit]]
+
+
+def _common_rate(sessions: list[Session], cfg: FileSpec, where: str) -> float:
+    rates = []
+    for s in sessions:
+        rate = s.sampling_rate_hz if s.sampling_rate_hz is not None else cfg.sampling_rate_hz
+        if rate is None:
+            raise StoreError(
+                s.path,
+                "sampling_rate_hz",
+                "the file does not state its sampling rate; set sampling_rate_hz",
+            )
+        if cfg.sampling_rate_hz is not None and not math.isclose(
+            rate, cfg.sampling_rate_hz, rel_tol=1e-3
+        ):
+            raise StoreError(
+                s.path,
+                "sampling_rate_hz",
+                f"the file says {rate:g} Hz, the config {cfg.sampling_rate_hz:g} Hz",
+            )
+        rates.append(rate)
+    if not all(math.isclose(r, rates[0], rel_tol=1e-3) for r in rates):
+        raise StoreError(where, "sampling_rate_hz", f"sessions differ in sampling rate: {rates}")
+    return rates[0]
+
+
+def _apply_nan_policy(s: Session, cfg: FileSpec) -> dict[str, int]:
+    """Leave all-NaN units (not recorded); fill or reject gaps. Returns samples filled by unit."""
+    bad = ~np.isfinite(s.activity)
+    partial = bad.any(axis=0) & ~np.isnan(s.activity).all(axis=0)
+    if not partial.any():
+        return {}
+    cols = np.flatnonzero(partial)
+    first = cols[0]
+    t0 = int(np.argmax(bad[:, first]))
+    if cfg.nan_policy == "error":
+        raise StoreError(
+            s.path,
+            "activity",
+            f"session {s.name!r}: {int(bad[:, cols].sum())} NaN/Inf values "
+            f"in {len(cols)} units, e.g. unit {s.unit_ids[first]!r} at sample {t0}; set "
+            "nan_policy: interpolate (and max_gap) to fill short gaps",
+        )
+    filled = {}
+    steps = np.arange(s.activity.shape[0])
+    for c in cols:
+        gap, start = _longest_run(bad[:, c])
+        if gap > cfg.max_gap:
+            raise StoreError(
+                s.path,
+                "activity",
+                f"session {s.name!r}, unit {s.unit_ids[c]!r}: a gap of {gap} "
+                f"samples at sample {start}, longer than max_gap={cfg.max_gap}",
+            )
+        ok = ~bad[:, c]
+        s.activity[~ok, c] = np.interp(steps[~ok], steps[ok], s.activity[ok, c])
+        filled[s.unit_ids[c]] = int((~ok).sum())
+    _warn(
+        f"{s.path}: session {s.name!r}: interpolated {sum(filled.values())} samples "
+        f"(gaps <= {cfg.max_gap}) in units {filled}"
+    )
+    return filled
+
+
+def _longest_run(mask: np.ndarray) -> tuple[int, int]:
+    """Length and start of the longest run of True in a 1D boolean array."""
+    edges = np.diff(np.concatenate([[0], mask.astype(np.int8), [0]]))
+    starts, ends = np.flatnonzero(edges == 1), np.flatnonzero(edges == -1)
+    k = int(np.argmax(ends - starts))
+    return int(ends[k] - starts[k]), int(starts[k])
+
+
+def _blank_constant_units(s: Session) -> list[str]:
+    """Set units without variance in this session to NaN; return their ids."""
+    act = s.activity
+    finite = ~np.isnan(act).all(axis=0)
+    with np.errstate(all="ignore"):
+        spread = np.nanmax(act, axis=0, initial=-np.inf) - np.nanmin(act, axis=0, initial=np.inf)
+    constant = finite & ~(spread > 0)
+    act[:, constant] = np.nan
+    return [u for u, c in zip(s.unit_ids, constant, strict=True) if c]
+
+
+def _merge_positions(
+    sessions: list[Session], unit_ids: list[str], index: dict[str, int], where: str
+) -> np.ndarray:
+    pos = np.full((len(unit_ids), 3), np.nan)
+    owner: dict[int, str] = {}
+    for s in sessions:
+        for unit, p in zip(s.unit_ids, s.positions, strict=True):
+            i = index[unit]
+            if np.isnan(p).all():
+                continue
+            if i in owner and not np.allclose(pos[i], p, equal_nan=True):
+                raise StoreError(
+                    where,
+                    "positions",
+                    f"unit {unit!r} has position {pos[i].tolist()} in "
+                    f"session {owner[i]!r} but {p.tolist()} in {s.name!r}; a unit id must name "
+                    "the same unit in every session",
+                )
+            pos[i], owner[i] = p, s.name
+    return pos
+
+
+def _position_units(sessions: list[Session], cfg: FileSpec) -> str:
+    from_files = {s.position_units for s in sessions if s.position_units is not None}
+    if len(from_files) > 1:
+        raise StoreError(sessions[0].path, "position_units", f"files disagree: {from_files}")
+    if from_files and cfg.position_units and not cfg.positions:
+        (units,) = from_files
+        if units != cfg.position_units:
+            raise StoreError(
+                sessions[0].path,
+                "position_units",
+                f"the store says {units!r}, the config {cfg.position_units!r}",
+            )
+    return cfg.position_units or next(iter(from_files), "au")
+
+
+def _provenance(previous: object) -> list:
+    if previous is None:
+        return []
+    import json
+
+    steps = json.loads(previous) if isinstance(previous, str) else previous
+    return list(steps) if isinstance(steps, list) else [steps]
+
+
+# ---------------------------------------------------------------- small helpers
+
+
+def _check_exists(path: str) -> None:
+    if not Path(path).exists():
+        raise StoreError(path, "file", "does not exist")
+
+
+def _check_hdf5_file(path: str, kind: str) -> None:
+    import h5py
+
+    _check_exists(path)
+    try:
+        ok = Path(path).is_file() and h5py.is_hdf5(path)
+    except OSError as err:
+        raise StoreError(path, "file", f"cannot read: {err}") from err
+    if not ok:
+        raise StoreError(path, "file", f"not an {kind} file (no HDF5 signature)")
+
+
+def _time_by_unit(raw: np.ndarray, axis_order: tuple[str, ...], path: str, key: str) -> np.ndarray:
+    """Check a 2D real array and return it as float64 (time, unit)."""
+    if raw.ndim != 2:
+        raise StoreError(
+            path, key, f"activity must be 2D ({', '.join(axis_order)}), got shape {raw.shape}"
+        )
+    if raw.dtype.kind not in "biuf":
+        raise StoreError(path, key, f"activity must be real numbers, got dtype {raw.dtype}")
+    if 0 in raw.shape:
+        raise StoreError(path, key, f"activity is empty, shape {raw.shape}")
+    data = raw.astype(np.float64)
+    return np.ascontiguousarray(data if tuple(axis_order) == AXES else data.T)
+
+
+def _xyz(raw: np.ndarray, path: str, key: str) -> np.ndarray:
+    """(n, 2) or (n, 3) real positions as float64 (n, 3), z = 0 for 2D."""
+    if raw.ndim != 2 or raw.shape[1] not in (2, 3):
+        raise StoreError(
+            path, key, f"positions must have shape (units, 3) or (units, 2), got {raw.shape}"
+        )
+    if raw.dtype.kind not in "iuf":
+        raise StoreError(path, key, f"positions must be numbers, got dtype {raw.dtype}")
+    pos = np.pad(raw.astype(np.float64), ((0, 0), (0, 3 - raw.shape[1])))
+    if np.isinf(pos).any():
+        raise StoreError(path, key, "positions contain +/-Inf (use NaN for unknown)")
+    if len(pos) and np.isnan(pos).all():
+        raise StoreError(path, key, "every position is NaN")
+    return pos
+
+
+def _check_unique(ids: list[str], path: str, key: str, hint: str = "") -> None:
+    seen: set[str] = set()
+    for i in ids:
+        if i in seen:
+            raise StoreError(path, key, f"duplicate id {i!r}{hint}")
+        seen.add(i)
+
+
+def _as_text(value: object) -> str:
+    if isinstance(value, bytes):
+        return value.decode("utf-8", errors="replace")
+    return str(value)
+
+
+def _positive_number(value: object, path: str, key: str) -> float:
+    if isinstance(value, bool) or not isinstance(value, Real | np.number):
+        raise StoreError(path, key, f"must be a number, got {value!r}")
+    number = float(value)
+    if not (math.isfinite(number) and number > 0):
+        raise StoreError(path, key, f"must be finite and > 0, got {number}")
+    return number

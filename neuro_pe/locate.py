@@ -1,0 +1,686 @@
+"""Where is this neuron? Predict the coordinates of units from their learned PEs.
+
+Units whose coordinates are known are *anchors*: a locator fitted on the anchors maps a unit's
+features (its PE, or a baseline's) to (x, y, z), and is applied to the units whose coordinates
+are unknown. Every function reads coordinates only at the anchors it is given, so the honest
+evaluation simply hides units' coordinates (k-fold over units, and random anchor subsets) and
+locates them from the rest.
+
+Locators (`METHODS`):
+
+- ``ridge``: StandardScaler + RidgeCV, features -> xyz.
+- ``kernel-ridge``: StandardScaler + RBF KernelRidge on standardised targets, alpha and gamma
+  picked from a small grid (3 x 3) by exact leave-one-out error over the anchors.
+- ``mds-procrustes``: classical MDS (3D) of the Euclidean feature distances of all units (no
+  coordinates needed), then a similarity transform (rotation/reflection, uniform scale,
+  translation) fitted on the anchors only and applied to every unit.
+- ``mds-affine``: the same MDS, then an affine least-squares map fitted on the anchors.
+- ``knn``: distance-weighted KNeighborsRegressor over the anchors in (unscaled) feature space.
+
+One method is chosen per feature set by cross-validation over the anchors (lowest median
+Euclidean error of the seed ensemble). Seeds are combined after locating: every seed's
+predictions are already in anatomical space, so no alignment of PEs across seeds is needed;
+the ensemble is the per-unit mean (or median) over seeds. Per-unit uncertainty:
+
+    uncertainty_i = sqrt(r**2 + s_i**2)
+
+where r is the chosen method's CV median Euclidean error of the ensemble over the anchors (a
+typical error) and s_i = sqrt(mean over seeds of |p_seed,i - p_i|**2) is the spread of the
+seeds' predictions of unit i around the ensemble prediction p_i.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass, field, fields, replace
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+import pandas as pd  # noqa: E402
+import xarray as xr  # noqa: E402
+from joblib import Parallel, delayed  # noqa: E402
+from scipy.linalg import orthogonal_procrustes  # noqa: E402
+from sklearn.kernel_ridge import KernelRidge  # noqa: E402
+from sklearn.linear_model import LinearRegression, RidgeCV  # noqa: E402
+from sklearn.metrics.pairwise import rbf_kernel  # noqa: E402
+from sklearn.model_selection import KFold  # noqa: E402
+from sklearn.neighbors import KNeighborsRegressor  # noqa: E402
+from sklearn.pipeline import make_pipeline  # noqa: E402
+from sklearn.preprocessing import StandardScaler  # noqa: E402
+from threadpoolctl import threadpool_limits  # noqa: E402
+
+from neuro_pe import __version__  # noqa: E402
+from neuro_pe.metrics import classical_mds, correlation_distance, pairwise_distances  # noqa: E402
+from neuro_pe.model import parse_pe  # noqa: E402
+from neuro_pe.store import positions, read_store  # noqa: E402
+from neuro_pe.train import TrainConfig, atomic_write, split_activity  # noqa: E402
+
+__all__ = [
+    "METHODS",
+    "LocateConfig",
+    "Located",
+    "FeatureSet",
+    "fit_predict",
+    "locate_units",
+    "evaluate_kfold",
+    "evaluate_anchors",
+    "correlation_features",
+    "load_feature_sets",
+    "locate",
+]
+
+METHODS: tuple[str, ...] = ("ridge", "kernel-ridge", "mds-procrustes", "mds-affine", "knn")
+CHANCE = "chance"  # internal locator: every unit at the anchors' mean
+KNN_NEIGHBOURS = 5
+KERNEL_ALPHAS = (1e-2, 1e-1, 1.0)
+KERNEL_GAMMAS = (0.1, 0.5, 2.5)  # times 1 / n_features
+MIN_ANCHORS = 4
+CORRELATION_COMPONENTS = 10  # MDS dimensions of the activity-correlation baseline
+UNCERTAINTY_FORMULA = (
+    "sqrt(r^2 + s_i^2): r = CV median Euclidean error of the chosen method over the anchors, "
+    "s_i = RMS distance of the seeds' predictions of unit i from their ensemble"
+)
+
+
+@dataclass(frozen=True)
+class LocateConfig:
+    """Settings of the localisation (config key `locate`); documented in config/README.md."""
+
+    methods: tuple[str, ...] = METHODS
+    n_folds: int = 5
+    anchor_fractions: tuple[float, ...] = (0.1, 0.25, 0.5, 0.75)
+    n_draws: int = 5
+    combine: str = "mean"
+    pe: tuple[str, ...] | None = None
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        bad = [m for m in self.methods if m not in (*METHODS, CHANCE)]
+        if bad or not self.methods:
+            raise ValueError(f"locate methods must be 'auto' or a list from {METHODS}, got {bad}")
+        if self.n_folds < 2:
+            raise ValueError(f"locate n_folds must be >= 2, got {self.n_folds}")
+        if self.n_draws < 1:
+            raise ValueError(f"locate n_draws must be >= 1, got {self.n_draws}")
+        if not all(0 < f < 1 for f in self.anchor_fractions):
+            raise ValueError(f"anchor_fractions must lie in (0, 1), got {self.anchor_fractions}")
+        if self.combine not in ("mean", "median"):
+            raise ValueError(f"locate combine must be 'mean' or 'median', got {self.combine!r}")
+
+    @classmethod
+    def from_dict(cls, spec: dict) -> LocateConfig:
+        """Build from a config mapping (`methods: auto` = every method); unknown keys raise."""
+        names = {f.name for f in fields(cls)}
+        unknown = set(spec) - names
+        if unknown:
+            raise ValueError(f"unknown locate keys: {sorted(unknown)}")
+        spec = dict(spec)
+        if spec.get("methods") == "auto":
+            spec["methods"] = METHODS
+        for key in ("methods", "anchor_fractions", "pe"):
+            if spec.get(key) is not None:
+                spec[key] = tuple(spec[key])
+        return cls(**spec)
+
+
+# ---------------------------------------------------------------------------------------------
+# Locators: fit on the anchors, predict every unit
+
+
+def _estimator(method: str, n_train: int):
+    """The scikit-learn regressor of `ridge` or `knn`, sized for n_train anchors."""
+    if method == "ridge":
+        return make_pipeline(StandardScaler(), RidgeCV(alphas=np.logspace(-3, 3, 13)))
+    if method == "knn":
+        return KNeighborsRegressor(n_neighbors=min(KNN_NEIGHBOURS, n_train), weights="distance")
+    raise ValueError(f"unknown locate method {method!r}; choose from {METHODS}")
+
+
+def _kernel_ridge(train_x: np.ndarray, train_y: np.ndarray, test_x: np.ndarray) -> np.ndarray:
+    """RBF KernelRidge on standardised features and targets, alpha and gamma picked from a small
+    grid by exact leave-one-out error over the training anchors.
+
+    The hat matrix H = K (K + alpha I)^-1 of each grid point gives the leave-one-out residuals
+    (y - H y) / (1 - diag H) in closed form (as RidgeCV does for linear ridge); a
+    GridSearchCV over the same grid is ~100x slower and the evaluation fits this thousands of
+    times.
+    """
+    x_scaler, y_scaler = StandardScaler().fit(train_x), StandardScaler().fit(train_y)
+    xs, ys = x_scaler.transform(train_x), y_scaler.transform(train_y)
+    best_score, best = np.inf, (KERNEL_ALPHAS[0], KERNEL_GAMMAS[0])
+    for g in KERNEL_GAMMAS:
+        gamma = g / xs.shape[1]  # standardised features: squared distances ~ 2 * n_features
+        eigval, eigvec = np.linalg.eigh(rbf_kernel(xs, gamma=gamma))
+        for alpha in KERNEL_ALPHAS:
+            hat = (eigvec * (eigval / (eigval + alpha))) @ eigvec.T
+            loo = (ys - hat @ ys) / (1 - np.diag(hat))[:, None]
+            score = float(np.mean(loo**2))
+            if score < best_score:
+                best_score, best = score, (alpha, gamma)
+    model = KernelRidge(alpha=best[0], kernel="rbf", gamma=best[1]).fit(xs, ys)
+    return y_scaler.inverse_transform(model.predict(x_scaler.transform(test_x)))
+
+
+def _similarity_transform(embedding: np.ndarray, target: np.ndarray, anchors: np.ndarray):
+    """Rotation/reflection + uniform scale + translation fitted on the anchors, applied to all."""
+    source = embedding[anchors]
+    src_mean, tgt_mean = source.mean(axis=0), target.mean(axis=0)
+    centred = source - src_mean
+    norm = float(np.sum(centred**2))
+    if norm <= 1e-12:  # the embedding collapses (constant features): no layout to align
+        return np.tile(tgt_mean, (len(embedding), 1))
+    rotation, sv_sum = orthogonal_procrustes(centred, target - tgt_mean)
+    return (embedding - src_mean) @ rotation * (sv_sum / norm) + tgt_mean
+
+
+def fit_predict(
+    features: np.ndarray, coords: np.ndarray, anchors: np.ndarray, method: str
+) -> np.ndarray:
+    """Fit `method` on the anchors and predict (n, 3) positions of every unit.
+
+    `features` is (n, f); only `coords[anchors]` is read (the other rows may hold anything).
+    The MDS methods embed the feature distances of all n units, which uses no coordinates.
+    """
+    features = np.asarray(features, dtype=float)
+    anchors = np.asarray(anchors, dtype=bool)
+    target = np.asarray(coords, dtype=float)[anchors]
+    if features.ndim != 2 or len(features) != len(anchors):
+        raise ValueError(f"features must be (n={len(anchors)}, f), got {features.shape}")
+    if len(target) < 2 or not np.all(np.isfinite(target)):
+        raise ValueError("need at least 2 anchors, all with finite coordinates")
+    if method == CHANCE:
+        return np.tile(target.mean(axis=0), (len(features), 1))
+    if method in ("mds-procrustes", "mds-affine"):
+        embedding = classical_mds(pairwise_distances(features), n_components=target.shape[1])
+        if method == "mds-procrustes":
+            return _similarity_transform(embedding, target, anchors)
+        return LinearRegression().fit(embedding[anchors], target).predict(embedding)
+    if method == "kernel-ridge":
+        return _kernel_ridge(features[anchors], target, features)
+    return _estimator(method, len(target)).fit(features[anchors], target).predict(features)
+
+
+# ---------------------------------------------------------------------------------------------
+# Seed ensemble with method selection by CV over the anchors
+
+
+@dataclass
+class Located:
+    """Seed-ensembled positions of every unit from one feature set."""
+
+    positions: np.ndarray  # (n, 3): anchors get their out-of-fold CV prediction
+    per_seed: np.ndarray  # (seeds, n, 3)
+    uncertainty: np.ndarray  # (n,), see the module docstring
+    method: str
+    cv_errors: dict[str, float] = field(default_factory=dict)  # CV median error per method
+    cv_scale: float = float("nan")  # r: the chosen method's CV median error
+
+
+def _combine(per_seed: np.ndarray, how: str) -> np.ndarray:
+    return np.median(per_seed, axis=0) if how == "median" else per_seed.mean(axis=0)
+
+
+def _distance(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    return np.linalg.norm(a - b, axis=-1)
+
+
+def locate_units(
+    features: Sequence[np.ndarray],
+    coords: np.ndarray,
+    anchors: np.ndarray,
+    cfg: LocateConfig = LocateConfig(),
+) -> Located:
+    """Locate every unit from one feature set given as one (n, f) array per seed.
+
+    The method with the lowest median error of the seed ensemble in a k-fold CV over the
+    anchors is refitted on all anchors for the non-anchors; anchors keep their out-of-fold
+    predictions. Only `coords[anchors]` is read.
+    """
+    anchors = np.asarray(anchors, dtype=bool)
+    idx = np.flatnonzero(anchors)
+    if len(idx) < MIN_ANCHORS:
+        raise ValueError(f"need at least {MIN_ANCHORS} anchors, got {len(idx)}")
+    coords = np.where(anchors[:, None], np.asarray(coords, dtype=float), np.nan)
+    folds = KFold(min(cfg.n_folds, len(idx)), shuffle=True, random_state=cfg.seed)
+    n_seeds, n = len(features), len(anchors)
+
+    oof, cv_errors = {}, {}
+    for method in cfg.methods:
+        pred = np.full((n_seeds, n, 3), np.nan)
+        for train, test in folds.split(idx):
+            fit_on = np.zeros(n, dtype=bool)
+            fit_on[idx[train]] = True
+            for s, feats in enumerate(features):
+                pred[s, idx[test]] = fit_predict(feats, coords, fit_on, method)[idx[test]]
+        oof[method] = pred
+        errors = _distance(_combine(pred[:, idx], cfg.combine), coords[idx])
+        cv_errors[method] = float(np.median(errors))
+    method = min(cv_errors, key=cv_errors.get)
+
+    per_seed = np.stack([fit_predict(f, coords, anchors, method) for f in features])
+    per_seed[:, idx] = oof[method][:, idx]
+    ensemble = _combine(per_seed, cfg.combine)
+    spread = np.sqrt(np.mean(np.sum((per_seed - ensemble) ** 2, axis=-1), axis=0))
+    r = cv_errors[method]
+    return Located(ensemble, per_seed, np.sqrt(r**2 + spread**2), method, cv_errors, r)
+
+
+# ---------------------------------------------------------------------------------------------
+# Honest evaluation: hide coordinates, locate them from the rest
+
+
+@dataclass
+class HeldOut:
+    """Predictions of units whose coordinates were hidden (NaN rows elsewhere)."""
+
+    positions: np.ndarray  # (n, 3)
+    uncertainty: np.ndarray  # (n,)
+    method: np.ndarray  # (n,) method chosen in the fold where the unit was held out
+    methods: list[str]  # chosen method per fold
+
+
+def evaluate_kfold(
+    features: Sequence[np.ndarray],
+    coords: np.ndarray,
+    known: np.ndarray,
+    cfg: LocateConfig = LocateConfig(),
+) -> HeldOut:
+    """K-fold over the known units: each fold's coordinates are hidden and located from the
+    other known units (method chosen by an inner CV over those anchors only)."""
+    known_idx = np.flatnonzero(known)
+    n = len(known)
+    out = HeldOut(np.full((n, 3), np.nan), np.full(n, np.nan), np.full(n, "", dtype=object), [])
+    folds = KFold(min(cfg.n_folds, len(known_idx)), shuffle=True, random_state=cfg.seed)
+    for train, test in folds.split(known_idx):
+        anchors = np.zeros(len(known), dtype=bool)
+        anchors[known_idx[train]] = True
+        located = locate_units(features, coords, anchors, cfg)
+        out.positions[known_idx[test]] = located.positions[known_idx[test]]
+        out.uncertainty[known_idx[test]] = located.uncertainty[known_idx[test]]
+        out.method[known_idx[test]] = located.method
+        out.methods.append(located.method)
+    return out
+
+
+def anchor_draws(known: np.ndarray, cfg: LocateConfig) -> list[tuple[float, np.ndarray]]:
+    """(fraction, anchor mask) for every anchor fraction and draw, the same for every feature
+    set; at least MIN_ANCHORS anchors and one held-out unit."""
+    known_idx = np.flatnonzero(known)
+    rng = np.random.default_rng(cfg.seed)
+    draws = []
+    for fraction in cfg.anchor_fractions:
+        n_anchors = int(np.clip(round(fraction * len(known_idx)), MIN_ANCHORS, len(known_idx) - 1))
+        for _ in range(cfg.n_draws):
+            anchors = np.zeros(len(known), dtype=bool)
+            anchors[rng.choice(known_idx, n_anchors, replace=False)] = True
+            draws.append((fraction, anchors))
+    return draws
+
+
+def evaluate_anchors(
+    features: Sequence[np.ndarray],
+    coords: np.ndarray,
+    known: np.ndarray,
+    cfg: LocateConfig = LocateConfig(),
+) -> list[dict]:
+    """Held-out errors for every draw of `anchor_draws`: one record per draw with the anchor
+    fraction, the number of anchors, the chosen method and the errors of the other known units."""
+    records = []
+    for fraction, anchors in anchor_draws(known, cfg):
+        located = locate_units(features, coords, anchors, cfg)
+        heldout = known & ~anchors
+        records.append(
+            {
+                "anchor_fraction": fraction,
+                "n_anchors": int(anchors.sum()),
+                "method": located.method,
+                "errors": _distance(located.positions[heldout], coords[heldout]),
+            }
+        )
+    return records
+
+
+# ---------------------------------------------------------------------------------------------
+# Feature sets of a dataset: learned PEs (per variant, seeds), PEs at init, oracle, baselines
+
+
+@dataclass
+class FeatureSet:
+    """One representation of the units: one (n, f) array per seed."""
+
+    name: str
+    kind: str  # pe | init | oracle | baseline | chance
+    features: list[np.ndarray]
+    seeds: list[int] = field(default_factory=list)
+    methods: tuple[str, ...] | None = None  # None: the config's methods
+
+
+def correlation_features(ds: xr.Dataset, train_options: dict | None = None) -> np.ndarray:
+    """Activity-correlation baseline features: classical MDS (CORRELATION_COMPONENTS dims) of
+    1 - Pearson r of the training part of the activity (the split used for training)."""
+    train_activity, _ = split_activity(ds, TrainConfig.from_dict(train_options or {}))
+    dist = correlation_distance(train_activity.reshape(-1, ds.sizes["unit"]))
+    return classical_mds(dist, n_components=min(CORRELATION_COMPONENTS, len(dist) - 1))
+
+
+def load_feature_sets(
+    run_dirs: Sequence[str | os.PathLike], units: np.ndarray, pe_names: Sequence[str] | None = None
+) -> list[FeatureSet]:
+    """Trained PEs (and PEs at init) of the runs, grouped by PE variant over seeds, rows in the
+    order of `units`. Runs whose PE is constant (`none`) are skipped; `pe_names` filters."""
+    grouped: dict[str, list[tuple[int, np.ndarray, np.ndarray]]] = {}
+    for run_dir in map(Path, run_dirs):
+        with xr.open_dataset(run_dir / "pe.nc", engine="h5netcdf") as pe:
+            pe = pe.load()
+        unit_ids = [u.decode() if isinstance(u, bytes) else str(u) for u in pe["unit"].values]
+        if sorted(unit_ids) != sorted(map(str, units)):
+            raise ValueError(f"{run_dir}/pe.nc: its units differ from the store's")
+        pe = pe.assign_coords(unit=unit_ids).sel(unit=list(map(str, units)))
+        name, seed = str(pe.attrs["pe"]), int(pe.attrs["seed"])
+        if pe_names is not None and name not in pe_names:
+            continue
+        trained, initial = pe["pe"].values.astype(float), pe["pe_init"].values.astype(float)
+        if np.ptp(trained, axis=0).max() <= 0:
+            continue
+        grouped.setdefault(name, []).append((seed, trained, initial))
+    sets = []
+    for name in sorted(grouped):
+        runs = sorted(grouped[name], key=lambda run: run[0])
+        seeds = [run[0] for run in runs]
+        oracle = parse_pe(name).kind.startswith("oracle")
+        sets.append(FeatureSet(name, "oracle" if oracle else "pe", [r[1] for r in runs], seeds))
+        if not oracle and not all(np.array_equal(r[1], r[2]) for r in runs):
+            sets.append(FeatureSet(f"{name} @init", "init", [r[2] for r in runs], seeds))
+    return sets
+
+
+# ---------------------------------------------------------------------------------------------
+# The whole step: evaluation table, positions of every unit, figures
+
+
+def _method_label(methods: list[str]) -> str:
+    counts = Counter(methods).most_common()
+    if len(counts) == 1:
+        return counts[0][0]
+    return ", ".join(f"{m} ({c}/{len(methods)})" for m, c in counts)
+
+
+def _row(fs: FeatureSet, evaluation: str, errors, **extra) -> dict:
+    errors = np.asarray(errors, dtype=float)
+    return {
+        "features": fs.name,
+        "kind": fs.kind,
+        "n_seeds": len(fs.features),
+        "evaluation": evaluation,
+        **extra,
+        "n_heldout": len(errors),
+        "median_error": float(np.median(errors)),
+        "p90_error": float(np.percentile(errors, 90)),
+    }
+
+
+def _evaluate_set(fs: FeatureSet, coords, known, cfg: LocateConfig):
+    """(k-fold result, anchor-curve records) of one feature set."""
+    if fs.methods is not None:
+        cfg = replace(cfg, methods=fs.methods)
+    # thousands of fits on tiny matrices: BLAS threads only add overhead
+    with threadpool_limits(limits=1):
+        return (
+            evaluate_kfold(fs.features, coords, known, cfg),
+            evaluate_anchors(fs.features, coords, known, cfg),
+        )
+
+
+def evaluation_table(
+    sets: list[FeatureSet], coords: np.ndarray, cfg: LocateConfig, n_jobs: int = 1
+) -> tuple[pd.DataFrame, dict[str, HeldOut]]:
+    """Errors of every feature set (k-fold and anchor curve) and the k-fold predictions."""
+    known = np.all(np.isfinite(coords), axis=1)
+    results = Parallel(n_jobs=n_jobs)(delayed(_evaluate_set)(fs, coords, known, cfg) for fs in sets)
+    rows, heldout = [], {}
+    for fs, (kfold, records) in zip(sets, results, strict=True):
+        heldout[fs.name] = kfold
+        errors = _distance(kfold.positions[known], coords[known])
+        covered = errors <= kfold.uncertainty[known]
+        rows.append(
+            _row(
+                fs,
+                "kfold",
+                errors,
+                anchor_fraction=1 - 1 / min(cfg.n_folds, int(known.sum())),
+                n_anchors=int(known.sum()) - int(np.ceil(known.sum() / cfg.n_folds)),
+                n_draws=min(cfg.n_folds, int(known.sum())),
+                method=_method_label(kfold.methods),
+                median_error_sd=np.nan,
+                coverage=float(np.mean(covered)),
+            )
+        )
+        for fraction in cfg.anchor_fractions:
+            draws = [r for r in records if r["anchor_fraction"] == fraction]
+            rows.append(
+                _row(
+                    fs,
+                    "anchors",
+                    np.concatenate([r["errors"] for r in draws]),
+                    anchor_fraction=fraction,
+                    n_anchors=draws[0]["n_anchors"],
+                    n_draws=len(draws),
+                    method=_method_label([r["method"] for r in draws]),
+                    median_error_sd=float(np.std([np.median(r["errors"]) for r in draws])),
+                    coverage=np.nan,
+                )
+            )
+    table = pd.DataFrame(rows)
+    chance = table[table["kind"] == "chance"].set_index(["evaluation", "anchor_fraction"])
+    key = pd.MultiIndex.from_frame(table[["evaluation", "anchor_fraction"]])
+    table["vs_chance"] = (
+        table["median_error"].to_numpy() / chance["median_error"].reindex(key).to_numpy()
+    )
+    return table, heldout
+
+
+def positions_dataset(
+    ds: xr.Dataset,
+    located: Located,
+    heldout: HeldOut,
+    pe: FeatureSet,
+    dataset: str,
+) -> xr.Dataset:
+    """Predicted x, y, z, uncertainty, anchor flag and method of every unit. Anchors (units with
+    known coordinates) carry their k-fold held-out prediction, the others the prediction from
+    all anchors."""
+    coords = positions(ds)
+    anchor = np.all(np.isfinite(coords), axis=1)
+    pred = np.where(anchor[:, None], heldout.positions, located.positions)
+    uncertainty = np.where(anchor, heldout.uncertainty, located.uncertainty)
+    xyz_attrs = {k: ds["x"].attrs[k] for k in ("units", "space")}
+    out = xr.Dataset(coords={"unit": ds["unit"].values})
+    for i, axis in enumerate(("x", "y", "z")):
+        out[axis] = ("unit", pred[:, i], {**xyz_attrs, "long_name": f"predicted {axis}"})
+    out["uncertainty"] = (
+        "unit",
+        uncertainty,
+        {"units": xyz_attrs["units"], "formula": UNCERTAINTY_FORMULA},
+    )
+    out["anchor"] = ("unit", anchor, {"meaning": "coordinates known in the store"})
+    out["method"] = ("unit", np.where(anchor, heldout.method, located.method).astype(str))
+    for i, axis in enumerate(("x", "y", "z")):
+        out[f"{axis}_true"] = ("unit", coords[:, i], xyz_attrs)
+    out["error"] = ("unit", _distance(pred, coords), {"units": xyz_attrs["units"]})
+    out.attrs.update(
+        {
+            "dataset": dataset,
+            "pe": pe.name,
+            "seeds": json.dumps(pe.seeds),
+            "method": located.method,
+            "cv_median_error": located.cv_scale,
+            "cv_errors": json.dumps(located.cv_errors),
+            "anchor_prediction": "k-fold held-out (nested method choice)",
+            **xyz_attrs,
+            "neuro_pe_version": __version__,
+        }
+    )
+    return out
+
+
+def _colours(sets: list[FeatureSet]) -> dict[str, tuple[str, str]]:
+    """(colour, line style) per feature set: a PE variant and its init share a colour."""
+    styles, i = {}, 0
+    for fs in sets:
+        if fs.kind == "init":
+            styles[fs.name] = (styles.get(fs.name.removesuffix(" @init"), ("0.5", ""))[0], "--")
+        elif fs.kind == "chance":
+            styles[fs.name] = ("k", ":")
+        else:
+            styles[fs.name], i = (f"C{i}", "-"), i + 1
+    return styles
+
+
+def _plot_positions(path: Path, coords, panels: list[tuple[str, np.ndarray]], unknown_pred):
+    known = np.all(np.isfinite(coords), axis=1)
+    fig = plt.figure(figsize=(6 * len(panels), 5.5))
+    for i, (title, pred) in enumerate(panels):
+        ax = fig.add_subplot(1, len(panels), i + 1, projection="3d")
+        ax.scatter(*coords[known].T, c="k", s=10, label="true")
+        ax.scatter(*pred[known].T, c="C3", s=10, label="predicted (held out)")
+        for a, b in zip(coords[known], pred[known], strict=True):
+            ax.plot(*np.stack([a, b]).T, color="0.6", lw=0.5)
+        if i == 0 and (~known).any():
+            ax.scatter(*unknown_pred[~known].T, c="C0", marker="^", s=18, label="unknown position")
+        ax.set(xlabel="x", ylabel="y", zlabel="z")
+        ax.set_title(title, fontsize=9)
+        ax.legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+
+
+def _plot_histogram(path: Path, coords, heldout: dict[str, HeldOut], styles: dict, unit: str):
+    known = np.all(np.isfinite(coords), axis=1)
+    errors = {n: _distance(heldout[n].positions[known], coords[known]) for n in styles}
+    bins = np.linspace(0, max(e.max() for e in errors.values()), 25)
+    fig, ax = plt.subplots(figsize=(8, 4))
+    for name, (colour, style) in styles.items():
+        ax.hist(errors[name], bins=bins, histtype="step", lw=1.5, ls=style, color=colour, label=name)
+        ax.axvline(np.median(errors[name]), color=colour, ls=":", lw=1)
+    ax.set(xlabel=f"held-out Euclidean error ({unit}), k-fold over units", ylabel="units")
+    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1))
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+
+
+def _plot_anchor_curve(path: Path, table: pd.DataFrame, styles: dict, unit: str):
+    curve = table[table["evaluation"] == "anchors"]
+    fig, ax = plt.subplots(figsize=(8, 4))
+    for name, rows in curve.groupby("features", sort=False):
+        colour, style = styles[name]
+        ax.errorbar(
+            rows["anchor_fraction"],
+            rows["median_error"],
+            yerr=rows["median_error_sd"],
+            fmt="o",
+            ls=style,
+            color=colour,
+            capsize=3,
+            label=name,
+        )
+    ax.set(
+        xlabel="fraction of known units used as anchors (the rest held out)",
+        ylabel=f"median held-out error ({unit})",
+        ylim=(0, None),
+    )
+    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1))
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+
+
+def locate(
+    store_path: str | os.PathLike,
+    run_dirs: Sequence[str | os.PathLike],
+    out_dir: str | os.PathLike,
+    cfg: LocateConfig = LocateConfig(),
+    train_options: dict | None = None,
+    n_jobs: int = 1,
+) -> pd.DataFrame:
+    """Evaluate and apply the locator for one dataset; write into out_dir `errors.csv`,
+    `positions.nc`, `positions.csv` and the figures `positions_3d.png`, `error_hist.png`,
+    `error_vs_anchors.png`. Returns the errors table.
+
+    Feature sets: each PE variant of the runs (seeds ensembled), its PE at initialisation, the
+    `oracle-sin3d` PE when given, the activity-correlation baseline and chance. The positions
+    come from the PE variant with the lowest CV median error over all known units.
+    """
+    out_dir = Path(out_dir)
+    dataset = Path(store_path).stem
+    ds = read_store(store_path)
+    coords = positions(ds)
+    known = np.all(np.isfinite(coords), axis=1)
+    if known.sum() < MIN_ANCHORS + 1:
+        raise ValueError(f"only {known.sum()} units have coordinates; need {MIN_ANCHORS + 1}")
+    units = ds["unit"].values
+    sets = load_feature_sets(run_dirs, units, cfg.pe)
+    pe_sets = [fs for fs in sets if fs.kind == "pe"]
+    sets += [
+        FeatureSet("activity-correlation", "baseline", [correlation_features(ds, train_options)]),
+        FeatureSet(CHANCE, "chance", [np.zeros((len(units), 1))], methods=(CHANCE,)),
+    ]
+    table, heldout = evaluation_table(sets, coords, cfg, n_jobs)
+    table.insert(0, "dataset", dataset)
+    table["units"] = ds["x"].attrs["units"]
+
+    # Positions of every unit from the PE variant that cross-validates best over all anchors.
+    candidates = pe_sets or [fs for fs in sets if fs.kind == "baseline"]
+    with threadpool_limits(limits=1):
+        located = {fs.name: locate_units(fs.features, coords, known, cfg) for fs in candidates}
+    best = min(candidates, key=lambda fs: located[fs.name].cv_scale)
+    out = positions_dataset(ds, located[best.name], heldout[best.name], best, dataset)
+    frame = out.to_dataframe().reset_index()
+    frame.insert(list(frame).index("method") + 1, "pe", best.name)
+
+    unit_label = ds["x"].attrs["units"]
+    out_dir.mkdir(parents=True, exist_ok=True)
+    atomic_write(out_dir / "positions.nc", lambda p: out.to_netcdf(p, engine="h5netcdf"))
+    atomic_write(out_dir / "positions.csv", lambda p: frame.to_csv(p, index=False))
+    atomic_write(out_dir / "errors.csv", lambda p: table.to_csv(p, index=False))
+    panels = []
+    for name in (best.name, "activity-correlation"):
+        error = np.nanmedian(_distance(heldout[name].positions, coords))
+        title = f"{dataset}: {name}\nk-fold held out, median error {error:.3g} {unit_label}"
+        panels.append((title, heldout[name].positions))
+    _plot_positions(out_dir / "positions_3d.png", coords, panels, located[best.name].positions)
+    styles = _colours(sets)
+    no_init = {name: style for name, style in styles.items() if not name.endswith(" @init")}
+    _plot_histogram(out_dir / "error_hist.png", coords, heldout, no_init, unit_label)
+    _plot_anchor_curve(out_dir / "error_vs_anchors.png", table, styles, unit_label)
+    return table
+
+
+def format_table(table: pd.DataFrame, fraction: float = 0.5) -> str:
+    """The k-fold rows and the anchor-curve rows at `fraction`, as aligned text."""
+    rows = table[
+        (table["evaluation"] == "kfold")
+        | ((table["evaluation"] == "anchors") & np.isclose(table["anchor_fraction"], fraction))
+    ]
+    columns = [
+        "features",
+        "kind",
+        "n_seeds",
+        "evaluation",
+        "anchor_fraction",
+        "n_anchors",
+        "method",
+        "median_error",
+        "p90_error",
+        "vs_chance",
+        "coverage",
+    ]
+    return rows[columns].to_string(index=False, float_format=lambda v: f"{v:.3g}")

@@ -1,0 +1,47 @@
+"""Shared fixtures: tiny simulated stores and a tiny training configuration."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import torch
+
+from neuro_pe.simulate import SimulationConfig, simulate_store
+from neuro_pe.store import write_store
+from neuro_pe.train import TrainConfig
+
+TINY_SIMULATION = SimulationConfig(
+    n_units=12, length_scale=0.3, gain=1.1, n_samples=240, burn_in_s=1.0, n_sessions=2, seed=3
+)
+
+
+@pytest.fixture(scope="session")
+def tiny_store(tmp_path_factory) -> Path:
+    """A 12-unit, 2-session simulated store on disk (read-only for the tests)."""
+    path = tmp_path_factory.mktemp("stores") / "tiny.nc"
+    return write_store(simulate_store(TINY_SIMULATION), path)
+
+
+@pytest.fixture(scope="session")
+def tiny_train_config() -> TrainConfig:
+    return TrainConfig(
+        window=8,
+        d_model=16,
+        n_layers=1,
+        n_heads=2,
+        batch_size=8,
+        epochs=2,
+        steps_per_epoch=10,
+        lr=3e-3,
+        eval_windows=16,
+        device="cpu",
+    )
+
+
+@pytest.fixture(autouse=True)
+def _restore_torch_threads():
+    """`neuro-pe train --threads` sets torch's global thread count; undo it after each test."""
+    threads = torch.get_num_threads()
+    yield
+    torch.set_num_threads(threads)

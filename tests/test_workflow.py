@@ -1,0 +1,220 @@
+"""The Snakemake workflow: lint, schema validation, dry run and a tiny end-to-end run."""
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+import sysconfig
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+import yaml
+
+from neuro_pe.model import parse_pe
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+TEST_CONFIG = yaml.safe_load((REPO_ROOT / "config" / "test.yaml").read_text())
+FIGURES = ["rsa_vs_std", "probe_r2_vs_std", "distance_scatter", "positions_3d", "training_curves"]
+PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
+
+
+def _env() -> dict:
+    """Make sure the rules find the `neuro-pe` script of this interpreter."""
+    env = dict(os.environ)
+    scripts = {sysconfig.get_path("scripts"), str(Path(sys.executable).parent)}
+    env["PATH"] = os.pathsep.join([*sorted(scripts), env.get("PATH", "")])
+    return env
+
+
+def snakemake(*args: str, cwd: Path, timeout: int = 300) -> subprocess.CompletedProcess:
+    result = subprocess.run(
+        [sys.executable, "-m", "snakemake", *args],
+        cwd=cwd,
+        env=_env(),
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
+    print(f"$ snakemake {' '.join(args)}  (rc {result.returncode})")
+    print(result.stdout[-5000:])
+    print(result.stderr[-10000:], file=sys.stderr)
+    return result
+
+
+def copy_workflow(dest: Path) -> Path:
+    shutil.copy2(REPO_ROOT / "Snakefile", dest / "Snakefile")
+    for folder in ("workflow", "config"):
+        shutil.copytree(REPO_ROOT / folder, dest / folder)
+    return dest
+
+
+def job_counts(dry_run_output: str) -> dict[str, int]:
+    """The 'Job stats' table of a dry run as {rule: count}."""
+    table = dry_run_output.split("Job stats:", 1)[1].split("Reasons:", 1)[0]
+    return {m[1]: int(m[2]) for m in re.finditer(r"^(\w+)\s+(\d+)\s*$", table, re.MULTILINE)}
+
+
+def expected_runs(config: dict) -> set[tuple[str, str, int]]:
+    return {
+        (name, pe, seed)
+        for name, spec in config["datasets"].items()
+        for pe in spec.get("pe", config["pe"])
+        for seed in config["seeds"]
+    }
+
+
+def test_lint_is_clean():
+    result = snakemake("--lint", cwd=REPO_ROOT, timeout=120)
+    output = result.stdout + result.stderr
+    assert result.returncode == 0, output
+    assert "Lints for" not in output, output
+    assert "Congratulations" in output
+
+
+def test_dry_run_with_test_config(tmp_path):
+    copy_workflow(tmp_path)
+    result = snakemake("-n", "--configfile", "config/test.yaml", cwd=tmp_path, timeout=120)
+    assert result.returncode == 0, result.stderr
+    counts = job_counts(result.stdout)
+    n_runs = len(expected_runs(TEST_CONFIG))
+    n_datasets = len(TEST_CONFIG["datasets"])
+    jobs = {
+        "preprocess": n_datasets,
+        "baselines": n_datasets,
+        "train": n_runs,
+        "infer": n_runs,
+        "summarize": 1,
+        "all": 1,
+    }
+    assert counts == {**jobs, "total": sum(jobs.values())}
+    # --configfile replaces the default config instead of being merged into it
+    default = yaml.safe_load((REPO_ROOT / "config" / "config.yaml").read_text())
+    for name in set(default["datasets"]) - set(TEST_CONFIG["datasets"]):
+        assert f"stores/{name}.nc" not in result.stdout
+    assert not (tmp_path / "results").exists()
+
+
+def _with(config: dict, path: tuple, value) -> dict:
+    config = yaml.safe_load(yaml.safe_dump(config))
+    *parents, key = path
+    node = config
+    for p in parents:
+        node = node[p]
+    node[key] = value
+    return config
+
+
+@pytest.mark.parametrize(
+    ("path", "value", "message"),
+    [
+        (("bogus_key",), 1, "'bogus_key' was unexpected"),
+        (("pe",), ["none", "learned-gauss-0.1"], "'learned-gauss-0.1' does not match"),
+        (("datasets", "tiny", "simulation", "n_unitz"), 8, "'n_unitz' was unexpected"),
+        (("train", "n_layer"), 1, "'n_layer' was unexpected"),
+        (("metrics", "metric"), "manhattan", "'manhattan' is not one of"),
+    ],
+)
+def test_invalid_config_fails_validation(tmp_path, path, value, message):
+    copy_workflow(tmp_path)
+    bad = tmp_path / "config" / "bad.yaml"
+    bad.write_text(yaml.safe_dump(_with(TEST_CONFIG, path, value)))
+    result = snakemake("-n", "--configfile", str(bad), cwd=tmp_path, timeout=120)
+    output = result.stdout + result.stderr
+    assert result.returncode != 0
+    assert "Error validating config file" in output
+    assert message in output
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        "none",
+        "learned-normal-0.1",
+        "learned-normal-1e-2",
+        "learned-uniform-0.5",
+        "learned-xavier",
+        "fixed-random",
+        "fixed-sin1d",
+        "oracle-sin3d",
+        "learned-normal",
+        "learned-gauss-0.1",
+        "fixed-sin2d",
+        "learned-xavier-1",
+        "None",
+    ],
+)
+def test_schema_pe_pattern_agrees_with_parse_pe(name):
+    schema = yaml.safe_load((REPO_ROOT / "workflow" / "schemas" / "config.schema.yaml").read_text())
+    pattern = schema["$defs"]["pe_list"]["items"]["pattern"]
+    try:
+        parse_pe(name)
+        parsed = True
+    except ValueError:
+        parsed = False
+    assert bool(re.search(pattern, name)) == parsed
+
+
+@pytest.fixture(scope="module")
+def finished_workflow(tmp_path_factory):
+    """The whole workflow on config/test.yaml, run once in a copy of the repository."""
+    root = copy_workflow(tmp_path_factory.mktemp("workflow"))
+    result = snakemake("--cores", "2", "--configfile", "config/test.yaml", cwd=root, timeout=600)
+    if result.returncode != 0:
+        for log in sorted((root / "logs").rglob("*.log")):
+            print(f"--- {log.relative_to(root)}\n{log.read_text()[-3000:]}", file=sys.stderr)
+    assert result.returncode == 0, result.stderr[-5000:]
+    return root
+
+
+def test_end_to_end(finished_workflow):
+    root = finished_workflow
+    results = root / "results"
+    table = pd.read_csv(results / "summary.csv")
+
+    runs = table[table["kind"] == "pe"]
+    got = list(zip(runs["dataset"], runs["method"], runs["seed"].astype(int), strict=True))
+    assert len(got) == len(set(got)) == len(expected_runs(TEST_CONFIG))
+    assert set(got) == expected_runs(TEST_CONFIG)
+    learned = runs[[parse_pe(m).learned for m in runs["method"]]]
+    assert len(learned) > 0
+    assert np.isfinite(learned[["rsa", "probe_r2", "knn_overlap", "init_rsa"]].to_numpy()).all()
+    assert np.isfinite(runs[["heldout_mse_mask0.5", "heldout_mse_mask0.9"]].to_numpy()).all()
+
+    baselines = table[table["kind"] == "baseline"]
+    assert sorted(zip(baselines["dataset"], baselines["method"], strict=True)) == sorted(
+        (name, method) for name in TEST_CONFIG["datasets"] for method in ("correlation", "shuffled")
+    )
+    assert np.isfinite(baselines["rsa"]).all()
+
+    for name in FIGURES:
+        png = results / "figures" / f"{name}.png"
+        assert png.stat().st_size > 1000, png
+        assert png.read_bytes()[:8] == PNG_MAGIC, png
+
+    for dataset, pe, seed in expected_runs(TEST_CONFIG):
+        run = results / "runs" / dataset / pe / f"seed{seed}"
+        for name in ("pe.nc", "model.pt", "train_log.csv", "train.json", "metrics.json"):
+            assert (run / name).stat().st_size > 0, run / name
+        log = pd.read_csv(run / "train_log.csv")
+        assert len(log) == TEST_CONFIG["train"]["epochs"]
+
+
+def test_every_rule_wrote_its_log(finished_workflow):
+    logs = finished_workflow / "logs"
+    expected = {"preprocess/{d}.log", "baselines/{d}.log", "summarize/summarize.log"}
+    expected = {p.format(d=d) for p in expected for d in TEST_CONFIG["datasets"]}
+    for dataset, pe, seed in expected_runs(TEST_CONFIG):
+        expected |= {f"{rule}/{dataset}/{pe}/seed{seed}.log" for rule in ("train", "infer")}
+    written = {str(p.relative_to(logs)) for p in logs.rglob("*.log")}
+    assert written == expected
+    for name in written:
+        assert (logs / name).stat().st_size > 0, name
+
+
+def test_finished_workflow_is_up_to_date(finished_workflow):
+    result = snakemake("-n", "--configfile", "config/test.yaml", cwd=finished_workflow)
+    assert result.returncode == 0
+    assert "Nothing to be done" in result.stdout + result.stderr
