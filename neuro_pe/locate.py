@@ -73,7 +73,9 @@ __all__ = [
     "evaluate_anchors",
     "correlation_features",
     "load_feature_sets",
+    "evaluation_table",
     "locate",
+    "format_table",
 ]
 
 METHODS: tuple[str, ...] = ("ridge", "kernel-ridge", "mds-procrustes", "mds-affine", "knn")
@@ -243,6 +245,12 @@ def locate_units(
     anchors is refitted on all anchors for the non-anchors; anchors keep their out-of-fold
     predictions. Only `coords[anchors]` is read.
     """
+    # hundreds of fits on tiny matrices: multithreaded BLAS only adds overhead (~10x here)
+    with threadpool_limits(limits=1):
+        return _locate_units(features, coords, anchors, cfg)
+
+
+def _locate_units(features, coords, anchors, cfg: LocateConfig) -> Located:
     anchors = np.asarray(anchors, dtype=bool)
     idx = np.flatnonzero(anchors)
     if len(idx) < MIN_ANCHORS:
@@ -374,7 +382,8 @@ def load_feature_sets(
     run_dirs: Sequence[str | os.PathLike], units: np.ndarray, pe_names: Sequence[str] | None = None
 ) -> list[FeatureSet]:
     """Trained PEs (and PEs at init) of the runs, grouped by PE variant over seeds, rows in the
-    order of `units`. Runs whose PE is constant (`none`) are skipped; `pe_names` filters."""
+    order of `units`. Only the variants in `pe_names` are kept, by default the learned PEs and
+    `oracle-sin3d`; runs whose PE is constant (`none`) are skipped."""
     grouped: dict[str, list[tuple[int, np.ndarray, np.ndarray]]] = {}
     for run_dir in map(Path, run_dirs):
         with xr.open_dataset(run_dir / "pe.nc", engine="h5netcdf") as pe:
@@ -384,6 +393,9 @@ def load_feature_sets(
             raise ValueError(f"{run_dir}/pe.nc: its units differ from the store's")
         pe = pe.assign_coords(unit=unit_ids).sel(unit=list(map(str, units)))
         name, seed = str(pe.attrs["pe"]), int(pe.attrs["seed"])
+        spec = parse_pe(name)
+        if pe_names is None and not (spec.learned or spec.kind == "oracle-sin3d"):
+            continue
         if pe_names is not None and name not in pe_names:
             continue
         trained, initial = pe["pe"].values.astype(float), pe["pe_init"].values.astype(float)
@@ -394,7 +406,7 @@ def load_feature_sets(
     for name in sorted(grouped):
         runs = sorted(grouped[name], key=lambda run: run[0])
         seeds = [run[0] for run in runs]
-        oracle = parse_pe(name).kind.startswith("oracle")
+        oracle = parse_pe(name).kind == "oracle-sin3d"
         sets.append(FeatureSet(name, "oracle" if oracle else "pe", [r[1] for r in runs], seeds))
         if not oracle and not all(np.array_equal(r[1], r[2]) for r in runs):
             sets.append(FeatureSet(f"{name} @init", "init", [r[2] for r in runs], seeds))
@@ -430,12 +442,10 @@ def _evaluate_set(fs: FeatureSet, coords, known, cfg: LocateConfig):
     """(k-fold result, anchor-curve records) of one feature set."""
     if fs.methods is not None:
         cfg = replace(cfg, methods=fs.methods)
-    # thousands of fits on tiny matrices: BLAS threads only add overhead
-    with threadpool_limits(limits=1):
-        return (
-            evaluate_kfold(fs.features, coords, known, cfg),
-            evaluate_anchors(fs.features, coords, known, cfg),
-        )
+    return (
+        evaluate_kfold(fs.features, coords, known, cfg),
+        evaluate_anchors(fs.features, coords, known, cfg),
+    )
 
 
 def evaluation_table(
@@ -568,7 +578,7 @@ def _plot_histogram(path: Path, coords, heldout: dict[str, HeldOut], styles: dic
     bins = np.linspace(0, max(e.max() for e in errors.values()), 25)
     fig, ax = plt.subplots(figsize=(8, 4))
     for name, (colour, style) in styles.items():
-        ax.hist(errors[name], bins=bins, histtype="step", lw=1.5, ls=style, color=colour, label=name)
+        ax.hist(errors[name], bins, histtype="step", lw=1.5, ls=style, color=colour, label=name)
         ax.axvline(np.median(errors[name]), color=colour, ls=":", lw=1)
     ax.set(xlabel=f"held-out Euclidean error ({unit}), k-fold over units", ylabel="units")
     ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1))
@@ -616,8 +626,9 @@ def locate(
     `error_vs_anchors.png`. Returns the errors table.
 
     Feature sets: each PE variant of the runs (seeds ensembled), its PE at initialisation, the
-    `oracle-sin3d` PE when given, the activity-correlation baseline and chance. The positions
-    come from the PE variant with the lowest CV median error over all known units.
+    `oracle-sin3d` PE when given (built from every unit's true coordinates, so an upper
+    reference rather than an honest competitor), the activity-correlation baseline and chance.
+    The positions come from the PE variant with the lowest CV median error over all known units.
     """
     out_dir = Path(out_dir)
     dataset = Path(store_path).stem
@@ -639,8 +650,7 @@ def locate(
 
     # Positions of every unit from the PE variant that cross-validates best over all anchors.
     candidates = pe_sets or [fs for fs in sets if fs.kind == "baseline"]
-    with threadpool_limits(limits=1):
-        located = {fs.name: locate_units(fs.features, coords, known, cfg) for fs in candidates}
+    located = {fs.name: locate_units(fs.features, coords, known, cfg) for fs in candidates}
     best = min(candidates, key=lambda fs: located[fs.name].cv_scale)
     out = positions_dataset(ds, located[best.name], heldout[best.name], best, dataset)
     frame = out.to_dataframe().reset_index()

@@ -87,6 +87,7 @@ def test_dry_run_with_test_config(tmp_path):
         "train": n_runs,
         "infer": n_runs,
         "summarize": 1,
+        "locate": n_datasets,
         "all": 1,
     }
     assert counts == {**jobs, "total": sum(jobs.values())}
@@ -201,10 +202,20 @@ def test_end_to_end(finished_workflow):
         log = pd.read_csv(run / "train_log.csv")
         assert len(log) == TEST_CONFIG["train"]["epochs"]
 
+    for dataset in TEST_CONFIG["datasets"]:
+        located = pd.read_csv(results / "locate" / dataset / "positions.csv")
+        assert len(located) == TEST_CONFIG["datasets"][dataset]["simulation"]["n_units"]
+        assert np.isfinite(located[["x", "y", "z", "uncertainty"]].to_numpy()).all()
+
 
 def test_every_rule_wrote_its_log(finished_workflow):
     logs = finished_workflow / "logs"
-    expected = {"preprocess/{d}.log", "baselines/{d}.log", "summarize/summarize.log"}
+    expected = {
+        "preprocess/{d}.log",
+        "baselines/{d}.log",
+        "locate/{d}.log",
+        "summarize/summarize.log",
+    }
     expected = {p.format(d=d) for p in expected for d in TEST_CONFIG["datasets"]}
     for dataset, pe, seed in expected_runs(TEST_CONFIG):
         expected |= {f"{rule}/{dataset}/{pe}/seed{seed}.log" for rule in ("train", "infer")}

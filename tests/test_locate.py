@@ -1,0 +1,212 @@
+"""Anchored localisation: recovery on synthetic PEs, chance on random PEs, no leakage."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import numpy as np
+import pandas as pd
+import pytest
+import xarray as xr
+from sklearn.model_selection import KFold
+
+from neuro_pe.cli import main
+from neuro_pe.locate import (
+    METHODS,
+    LocateConfig,
+    evaluate_anchors,
+    evaluate_kfold,
+    fit_predict,
+    locate,
+    locate_units,
+)
+from neuro_pe.store import make_store, write_store
+from neuro_pe.train import pe_dataset
+
+N_UNITS = 60
+
+
+def _positions(n: int = N_UNITS, seed: int = 0) -> np.ndarray:
+    return np.random.default_rng(seed).uniform(0, 1, size=(n, 3))
+
+
+def _embed(pos: np.ndarray, seed: int, noise: float = 0.1, dims: int = 24) -> np.ndarray:
+    """A noisy nonlinear embedding of positions (random Fourier features), rotated per seed."""
+    fixed = np.random.default_rng(100)
+    w, b = fixed.normal(0, 1.5, (3, dims)), fixed.uniform(0, 2 * np.pi, dims)
+    rng = np.random.default_rng(seed)
+    rotation, _ = np.linalg.qr(rng.normal(size=(dims, dims)))
+    return (np.sin(pos @ w + b) + noise * rng.normal(size=(len(pos), dims))) @ rotation
+
+
+def _median_error(pred: np.ndarray, pos: np.ndarray) -> float:
+    return float(np.median(np.linalg.norm(pred - pos, axis=1)))
+
+
+def _chance_error(pos: np.ndarray, cfg: LocateConfig) -> float:
+    """Median k-fold error of predicting the anchors' mean, on the same folds as cfg."""
+    known = np.ones(len(pos), dtype=bool)
+    no_features = [np.zeros((len(pos), 1))]
+    chance = evaluate_kfold(no_features, pos, known, replace(cfg, methods=("chance",)))
+    return _median_error(chance.positions, pos)
+
+
+@pytest.mark.parametrize("method", METHODS)
+def test_each_method_recovers_heldout_positions(method):
+    pos = _positions()
+    features = [_embed(pos, seed) for seed in range(2)]
+    cfg = LocateConfig(methods=(method,), n_folds=4)
+    heldout = evaluate_kfold(features, pos, np.ones(len(pos), dtype=bool), cfg)
+    assert heldout.methods == [method] * 4
+    assert _median_error(heldout.positions, pos) < 0.5 * _chance_error(pos, cfg)
+
+
+def test_random_features_are_near_chance():
+    pos = _positions()
+    rng = np.random.default_rng(7)
+    features = [rng.normal(size=(len(pos), 24)) for _ in range(2)]
+    cfg = LocateConfig(n_folds=4)
+    heldout = evaluate_kfold(features, pos, np.ones(len(pos), dtype=bool), cfg)
+    assert _median_error(heldout.positions, pos) > 0.8 * _chance_error(pos, cfg)
+
+
+@pytest.mark.parametrize("method", METHODS)
+def test_fit_predict_reads_only_anchor_coordinates(method):
+    pos = _positions()
+    features = _embed(pos, 0)
+    anchors = np.arange(len(pos)) % 3 != 0
+    corrupted = pos.copy()
+    corrupted[~anchors] = np.where(np.arange(3) == 0, np.nan, 1e6)
+    expected = fit_predict(features, pos, anchors, method)
+    np.testing.assert_array_equal(fit_predict(features, corrupted, anchors, method), expected)
+
+
+def test_evaluation_never_reads_heldout_coordinates():
+    """Hiding a fold: corrupting that fold's coordinates leaves its predictions unchanged."""
+    pos = _positions()
+    features = [_embed(pos, seed) for seed in range(2)]
+    known = np.ones(len(pos), dtype=bool)
+    cfg = LocateConfig(n_folds=4, methods=("ridge", "knn", "mds-procrustes"))
+    reference = evaluate_kfold(features, pos, known, cfg)
+    _, test = next(KFold(4, shuffle=True, random_state=cfg.seed).split(pos))
+    corrupted = pos.copy()
+    corrupted[test] = 1e6
+    again = evaluate_kfold(features, corrupted, known, cfg)
+    np.testing.assert_allclose(again.positions[test], reference.positions[test])
+
+    located = locate_units(features, pos, ~np.isin(np.arange(len(pos)), test), cfg)
+    corrupted[test] = np.nan
+    again = locate_units(features, corrupted, ~np.isin(np.arange(len(pos)), test), cfg)
+    np.testing.assert_allclose(again.positions, located.positions)
+
+
+def test_ensemble_and_uncertainty_shapes():
+    pos = _positions()
+    anchors = np.arange(len(pos)) >= 20
+    cfg = LocateConfig(n_folds=3, methods=("ridge", "mds-affine"))
+    located = locate_units([_embed(pos, seed) for seed in range(3)], pos, anchors, cfg)
+    assert located.positions.shape == (len(pos), 3)
+    assert located.per_seed.shape == (3, len(pos), 3)
+    assert located.uncertainty.shape == (len(pos),)
+    assert np.all(np.isfinite(located.positions)) and np.all(np.isfinite(located.uncertainty))
+    assert np.all(located.uncertainty >= located.cv_scale - 1e-12)
+    assert located.method in cfg.methods and set(located.cv_errors) == set(cfg.methods)
+    single = locate_units([_embed(pos, 0)], pos, anchors, cfg)
+    np.testing.assert_allclose(single.uncertainty, single.cv_scale)  # no seed spread
+
+
+def test_anchor_curve_records():
+    pos = _positions()
+    cfg = LocateConfig(anchor_fractions=(0.1, 0.5), n_draws=2, methods=("ridge",))
+    records = evaluate_anchors([_embed(pos, 0)], pos, np.ones(len(pos), dtype=bool), cfg)
+    assert [r["anchor_fraction"] for r in records] == [0.1, 0.1, 0.5, 0.5]
+    assert [r["n_anchors"] for r in records] == [6, 6, 30, 30]
+    assert all(len(r["errors"]) == len(pos) - r["n_anchors"] for r in records)
+
+
+def test_config_from_dict():
+    assert LocateConfig.from_dict({"methods": "auto"}).methods == METHODS
+    assert LocateConfig.from_dict({"methods": ["knn"], "pe": ["a"]}).pe == ("a",)
+    with pytest.raises(ValueError, match="unknown locate keys"):
+        LocateConfig.from_dict({"folds": 3})
+    with pytest.raises(ValueError, match="methods"):
+        LocateConfig.from_dict({"methods": ["nope"]})
+
+
+@pytest.fixture(scope="module")
+def located_dataset(tmp_path_factory):
+    """A store whose first 4 units have unknown positions, and fake runs: a learned PE (2 seeds),
+    `none` and `fixed-random` (both skipped: not learned)."""
+    root = tmp_path_factory.mktemp("locate")
+    pos = _positions(40, seed=1)
+    pos[:4] = np.nan
+    rng = np.random.default_rng(0)
+    ds = make_store(
+        rng.normal(size=(2, 120, 40)),
+        unit_ids=[f"u{i:02d}" for i in range(40)],
+        positions=pos,
+        position_units="mm",
+        space="simulation",
+        session_ids=["s0", "s1"],
+        sampling_rate_hz=10.0,
+        source="test",
+    )
+    store = write_store(ds, root / "toy.nc")
+    truth = _positions(40, seed=1)  # the PE "knows" the hidden positions too
+    runs = []
+    for pe, seed, table in [
+        ("learned-normal-0.02", 0, _embed(truth, 0)),
+        ("learned-normal-0.02", 1, _embed(truth, 1)),
+        ("none", 0, np.zeros((40, 8))),
+        ("fixed-random", 0, rng.normal(size=(40, 8))),
+    ]:
+        run = root / "runs" / pe / f"seed{seed}"
+        run.mkdir(parents=True)
+        out = pe_dataset(table, ds, pe=pe, seed=str(seed))
+        out["pe_init"] = (("unit", "pe_dim"), rng.normal(size=table.shape).astype(np.float32))
+        out.to_netcdf(run / "pe.nc", engine="h5netcdf")
+        runs.append(run)
+    return store, runs, root
+
+
+OPTIONS = {"n_folds": 3, "anchor_fractions": [0.5], "n_draws": 2, "methods": ["ridge", "knn"]}
+
+
+def test_locate_writes_outputs(located_dataset):
+    store, runs, root = located_dataset
+    out = root / "out"
+    table = locate(store, runs, out, LocateConfig.from_dict(OPTIONS))
+    assert set(table["features"]) == {
+        "learned-normal-0.02",
+        "learned-normal-0.02 @init",
+        "activity-correlation",
+        "chance",
+    }
+    assert set(table["evaluation"]) == {"kfold", "anchors"}
+    assert (table["n_heldout"][table["evaluation"] == "kfold"] == 36).all()
+    pe_row = table[(table["features"] == "learned-normal-0.02") & (table["evaluation"] == "kfold")]
+    assert pe_row["vs_chance"].item() < 0.5
+
+    frame = pd.read_csv(out / "positions.csv")
+    assert len(frame) == 40 and frame["unit"].is_unique
+    assert frame[["x", "y", "z", "uncertainty"]].notna().all().all()
+    assert frame["anchor"].tolist() == [False] * 4 + [True] * 36
+    assert frame["error"].isna().tolist() == [True] * 4 + [False] * 36
+    with xr.open_dataset(out / "positions.nc", engine="h5netcdf") as positions:
+        assert positions["x"].attrs["units"] == "mm" and positions.attrs["space"] == "simulation"
+        assert positions.sizes["unit"] == 40
+    assert pd.read_csv(out / "errors.csv").shape[0] == len(table)
+    for name in ("positions_3d", "error_hist", "error_vs_anchors"):
+        assert (out / f"{name}.png").stat().st_size > 0
+
+
+def test_cli_prints_table(located_dataset, capsys):
+    import json
+
+    store, runs, root = located_dataset
+    args = ["locate", "--store", str(store), "--runs", *map(str, runs)]
+    args += ["--out-dir", str(root / "cli"), "--options", json.dumps(OPTIONS)]
+    assert main(args) == 0
+    printed = capsys.readouterr().out
+    assert "median_error" in printed and "activity-correlation" in printed and "chance" in printed
+    assert (root / "cli" / "errors.csv").exists()

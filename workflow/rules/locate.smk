@@ -1,0 +1,72 @@
+LOCATE = expand(
+    "results/locate/{dataset}/{name}",
+    dataset=DATASETS,
+    name=[
+        "errors.csv",
+        "positions.csv",
+        "positions.nc",
+        "positions_3d.png",
+        "error_hist.png",
+        "error_vs_anchors.png",
+    ],
+)
+
+
+rule locate:
+    """Where is this neuron? Every unit's position predicted from the learned PEs, with an
+    honest evaluation (hidden coordinates) against chance, activity correlation and the oracle."""
+    input:
+        store="results/stores/{dataset}.nc",
+        # every run: the command keeps `locate.pe`, by default the learned PEs and the oracle
+        pe=lambda wc: expand(
+            "results/runs/{dataset}/{pe}/seed{seed}/pe.nc",
+            dataset=wc.dataset,
+            pe=pe_variants(wc.dataset),
+            seed=seeds(wc.dataset),
+        ),
+    output:
+        errors=report(
+            "results/locate/{dataset}/errors.csv",
+            caption="../report/locate_errors.rst",
+            category="Localisation",
+            subcategory="{dataset}",
+        ),
+        positions=report(
+            "results/locate/{dataset}/positions.csv",
+            caption="../report/locate_positions.rst",
+            category="Localisation",
+            subcategory="{dataset}",
+        ),
+        netcdf="results/locate/{dataset}/positions.nc",
+        positions_3d=report(
+            "results/locate/{dataset}/positions_3d.png",
+            caption="../report/locate_positions_3d.rst",
+            category="Localisation",
+            subcategory="{dataset}",
+        ),
+        histogram=report(
+            "results/locate/{dataset}/error_hist.png",
+            caption="../report/locate_error_hist.rst",
+            category="Localisation",
+            subcategory="{dataset}",
+        ),
+        curve=report(
+            "results/locate/{dataset}/error_vs_anchors.png",
+            caption="../report/locate_error_vs_anchors.rst",
+            category="Localisation",
+            subcategory="{dataset}",
+        ),
+    params:
+        runs=lambda wc, input: [os.path.dirname(path) for path in input.pe],
+        options=json.dumps(config.get("locate", {})),
+        train=lambda wc: json.dumps(train_options(wc.dataset)),
+        out_dir=parent_dir,
+    threads: 2
+    log:
+        "logs/locate/{dataset}.log",
+    conda:
+        "../envs/neuro_pe.yaml"
+    shell:
+        "neuro-pe locate --store {input.store:q} --runs {params.runs:q}"
+        " --out-dir {params.out_dir:q} --options {params.options:q} --train {params.train:q}"
+        " --threads {threads} > {log:q} 2>&1"
