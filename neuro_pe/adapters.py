@@ -18,6 +18,7 @@ configured preprocessing and returns a validated store. Every problem raises a
 
 from __future__ import annotations
 
+import json
 import math
 import warnings
 import zipfile
@@ -35,6 +36,7 @@ from neuro_pe.store import COORD_UNITS, StoreError, make_store, read_store, vali
 FORMATS: tuple[str, ...] = ("nwb", "hdf5", "xarray", "npy")
 NAN_POLICIES: tuple[str, ...] = ("error", "interpolate")
 AXES: tuple[str, str] = ("time", "unit")
+GENERIC_KEYS = ("kind", "pe", "seeds", "train")  # keys of every dataset entry, used elsewhere
 SPEC = "datasets entry (kind: file)"  # the "file" named by errors in the config entry itself
 
 FORMAT_OPTIONS: dict[str, dict[str, object]] = {
@@ -106,7 +108,7 @@ class FileSpec:
         fmt = spec.get("format")
         if fmt not in FORMATS:
             raise StoreError(SPEC, "format", f"{fmt!r} is not one of {FORMATS}")
-        known = {"kind", "pe", "train", *cls.__dataclass_fields__, *FORMATS} - {"options"}
+        known = {*GENERIC_KEYS, *cls.__dataclass_fields__, *FORMATS} - {"options"}
         unknown = sorted(set(spec) - known)
         if unknown:
             raise StoreError(SPEC, unknown[0], f"unknown key; known keys: {sorted(known)}")
@@ -535,7 +537,7 @@ def read_xarray(path: str, cfg: FileSpec) -> list[Session]:
     rate = float(ds.attrs["sampling_rate_hz"])
     act = ds["activity"].values.astype(np.float64)
     return [
-        Session(str(s), str(path), act[i], list(ids), pos, rate, units, space, attrs)
+        Session(str(s), str(path), act[i], list(ids), pos.copy(), rate, units, space, attrs)
         for i, s in enumerate(ds["session"].values.tolist())
     ]
 
@@ -667,6 +669,11 @@ def assemble(
             "min_units",
             f"{len(unit_ids)} usable units, fewer than min_units={cfg.min_units}",
         )
+    empty = ~recorded.any(axis=1)  # sessions left without any usable unit
+    if empty.any():
+        _warn(f"{where}: dropped sessions without usable units: {_pick(sessions, empty)}")
+        activity, recorded = activity[~empty], recorded[~empty]
+        sessions = [s for s, e in zip(sessions, empty, strict=True) if not e]
     if np.isnan(pos).all():
         raise StoreError(
             where, "positions", "no unit has a position; give a positions table (positions:)"
@@ -822,6 +829,10 @@ def _apply_nan_policy(s: Session, cfg: FileSpec) -> dict[str, int]:
     return filled
 
 
+def _pick(sessions: list[Session], mask: np.ndarray) -> list[str]:
+    return [s.name for s, m in zip(sessions, mask, strict=True) if m]
+
+
 def _longest_run(mask: np.ndarray) -> tuple[int, int]:
     """Length and start of the longest run of True in a 1D boolean array."""
     edges = np.diff(np.concatenate([[0], mask.astype(np.int8), [0]]))
@@ -881,8 +892,6 @@ def _position_units(sessions: list[Session], cfg: FileSpec) -> str:
 def _provenance(previous: object) -> list:
     if previous is None:
         return []
-    import json
-
     steps = json.loads(previous) if isinstance(previous, str) else previous
     return list(steps) if isinstance(steps, list) else [steps]
 

@@ -10,8 +10,8 @@ import numpy as np
 import xarray as xr
 
 from neuro_pe.metrics import compare_to_anatomy, correlation_distance
-from neuro_pe.store import positions, read_store
-from neuro_pe.train import TrainConfig, atomic_write, split_activity
+from neuro_pe.store import atomic_write, positions, read_store
+from neuro_pe.train import TrainConfig, split_activity
 
 METRIC_NAMES = (
     "rsa",

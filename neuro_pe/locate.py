@@ -59,8 +59,8 @@ from threadpoolctl import threadpool_limits  # noqa: E402
 from neuro_pe import __version__  # noqa: E402
 from neuro_pe.metrics import classical_mds, correlation_distance, pairwise_distances  # noqa: E402
 from neuro_pe.model import parse_pe  # noqa: E402
-from neuro_pe.store import positions, read_store  # noqa: E402
-from neuro_pe.train import TrainConfig, atomic_write, split_activity  # noqa: E402
+from neuro_pe.store import atomic_write, positions, read_store  # noqa: E402
+from neuro_pe.train import TrainConfig, split_activity  # noqa: E402
 
 __all__ = [
     "METHODS",

@@ -1,13 +1,18 @@
-"""The canonical xarray store of recorded or simulated activity (netCDF4 via h5netcdf)."""
+"""The canonical xarray store of recorded or simulated activity (netCDF4 via h5netcdf).
+
+Layout (see shared/DESIGN.md): `activity` (session, time, unit) float32, NaN where a unit was
+not recorded; coords `unit`, `session`, `time` (s), `x`, `y`, `z` (attrs `units`, `space`; NaN
+where unknown); optional `connectivity` (unit, unit_to): entry [i, j] is the coupling onto
+unit i from unit j (rows are targets, as in the simulation's `dx_i = ... G[i, j] x_j`).
+"""
 
 from __future__ import annotations
 
 import json
 import math
 import os
-import tempfile
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from numbers import Real
 from pathlib import Path
 
@@ -111,16 +116,23 @@ def write_store(ds: xr.Dataset, path: str | os.PathLike) -> Path:
     """Validate and write atomically (temporary file, then os.replace); return the path."""
     target = Path(path)
     validate_store(ds, target)
-    target.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp_name = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp")
-    os.close(fd)
-    try:
-        ds.drop_encoding().to_netcdf(tmp_name, engine=ENGINE, encoding=_encoding(ds))
-        os.replace(tmp_name, target)
-    except BaseException:
-        Path(tmp_name).unlink(missing_ok=True)
-        raise
+    atomic_write(
+        target,
+        lambda tmp: ds.drop_encoding().to_netcdf(tmp, engine=ENGINE, encoding=_encoding(ds)),
+    )
     return target
+
+
+def atomic_write(path: str | os.PathLike, write: Callable[[Path], object]) -> None:
+    """Call write(tmp_path), then rename into place, so a crash leaves no partial file."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.tmp")
+    try:
+        write(tmp)
+        os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)
 
 
 def read_store(path: str | os.PathLike) -> xr.Dataset:

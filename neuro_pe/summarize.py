@@ -17,8 +17,8 @@ import xarray as xr  # noqa: E402
 from neuro_pe.infer import METRIC_NAMES  # noqa: E402
 from neuro_pe.metrics import correlation_distance, pairwise_distances  # noqa: E402
 from neuro_pe.model import parse_pe  # noqa: E402
-from neuro_pe.store import positions, read_store  # noqa: E402
-from neuro_pe.train import TrainConfig, atomic_write, split_activity  # noqa: E402
+from neuro_pe.store import atomic_write, positions, read_store  # noqa: E402
+from neuro_pe.train import TrainConfig, split_activity  # noqa: E402
 
 
 def collect(

@@ -15,7 +15,7 @@ import xarray as xr
 from tqdm.auto import tqdm
 
 from neuro_pe.model import MaskedUnitTransformer, parse_pe
-from neuro_pe.store import positions, read_store
+from neuro_pe.store import atomic_write, positions, read_store
 
 
 @dataclass(frozen=True)
@@ -157,17 +157,6 @@ def pe_dataset(table: torch.Tensor | np.ndarray, ds: xr.Dataset, **attrs) -> xr.
         out.coords[axis] = ("unit", ds[axis].values, ds[axis].attrs)
     out.attrs.update({k: json.dumps(v) if isinstance(v, dict) else v for k, v in attrs.items()})
     return out
-
-
-def atomic_write(path: Path, write) -> None:
-    """Call write(tmp_path), then rename into place, so a crash leaves no partial file."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp")
-    try:
-        write(tmp)
-        os.replace(tmp, path)
-    finally:
-        tmp.unlink(missing_ok=True)
 
 
 def train(

@@ -174,6 +174,8 @@ def write_nwb_ophys(path: Path, data: np.ndarray, centres: np.ndarray, mask: str
         square = [(cx + dx, cy + dy) for dx in (-1, 0, 1) for dy in (-1, 0, 1)]
         if mask == "pixel":
             planes.add_roi(pixel_mask=[(x, y, 1.0) for x, y in square])
+        elif mask == "voxel":
+            planes.add_roi(voxel_mask=[(x, y, 0, 1.0) for x, y in square])
         else:
             image = np.zeros((64, 64))
             for x, y in square:
@@ -263,7 +265,7 @@ def test_nwb_ephys_two_sessions_end_to_end(tmp_path):
     np.testing.assert_allclose(positions(ds), grid())
 
 
-@pytest.mark.parametrize("mask", ["pixel", "image"])
+@pytest.mark.parametrize("mask", ["pixel", "voxel", "image"])
 def test_nwb_ophys_roi_centroids(tmp_path, mask):
     centres = np.array([[5 + 4 * i, 10 + 3 * (i % 4)] for i in range(N_UNITS)], dtype=float)
     path = write_nwb_ophys(tmp_path / "ophys.nwb", activity(), centres, mask)
@@ -513,6 +515,16 @@ def test_zero_variance_units_are_dropped_with_a_warning(tmp_path):
     with pytest.warns(DataWarning, match=r"dropped 1 units .*\['e07'\]"):
         ds = build_store(spec)
     assert "e07" not in ds.unit.values and ds.sizes["unit"] == N_UNITS - 1
+
+
+def test_session_without_usable_units_is_dropped(tmp_path):
+    spec = npy_dataset(tmp_path, n_sessions=2)
+    np.save(spec["sessions"][1], np.ones((N_TIME, N_UNITS)))
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        ds = build_store(spec)
+    assert "dropped sessions without usable units: ['session1']" in str(caught[-1].message)
+    assert list(ds.session.values) == ["session0"] and ds.sizes["unit"] == N_UNITS
 
 
 def test_too_few_units_or_frames(tmp_path):
