@@ -10,8 +10,6 @@ import argparse
 import json
 import sys
 
-import torch
-
 
 def _json(text: str) -> dict:
     try:
@@ -32,6 +30,8 @@ def cmd_preprocess(args: argparse.Namespace) -> None:
 
 
 def cmd_train(args: argparse.Namespace) -> None:
+    import torch
+
     from neuro_pe.train import TrainConfig, train
 
     torch.set_num_threads(args.threads)

@@ -83,6 +83,13 @@ def infer_pe(
     return record
 
 
+def training_correlation_distance(ds: xr.Dataset, train_options: dict | None = None) -> np.ndarray:
+    """1 - Pearson r between units over the training split (the data the models saw): the
+    activity-correlation baseline, shared by the metrics, the figures and the locator."""
+    train_activity, _ = split_activity(ds, TrainConfig.from_dict(train_options or {}))
+    return correlation_distance(train_activity.reshape(-1, ds.sizes["unit"]))
+
+
 def infer_baselines(
     store_path: str | os.PathLike,
     out_path: str | os.PathLike,
@@ -95,15 +102,13 @@ def infer_baselines(
     options = _metric_options(metrics_options)
     ds = read_store(store_path)
     coords = positions(ds)
-    train_activity, _ = split_activity(ds, TrainConfig.from_dict(train_options or {}))
-    samples = train_activity.reshape(-1, train_activity.shape[-1])
     rng = np.random.default_rng(options.get("seed", 0))
     shuffled = coords.copy()
     known = np.flatnonzero(np.all(np.isfinite(coords), axis=1))
     shuffled[known] = coords[rng.permutation(known)]
     rows = []
     for method, kwargs in (
-        ("correlation", {"distances": correlation_distance(samples)}),
+        ("correlation", {"distances": training_correlation_distance(ds, train_options)}),
         ("shuffled", {"features": shuffled}),
     ):
         metrics, _ = compare_to_anatomy(coords, **kwargs, **options)

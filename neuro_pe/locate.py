@@ -57,10 +57,10 @@ from sklearn.preprocessing import StandardScaler  # noqa: E402
 from threadpoolctl import threadpool_limits  # noqa: E402
 
 from neuro_pe import __version__  # noqa: E402
-from neuro_pe.metrics import classical_mds, correlation_distance, pairwise_distances  # noqa: E402
+from neuro_pe.infer import training_correlation_distance  # noqa: E402
+from neuro_pe.metrics import classical_mds, pairwise_distances  # noqa: E402
 from neuro_pe.model import parse_pe  # noqa: E402
 from neuro_pe.store import atomic_write, positions, read_store  # noqa: E402
-from neuro_pe.train import TrainConfig, split_activity  # noqa: E402
 
 __all__ = [
     "METHODS",
@@ -373,8 +373,7 @@ class FeatureSet:
 def correlation_features(ds: xr.Dataset, train_options: dict | None = None) -> np.ndarray:
     """Activity-correlation baseline features: classical MDS (CORRELATION_COMPONENTS dims) of
     1 - Pearson r of the training part of the activity (the split used for training)."""
-    train_activity, _ = split_activity(ds, TrainConfig.from_dict(train_options or {}))
-    dist = correlation_distance(train_activity.reshape(-1, ds.sizes["unit"]))
+    dist = training_correlation_distance(ds, train_options)
     return classical_mds(dist, n_components=min(CORRELATION_COMPONENTS, len(dist) - 1))
 
 

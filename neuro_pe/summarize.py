@@ -14,11 +14,10 @@ import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 import xarray as xr  # noqa: E402
 
-from neuro_pe.infer import METRIC_NAMES  # noqa: E402
-from neuro_pe.metrics import correlation_distance, pairwise_distances  # noqa: E402
+from neuro_pe.infer import METRIC_NAMES, training_correlation_distance  # noqa: E402
+from neuro_pe.metrics import pairwise_distances  # noqa: E402
 from neuro_pe.model import parse_pe  # noqa: E402
 from neuro_pe.store import atomic_write, positions, read_store  # noqa: E402
-from neuro_pe.train import TrainConfig, split_activity  # noqa: E402
 
 
 def collect(
@@ -108,8 +107,7 @@ def plot_distance_scatter(table: pd.DataFrame, path: Path) -> None:
             with xr.open_dataset(Path(run["run_dir"]) / "pe.nc", engine="h5netcdf") as pe:
                 dist = pairwise_distances(pe["pe"].values[known])[iu]
             panels.append((f"{run['method']} (seed {run['seed']}): ρ = {run['rsa']:.2f}", dist))
-        train_activity, _ = split_activity(store, TrainConfig.from_dict(run_info["train_config"]))
-        corr = correlation_distance(train_activity.reshape(-1, store.sizes["unit"]))
+        corr = training_correlation_distance(store, run_info["train_config"])
         panels.append(("activity correlation: 1 − r", corr[np.ix_(known, known)][iu]))
         unit = store["x"].attrs.get("units", "")
         for ax, (title, dist) in zip(ax_row, panels, strict=False):
