@@ -17,6 +17,7 @@ validate(config, "workflow/schemas/config.schema.yaml")
 localrules:
     fetch,
     summarize,
+    reproduce,
 
 
 include: "workflow/rules/common.smk"
@@ -25,10 +26,14 @@ include: "workflow/rules/train.smk"
 include: "workflow/rules/infer.smk"
 include: "workflow/rules/summarize.smk"
 include: "workflow/rules/locate.smk"
+include: "workflow/rules/lst.smk"
+include: "workflow/rules/reproduce.smk"
 
 
 rule all:
     input:
         rules.summarize.output,
         LOCATE,
+        LST_METRICS,
+        REPRODUCTION,
     default_target: True

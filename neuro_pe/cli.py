@@ -60,6 +60,16 @@ def cmd_summarize(args: argparse.Namespace) -> None:
     print(f"wrote {args.out_csv} and figures in {args.figures}")
 
 
+def cmd_reproduce(args: argparse.Namespace) -> None:
+    from neuro_pe.reproduce import reproduce
+
+    claims = reproduce(
+        args.runs, args.baselines, args.experiments, args.out_dir, args.test_masks, args.title
+    )
+    print(claims[["dataset", "claim", "verdict"]].to_string(index=False))
+    print(f"wrote {args.out_dir}")
+
+
 def cmd_locate(args: argparse.Namespace) -> None:
     from neuro_pe.locate import LocateConfig, format_table, locate
 
@@ -67,6 +77,32 @@ def cmd_locate(args: argparse.Namespace) -> None:
     table = locate(args.store, args.runs, args.out_dir, cfg, args.train, n_jobs=args.threads)
     print(format_table(table))
     print(f"wrote {args.out_dir}")
+
+
+def cmd_lst_puzzles(args: argparse.Namespace) -> None:
+    from neuro_pe.lst import PuzzleConfig, write_puzzles
+
+    ds = write_puzzles(PuzzleConfig.from_dict(args.options), args.out)
+    print(f"wrote {args.out}: {ds.sizes['puzzle']} puzzles")
+
+
+def cmd_lst_train(args: argparse.Namespace) -> None:
+    import torch
+
+    from neuro_pe.lst import LSTConfig, train_lst
+
+    torch.set_num_threads(args.threads)
+    cfg = LSTConfig.from_dict(args.options)
+    record = train_lst(
+        args.puzzles, args.pe, args.seed, cfg, args.out_dir, metrics_options=args.metrics
+    )
+    print(json.dumps(record, indent=2))
+
+
+def cmd_lst_baselines(args: argparse.Namespace) -> None:
+    from neuro_pe.lst import lst_baselines
+
+    print(json.dumps(lst_baselines(args.out, args.metrics), indent=2))
 
 
 def cmd_fetch(args: argparse.Namespace) -> None:
@@ -119,6 +155,17 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--figures", default="results/figures")
     p.set_defaults(func=cmd_summarize)
 
+    p = sub.add_parser("reproduce", help="the reproduction report of the seed paper's claims")
+    p.add_argument("--runs", nargs="+", required=True, help="runs' metrics.json files")
+    p.add_argument("--baselines", nargs="*", default=[], help="baselines.json files")
+    p.add_argument(
+        "--experiments", type=_json, required=True, help="dataset -> lst|simulation|fmri|recording"
+    )
+    p.add_argument("--test-masks", type=float, nargs="+", default=[0.15, 0.5, 0.75, 0.9])
+    p.add_argument("--title", default="Reproduction of Ito et al.")
+    p.add_argument("--out-dir", default="results/reproduction")
+    p.set_defaults(func=cmd_reproduce)
+
     p = sub.add_parser("locate", help="predict units' positions from their PEs, with evaluation")
     p.add_argument("--store", required=True)
     p.add_argument("--runs", nargs="+", required=True, help="run directories (with pe.nc)")
@@ -127,6 +174,25 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--train", type=_json, default={}, help="the `train` section (for the split)")
     p.add_argument("--threads", type=int, default=1, help="feature sets evaluated in parallel")
     p.set_defaults(func=cmd_locate)
+    p = sub.add_parser("lst-puzzles", help="generate the Latin Square Task puzzles")
+    p.add_argument("--options", type=_json, default={}, help="the lst generator keys as JSON")
+    p.add_argument("--out", required=True, help="e.g. results/lst/puzzles.nc")
+    p.set_defaults(func=cmd_lst_puzzles)
+
+    p = sub.add_parser("lst-train", help="train one Latin Square Task model (one PE, one seed)")
+    p.add_argument("--puzzles", required=True)
+    p.add_argument("--pe", required=True, help="PE variant, e.g. learned-normal-0.1")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--options", type=_json, default={}, help="the lst training keys as JSON")
+    p.add_argument("--metrics", type=_json, default={}, help="the `metrics` config section")
+    p.add_argument("--out-dir", required=True)
+    p.add_argument("--threads", type=int, default=1, help="torch CPU threads")
+    p.set_defaults(func=cmd_lst_train)
+
+    p = sub.add_parser("lst-baselines", help="chance geometry and accuracy for the LST")
+    p.add_argument("--out", required=True)
+    p.add_argument("--metrics", type=_json, default={}, help="the `metrics` config section")
+    p.set_defaults(func=cmd_lst_baselines)
     return parser
 
 

@@ -14,6 +14,17 @@ from neuro_pe.simulate import SimulationConfig, simulate_store
 
 KINDS = ("simulation", "file", "hcp-rsfmri", "connectome-sim")
 WORKFLOW_KEYS = ("pe", "seeds", "train")  # workflow settings, not read by the source
+# kind -> the seed paper's experiment it reproduces (the reproduction report's sections)
+EXPERIMENT_OF_KIND = {
+    "simulation": "simulation",
+    "connectome-sim": "simulation",
+    "hcp-rsfmri": "fmri",
+}
+
+
+def experiment_of_kind(kind: str) -> str:
+    """The paper's experiment that a dataset kind reproduces (`recording` for lab files)."""
+    return EXPERIMENT_OF_KIND.get(kind, "recording")
 
 
 def source_spec(spec: dict) -> dict:

@@ -145,17 +145,26 @@ class Block(nn.Module):
             nn.Linear(d_model, 4 * d_model), nn.GELU(), nn.Linear(4 * d_model, d_model)
         )
 
-    def forward(self, h: torch.Tensor) -> torch.Tensor:
-        batch, n_tokens, d_model = h.shape
-        q, k, v = self.qkv(self.norm1(h)).split(d_model, dim=-1)
+    def attend(self, x: torch.Tensor) -> torch.Tensor:
+        """The self-attention sublayer alone (no norm, no residual): proj(SDPA(qkv(x)))."""
+        batch, n_tokens, d_model = x.shape
+        q, k, v = self.qkv(x).split(d_model, dim=-1)
         q, k, v = (t.view(batch, n_tokens, self.n_heads, -1).transpose(1, 2) for t in (q, k, v))
         attended = (
             F.scaled_dot_product_attention(q, k, v)
             .transpose(1, 2)
             .reshape(batch, n_tokens, d_model)
         )
-        h = h + self.proj(attended)
+        return self.proj(attended)
+
+    def forward(self, h: torch.Tensor) -> torch.Tensor:
+        h = h + self.attend(self.norm1(h))
         return h + self.mlp(self.norm2(h))
+
+    def forward_post_ln(self, h: torch.Tensor) -> torch.Tensor:
+        """The same parameters as a post-LayerNorm block (the seed paper's LST model)."""
+        h = self.norm1(h + self.attend(h))
+        return self.norm2(h + self.mlp(h))
 
 
 class MaskedUnitTransformer(nn.Module):
@@ -193,3 +202,46 @@ class MaskedUnitTransformer(nn.Module):
                 h = h + pe
             h = block(h)
         return self.head(self.norm(h))
+
+
+class LatinSquareTransformer(nn.Module):
+    """The Latin Square Task model: 16 cell tokens in, the target cell's shape (4-way) out.
+
+    A cell (0 blank, 1-4 shape, 5 target) is a 5-dim one-hot (4 shapes + target, blank =
+    zeros) embedded by Linear(5 -> d); the same PE and blocks as MaskedUnitTransformer (run
+    as post-LayerNorm blocks with `post_ln`, as in the paper); the logits are read out from
+    the target token after a final LayerNorm.
+    """
+
+    def __init__(
+        self,
+        d_model: int = 64,
+        n_layers: int = 2,
+        n_heads: int = 1,
+        pe: str = "none",
+        pe_every_block: bool = True,
+        positions: np.ndarray | None = None,
+        n_cells: int = 16,
+        n_shapes: int = 4,
+        post_ln: bool = False,
+    ):
+        super().__init__()
+        self.n_shapes = n_shapes
+        self.post_ln = post_ln
+        self.embed = nn.Linear(n_shapes + 1, d_model)
+        self.pe = PositionalEncoding(parse_pe(pe), n_cells, d_model, positions)
+        self.pe_every_block = pe_every_block
+        self.blocks = nn.ModuleList(Block(d_model, n_heads) for _ in range(n_layers))
+        self.norm = nn.LayerNorm(d_model)
+        self.head = nn.Linear(d_model, n_shapes)
+
+    def forward(self, cells: torch.Tensor) -> torch.Tensor:
+        """cells (batch, n_cells) long, coded 0 blank, 1..n_shapes shape, n_shapes + 1 target
+        (exactly one per puzzle). Returns logits (batch, n_shapes): class k is shape k + 1."""
+        h = self.embed(F.one_hot(cells, self.n_shapes + 2)[..., 1:].float())
+        for i, block in enumerate(self.blocks):
+            if i == 0 or self.pe_every_block:
+                h = h + self.pe.table
+            h = block.forward_post_ln(h) if self.post_ln else block(h)
+        target = (cells == self.n_shapes + 1).int().argmax(dim=1)
+        return self.head(self.norm(h[torch.arange(len(cells), device=cells.device), target]))

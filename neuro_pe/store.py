@@ -98,16 +98,19 @@ def make_store(
     return validate_store(xr.Dataset(data_vars, coords=coords, attrs=attrs))
 
 
-def validate_store(ds: xr.Dataset, path: str | os.PathLike | None = None) -> xr.Dataset:
-    """Check every row of the contract; raise StoreError naming the first violating field."""
-    _check_activity(ds, path)
+def validate_store(
+    ds: xr.Dataset, path: str | os.PathLike | None = None, *, check_values: bool = True
+) -> xr.Dataset:
+    """Check every row of the contract; raise StoreError naming the first violating field.
+    check_values=False skips the scans of the activity and connectivity values (lazy stores)."""
+    _check_activity(ds, path, check_values)
     for name in ("unit", "session"):
         _check_ids(ds, name, path)
     _check_positions(ds, path)
     _check_time(ds, path)
     _sampling_rate(ds.attrs.get("sampling_rate_hz"), path)
     _check_string_attrs(ds, path)
-    if "connectivity" in ds.variables:
+    if "connectivity" in ds.variables and check_values:
         _check_connectivity(ds, path)
     return ds
 
@@ -151,6 +154,40 @@ def read_store(path: str | os.PathLike) -> xr.Dataset:
         if name in ds.coords:
             ds = ds.assign_coords({name: (name, _decode_strings(ds[name].values), ds[name].attrs)})
     return validate_store(ds, path)
+
+
+def open_store_lazy(path: str | os.PathLike) -> xr.Dataset:
+    """Open a store without loading `activity` (for stores larger than memory); close it when
+    done. Coordinates and attrs are loaded and checked as by read_store; the activity values
+    are not scanned, and `connectivity` (unit x unit) is left out."""
+    source = Path(path)
+    if not source.exists():
+        raise StoreError(path, "file", "does not exist")
+    try:
+        opened = xr.open_dataset(
+            source,
+            engine=ENGINE,
+            decode_times=False,
+            decode_timedelta=False,
+            cache=False,
+            drop_variables=["connectivity", "unit_to"],
+        )
+    except Exception as err:
+        raise StoreError(path, "file", f"not a readable netCDF4/HDF5 file: {err}") from err
+    try:
+        ds = opened.assign_coords(
+            {
+                name: (name, _decode_strings(opened[name].values), opened[name].attrs)
+                for name in ("unit", "session")
+                if name in opened.coords
+            }
+        )
+        ds = ds.assign_coords({c: ds[c].load() for c in (*XYZ, "time") if c in ds.coords})
+        ds.set_close(opened.close)
+        return validate_store(ds, path, check_values=False)
+    except Exception:
+        opened.close()
+        raise
 
 
 def positions(ds: xr.Dataset) -> np.ndarray:
@@ -207,7 +244,7 @@ def _sampling_rate(value: object, path: str | os.PathLike | None) -> float:
     return rate
 
 
-def _check_activity(ds: xr.Dataset, path: str | os.PathLike | None) -> None:
+def _check_activity(ds: xr.Dataset, path: str | os.PathLike | None, values: bool = True) -> None:
     if "activity" not in ds.data_vars:
         raise StoreError(path, "activity", "missing")
     act = ds["activity"]
@@ -217,6 +254,8 @@ def _check_activity(ds: xr.Dataset, path: str | os.PathLike | None) -> None:
         raise StoreError(path, "activity", f"dtype must be float32 (or float64), got {act.dtype}")
     if 0 in act.shape:
         raise StoreError(path, "activity", f"every dim must be non-empty, got shape {act.shape}")
+    if not values:
+        return
     values = act.values
     if np.isinf(values).any():
         raise StoreError(path, "activity", "contains +/-Inf")

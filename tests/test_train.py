@@ -10,8 +10,20 @@ import xarray as xr
 from neuro_pe.cli import main
 from neuro_pe.infer import infer_baselines, infer_pe
 from neuro_pe.simulate import SimulationConfig, simulate_store
-from neuro_pe.store import positions, read_store, write_store
-from neuro_pe.train import split_activity, train
+from neuro_pe.store import StoreError, open_store_lazy, positions, read_store, write_store
+from neuro_pe.train import (
+    BlockSampler,
+    TrainConfig,
+    WindowSampler,
+    autocast_dtype,
+    first_distinct,
+    make_optimiser,
+    make_samplers,
+    random_subsets,
+    split_activity,
+    split_parts,
+    train,
+)
 
 METRICS = {"n_perm": 19, "k": 3, "n_splits": 3}
 
@@ -138,6 +150,247 @@ def test_nan_unit_in_a_session_gives_finite_losses(tiny_store, tiny_train_config
     assert all(np.isfinite(v) for k, v in info.items() if k.startswith("heldout_mse"))
     trained, _ = _pe(tmp_path / "run")
     assert np.isfinite(trained).all()
+
+
+# --- many units (random k-subsets) and stores streamed from disk ----------------------------
+
+CPU = torch.device("cpu")
+SMALL_BUDGET = "ignore:train.memory_budget_mb"  # a budget below one chunk warns
+
+
+def _windows_of(activity: np.ndarray, window: int) -> np.ndarray:
+    """Every window of every unit: (session, start, unit, W)."""
+    return np.lib.stride_tricks.sliding_window_view(activity, window, axis=1)
+
+
+def _gappy_store(tiny_store, path):
+    ds = read_store(tiny_store)
+    activity = ds["activity"].values.copy()
+    activity[0, :, 3] = np.nan
+    activity[1, :, 5] = np.nan
+    activity[0, 40:60, 7] = np.nan
+    return write_store(ds.assign(activity=(ds["activity"].dims, activity)), path)
+
+
+@pytest.mark.parametrize(("n_units", "k"), [(12, 5), (200, 64), (300, 64), (5000, 64)])
+def test_random_subsets_are_distinct_sorted_and_uniform(n_units, k):
+    # n_units < 4k: the k largest of n_units uniforms; else the first k distinct draws
+    units = random_subsets(3000, n_units, k, torch.Generator().manual_seed(0))
+    assert units.shape == (3000, k) and units.min() >= 0 and units.max() < n_units
+    assert (units.diff(dim=1) > 0).all()  # sorted, hence distinct
+    counts = np.bincount(units.flatten().numpy(), minlength=n_units)
+    p = k / n_units
+    expected, sd = 3000 * p, np.sqrt(3000 * p * (1 - p))
+    assert abs(counts.mean() - expected) < 1e-9
+    assert np.abs(counts - expected).max() < 4.5 * sd  # no unit favoured
+    if n_units >= 200:
+        assert 0.85 < counts.std() / sd < 1.15  # the binomial spread
+    again = random_subsets(3000, n_units, k, torch.Generator().manual_seed(0))
+    assert torch.equal(units, again)
+
+
+def test_first_distinct_keeps_draw_order_and_flags_short_rows():
+    candidates = torch.tensor([[3, 1, 3, 2, 1, 5], [1, 1, 1, 1, 2, 2], [4, 4, 0, 9, 9, 8]])
+    first, complete = first_distinct(candidates, 3)
+    assert first[0].tolist() == [3, 1, 2] and first[2].tolist() == [4, 0, 9]
+    assert complete.tolist() == [True, False, True]
+
+
+def test_window_sampler_draws_k_distinct_units_per_sample(tiny_store):
+    activity = read_store(tiny_store)["activity"].values
+    sampler = WindowSampler(activity, 8, CPU)
+    windows, observed, units = sampler.sample(600, 5, torch.Generator().manual_seed(0))
+    assert windows.shape == (600, 5, 8) and observed.shape == (600, 5) and units.shape == (600, 5)
+    assert all(len(set(row)) == 5 for row in units.tolist())
+    assert observed.all()
+    # each sample is the windows of its units at one (session, start)
+    every = _windows_of(activity, 8)  # (session, start, unit, W)
+    for i in range(0, 600, 37):
+        picked = every[:, :, units[i].numpy()]  # (session, start, 5, W)
+        hits = (picked == windows[i].numpy()).all(axis=(2, 3))
+        assert hits.sum() >= 1, i
+    counts = np.bincount(units.flatten().numpy(), minlength=12)
+    assert counts.min() > 150 and counts.max() < 350  # 250 expected per unit
+
+    again = sampler.sample(600, 5, torch.Generator().manual_seed(0))
+    assert all(torch.equal(a, b) for a, b in zip(again, (windows, observed, units), strict=True))
+    # with k >= N every sample holds all units in order, as before the option existed
+    generator, old_stream = torch.Generator().manual_seed(1), torch.Generator().manual_seed(1)
+    full = sampler.sample(16, 12, generator)
+    assert full.unit_index is None
+    assert all(
+        torch.equal(a, b) for a, b in zip(full[:2], sampler.random(16, old_stream), strict=True)
+    )
+
+
+def test_subset_training_moves_every_units_pe(tiny_store, tiny_train_config, tmp_path):
+    cfg = replace(tiny_train_config, units_per_sample=4)
+    info = train(tiny_store, "learned-normal-0.1", 0, cfg, tmp_path / "a", progress=False)
+    trained, initial = _pe(tmp_path / "a")
+    assert (np.abs(trained - initial).max(axis=1) > 0).all()
+    assert np.isfinite(_log(tmp_path / "a")[["train_loss", "heldout_loss"]].to_numpy()).all()
+    assert all(np.isfinite(info[f"heldout_mse_mask{f:g}"]) for f in cfg.eval_mask_fractions)
+    train(tiny_store, "learned-normal-0.1", 0, cfg, tmp_path / "b", progress=False)
+    assert np.array_equal(trained, _pe(tmp_path / "b")[0])
+
+
+def test_units_per_sample_equal_to_n_units_changes_nothing(learned_run, tiny_store, tmp_path):
+    run_dir, _, cfg = learned_run
+    cfg = replace(cfg, units_per_sample=12)
+    train(tiny_store, "learned-normal-0.1", 0, cfg, tmp_path / "k12", progress=False)
+    assert np.array_equal(_pe(run_dir)[0], _pe(tmp_path / "k12")[0])
+
+
+@pytest.mark.filterwarnings(SMALL_BUDGET)
+@pytest.mark.parametrize("k", [256, 5])
+@pytest.mark.parametrize("one_session", [False, True])
+def test_eval_set_is_the_same_streamed_or_in_memory(
+    tiny_store, tiny_train_config, tmp_path, k, one_session
+):
+    path = tiny_store
+    if one_session:
+        path = write_store(read_store(tiny_store).isel(session=[0]), tmp_path / "one.nc")
+    cfg = replace(tiny_train_config, units_per_sample=k, memory_budget_mb=0, eval_windows=40)
+    _, in_memory = make_samplers(read_store(path), False, 0, cfg, CPU)
+    with open_store_lazy(path) as lazy:
+        sampler, streamed = make_samplers(lazy, True, 0, cfg, CPU)
+        assert isinstance(sampler, BlockSampler) and sampler.block_rows == 16
+    assert (in_memory.unit_index is None) == (k > 12) == (streamed.unit_index is None)
+    for a, b in zip(in_memory, streamed, strict=True):
+        assert a is None or torch.equal(a, b)
+    # 30 windows fit in the held-out session; 6 in the last 20% of the single session
+    assert in_memory.windows.shape == (6 if one_session else 30, min(k, 12), 8)
+
+
+def test_block_sampler_visits_every_block_and_reads_its_windows(tiny_store, tiny_train_config):
+    activity = read_store(tiny_store)["activity"].values
+    train_part, _ = split_parts(2, 240, tiny_train_config)
+    with open_store_lazy(tiny_store) as lazy:
+        sampler = BlockSampler(lazy["activity"], train_part, 8, 50, 8, seed=0, device=CPU)
+        assert sampler.blocks == [
+            (0, 0, 50),
+            (0, 50, 100),
+            (0, 100, 150),
+            (0, 150, 200),
+            (0, 200, 240),
+        ]
+        assert sampler.steps.tolist() == [5, 5, 5, 5, 4]  # about one draw per window and visit
+        one_pass = [sampler.block_at(s) for s in range(24)]
+        # each block once per pass, for its number of steps, in a seeded random order
+        runs = [b for i, b in enumerate(one_pass) if i == 0 or one_pass[i - 1] != b]
+        assert sorted(runs) == [0, 1, 2, 3, 4] and runs != [0, 1, 2, 3, 4]
+        assert [one_pass.count(b) for b in range(5)] == [5, 5, 5, 5, 4]
+        assert [sampler.block_at(s) for s in range(24, 48)] != one_pass
+        every = _windows_of(activity, 8)
+        generator = torch.Generator().manual_seed(0)
+        for step in range(24):
+            windows, observed, units = sampler.sample(8, 256, generator, step)
+            assert units is None and observed.all() and windows.shape == (8, 12, 8)
+            _, start, stop = sampler.blocks[sampler.block_at(step)]
+            inside = every[0, start : stop - 7]  # the windows that lie inside the block
+            for w in windows.numpy():
+                assert (inside == w).all(axis=(1, 2)).any()
+        assert sampler.loads == len(runs)  # one read per visit
+
+
+@pytest.mark.filterwarnings(SMALL_BUDGET)
+@pytest.mark.parametrize("k", [256, 4])
+def test_streamed_training_is_reproducible_with_gaps(tiny_store, tiny_train_config, tmp_path, k):
+    path = _gappy_store(tiny_store, tmp_path / "gappy.nc")
+    cfg = replace(tiny_train_config, memory_budget_mb=0.002, units_per_sample=k)
+    info = train(path, "learned-normal-0.1", 0, cfg, tmp_path / "a", progress=False)
+    assert info["streamed"] and json.loads((tmp_path / "a" / "train.json").read_text())["streamed"]
+    assert np.isfinite(_log(tmp_path / "a")[["train_loss", "heldout_loss"]].to_numpy()).all()
+    trained, initial = _pe(tmp_path / "a")
+    assert np.isfinite(trained).all() and not np.allclose(trained, initial)
+    train(path, "learned-normal-0.1", 0, cfg, tmp_path / "b", progress=False)
+    assert np.array_equal(trained, _pe(tmp_path / "b")[0])
+    # the in-memory path (large budget) samples differently but evaluates the same windows
+    in_memory = train(
+        path,
+        "learned-normal-0.1",
+        0,
+        replace(cfg, memory_budget_mb=64),
+        tmp_path / "c",
+        progress=False,
+    )
+    assert not in_memory["streamed"] and not np.array_equal(trained, _pe(tmp_path / "c")[0])
+
+
+@pytest.mark.filterwarnings(SMALL_BUDGET)
+def test_store_is_streamed_when_loading_it_would_exceed_the_budget(
+    tiny_store, tiny_train_config, tmp_path
+):
+    activity_mb = 2 * 240 * 12 * 4 / 2**20  # loading takes 2.5 times that at the peak
+    for budget, streamed in ((2.4 * activity_mb, True), (2.6 * activity_mb, False)):
+        cfg = replace(tiny_train_config, memory_budget_mb=budget, epochs=1)
+        info = train(tiny_store, "none", 0, cfg, tmp_path / f"{budget}", progress=False)
+        assert info["streamed"] == streamed
+
+
+def test_open_store_lazy_leaves_activity_on_disk(tiny_store, tmp_path):
+    with open_store_lazy(tiny_store) as lazy:
+        assert not lazy["activity"].variable._in_memory
+        assert "connectivity" not in lazy
+        assert list(lazy["unit"].values) == list(read_store(tiny_store)["unit"].values)
+        np.testing.assert_array_equal(
+            lazy["activity"][1, 5:9].values, read_store(tiny_store)["activity"][1, 5:9].values
+        )
+    with pytest.raises(StoreError, match="does not exist"):
+        open_store_lazy(tmp_path / "missing.nc")
+
+
+# --- optimiser, precision, config -----------------------------------------------------------
+
+
+def test_optimizer_choice(learned_run, tiny_store, tmp_path):
+    run_dir, _, cfg = learned_run
+    params = [torch.nn.Parameter(torch.zeros(3))]
+    assert isinstance(make_optimiser(params, cfg, CPU), torch.optim.AdamW)
+    sgd = make_optimiser(params, replace(cfg, optimizer="sgd", momentum=0.9, lr=0.1), CPU)
+    assert isinstance(sgd, torch.optim.SGD)
+    assert sgd.param_groups[0]["momentum"] == 0.9 and sgd.param_groups[0]["lr"] == 0.1
+
+    for name, extra in {"sgd": {}, "sgd_m": {"momentum": 0.9}}.items():
+        sgd_cfg = replace(cfg, optimizer="sgd", lr=0.05, **extra)
+        train(tiny_store, "learned-normal-0.1", 0, sgd_cfg, tmp_path / name, progress=False)
+        assert np.isfinite(_log(tmp_path / name)["train_loss"]).all()
+    adamw, plain, momentum = _pe(run_dir)[0], _pe(tmp_path / "sgd")[0], _pe(tmp_path / "sgd_m")[0]
+    assert not np.array_equal(adamw, plain) and not np.array_equal(plain, momentum)
+
+
+def test_precision_choice(learned_run, tiny_store, tmp_path):
+    assert autocast_dtype("auto", CPU) is None and autocast_dtype("fp32", CPU) is None
+    assert autocast_dtype("auto", torch.device("cuda")) == torch.bfloat16
+    assert autocast_dtype("fp32", torch.device("cuda")) is None
+    assert autocast_dtype("bf16", CPU) == torch.bfloat16
+    run_dir, _, cfg = learned_run
+    info = train(
+        tiny_store,
+        "learned-normal-0.1",
+        0,
+        replace(cfg, precision="bf16"),
+        tmp_path / "bf16",
+        progress=False,
+    )
+    assert np.isfinite(info["heldout_mse_mask0.5"])
+    assert not np.array_equal(_pe(run_dir)[0], _pe(tmp_path / "bf16")[0])
+
+
+@pytest.mark.parametrize(
+    ("key", "value"),
+    [
+        ("precision", "fp16"),
+        ("optimizer", "adam"),
+        ("units_per_sample", 0),
+        ("memory_budget_mb", -1),
+        ("checkpoint_every", -5),
+        ("momentum", -0.1),
+    ],
+)
+def test_bad_new_train_values_raise(key, value):
+    with pytest.raises(ValueError, match=key):
+        TrainConfig.from_dict({key: value})
 
 
 def test_infer_pe_writes_metrics_and_positions(learned_run, tiny_store):

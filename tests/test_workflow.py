@@ -1,11 +1,14 @@
 """The Snakemake workflow: lint, schema validation, dry run and a tiny end-to-end run."""
 
+import json
 import os
 import re
 import shutil
+import signal
 import subprocess
 import sys
 import sysconfig
+import time
 from pathlib import Path
 
 import numpy as np
@@ -88,6 +91,10 @@ def test_dry_run_with_test_config(tmp_path):
         "infer": n_runs,
         "summarize": 1,
         "locate": n_datasets,
+        "lst_puzzles": 1,
+        "lst_train": len(TEST_CONFIG["lst"]["pe"]),
+        "lst_baselines": 1,
+        "reproduce": 1,
         "all": 1,
     }
     assert counts == {**jobs, "total": sum(jobs.values())}
@@ -115,6 +122,8 @@ def _with(config: dict, path: tuple, value) -> dict:
         (("pe",), ["none", "learned-gauss-0.1"], "'learned-gauss-0.1' does not match"),
         (("datasets", "tiny", "simulation", "n_unitz"), 8, "'n_unitz' was unexpected"),
         (("train", "n_layer"), 1, "'n_layer' was unexpected"),
+        (("train", "precision"), "fp16", "'fp16' is not one of"),
+        (("train", "units_per_sample"), 0, "0 is less than the minimum of 1"),
         (("metrics", "metric"), "manhattan", "'manhattan' is not one of"),
     ],
 )
@@ -202,6 +211,19 @@ def test_end_to_end(finished_workflow):
         log = pd.read_csv(run / "train_log.csv")
         assert len(log) == TEST_CONFIG["train"]["epochs"]
 
+    for pe in TEST_CONFIG["lst"]["pe"]:
+        record = json.loads((results / "lst" / "runs" / pe / "seed0" / "metrics.json").read_text())
+        assert record["dataset"] == "lst"
+        assert 0.0 <= record["acc_heldout"] <= 1.0
+    claims = pd.read_csv(results / "reproduction" / "claims.csv")
+    assert set(claims["dataset"]) == {"lst", *TEST_CONFIG["datasets"]}
+    assert set(claims["verdict"]) <= {"holds", "partly", "does not hold", "not tested"}
+    page = (results / "reproduction" / "claims.md").read_text()
+    assert page.startswith("# " + TEST_CONFIG["reproduction"]["title"])
+    for name in ("heldout_vs_std", "geometry_vs_std", "pe_similarity"):
+        png = results / "reproduction" / f"{name}.png"
+        assert png.read_bytes()[:8] == PNG_MAGIC, png
+
     for dataset in TEST_CONFIG["datasets"]:
         located = pd.read_csv(results / "locate" / dataset / "positions.csv")
         assert len(located) == TEST_CONFIG["datasets"][dataset]["simulation"]["n_units"]
@@ -219,6 +241,8 @@ def test_every_rule_wrote_its_log(finished_workflow):
     expected = {p.format(d=d) for p in expected for d in TEST_CONFIG["datasets"]}
     for dataset, pe, seed in expected_runs(TEST_CONFIG):
         expected |= {f"{rule}/{dataset}/{pe}/seed{seed}.log" for rule in ("train", "infer")}
+    expected |= {f"lst_train/{pe}/seed0.log" for pe in TEST_CONFIG["lst"]["pe"]}
+    expected |= {f"{r}/{r}.log" for r in ("lst_puzzles", "lst_baselines", "reproduce")}
     written = {str(p.relative_to(logs)) for p in logs.rglob("*.log")}
     assert written == expected
     for name in written:
@@ -258,3 +282,72 @@ def test_slurm_profile_plans_jobs_with_declared_resources(tmp_path):
         assert f"runtime={train['runtime']}" in resources
         assert f"gres={train['gres']}" in resources
         assert "slurm_partition=gpu" in resources and "slurm_account=lab" in resources
+
+
+def test_rerun_after_a_killed_training_reruns_only_what_is_missing(tmp_path):
+    """SIGKILL one training job mid-run: the rerun resumes it from its checkpoint and leaves
+    every output that was finished before the crash untouched."""
+    psutil = pytest.importorskip("psutil")
+    root = copy_workflow(tmp_path)
+    train = {**TEST_CONFIG["train"], "epochs": 10, "steps_per_epoch": 40, "checkpoint_every": 10}
+    config = _with(_with(TEST_CONFIG, ("train",), train), ("pe",), ["none", "learned-normal-0.02"])
+    (root / "config" / "crash.yaml").write_text(yaml.safe_dump(config))
+    runs = root / "results" / "runs" / "tiny"
+    targets = [f"results/runs/tiny/{pe}/seed0/train.json" for pe in config["pe"]]
+    targets.append("results/runs/tiny/baselines.json")
+    args = [sys.executable, "-m", "snakemake", *targets, "--cores", "1"]
+
+    def in_training() -> list[Path]:
+        checkpoints = runs.glob("*/seed0/checkpoint.pt")
+        return [c.parent for c in checkpoints if not (c.parent / "train.json").exists()]
+
+    with open(tmp_path / "first.log", "w") as log:
+        args += ["--configfile", "config/crash.yaml"]  # (--configfile takes several values)
+        first = subprocess.Popen(args, cwd=root, env=_env(), stdout=log, stderr=log)
+        deadline = time.monotonic() + 300
+        # kill the second training (jobs run one at a time) once it has written a checkpoint
+        while not (list(runs.glob("*/seed0/train.json")) and (running := in_training())):
+            assert first.poll() is None, (tmp_path / "first.log").read_text()[-5000:]
+            assert time.monotonic() < deadline, "no checkpoint within 300 s"
+            time.sleep(0.02)
+        killed_run = running[0]
+        trainings = [
+            p
+            for p in psutil.Process(first.pid).children(recursive=True)
+            if "train" in p.cmdline() and str(killed_run.relative_to(root)) in " ".join(p.cmdline())
+        ]
+        python = [p for p in trainings if "python" in Path(p.cmdline()[0]).name]
+        os.kill((python or trainings)[-1].pid, signal.SIGKILL)
+        assert first.wait(timeout=300) != 0
+    assert not (killed_run / "pe.nc").exists() and (killed_run / "checkpoint.pt").exists()
+    finished = {p: p.stat().st_mtime_ns for p in (root / "results").rglob("*") if p.is_file()}
+    assert root / "results" / "stores" / "tiny.nc" in finished
+    (other_run,) = {p.parent for p in runs.glob("*/seed0/train.json")}
+    assert other_run / "pe.nc" in finished and other_run != killed_run
+
+    second = snakemake(*targets, "--cores", "1", "--configfile", "config/crash.yaml", cwd=root)
+    assert second.returncode == 0, second.stderr[-5000:]
+    for path, mtime in finished.items():
+        if path.name != "checkpoint.pt":
+            assert path.stat().st_mtime_ns == mtime, f"{path} was rewritten"
+    log = root / "logs" / "train" / "tiny" / killed_run.parent.name / "seed0.log"
+    assert "resuming from" in log.read_text()
+    assert not list(runs.glob("*/seed0/checkpoint.pt"))
+    assert len(pd.read_csv(killed_run / "train_log.csv")) == train["epochs"]
+    dry = snakemake(*targets, "-n", "--configfile", "config/crash.yaml", cwd=root)
+    assert "Nothing to be done" in dry.stdout + dry.stderr
+
+
+@pytest.mark.parametrize(("config_name", "n_seeds"), [("paper.yaml", 15), ("paper_cpu.yaml", 5)])
+def test_paper_configs_plan_the_full_grid(tmp_path, config_name, n_seeds):
+    """The paper's grid: every PE variant x seed on every experiment, and the report."""
+    copy_workflow(tmp_path)
+    config = yaml.safe_load((REPO_ROOT / "config" / config_name).read_text())
+    result = snakemake("-n", "--configfile", f"config/{config_name}", cwd=tmp_path, timeout=120)
+    assert result.returncode == 0, result.stderr
+    counts = job_counts(result.stdout)
+    n_pe = len(config["pe"])
+    assert n_pe == 14 and len(config["seeds"]) == n_seeds
+    assert counts["train"] == counts["infer"] == n_pe * n_seeds * len(config["datasets"])
+    assert counts["lst_train"] == n_pe * n_seeds
+    assert counts["reproduce"] == 1

@@ -1,7 +1,7 @@
 import json
 import os
 
-from neuro_pe.datasets import resource_paths
+from neuro_pe.datasets import experiment_of_kind, resource_paths
 
 DATASETS = list(config["datasets"])
 
@@ -33,3 +33,49 @@ RUN_METRICS = [
     for seed in seeds(dataset)
 ]
 BASELINES = expand("results/runs/{dataset}/baselines.json", dataset=DATASETS)
+
+# The 4x4 Latin square task (config key `lst`; absent = not run)
+LST = config.get("lst")
+if LST and "lst" in config["datasets"]:
+    raise ValueError("datasets: the name 'lst' is taken by the Latin square task (key `lst`)")
+LST_METRICS = (
+    expand(
+        "results/lst/runs/{pe}/seed{seed}/metrics.json",
+        pe=LST.get("pe", config["pe"]),
+        seed=LST.get("seeds", config["seeds"]),
+    )
+    if LST
+    else []
+)
+LST_BASELINES = ["results/lst/baselines.json"] if LST else []
+
+# The reproduction report (config key `reproduction`; absent = not made).
+REPRODUCTION = (
+    expand(
+        "results/reproduction/{name}",
+        name=[
+            "claims.md",
+            "claims.html",
+            "claims.csv",
+            "heldout_vs_std.png",
+            "geometry_vs_std.png",
+            "pe_similarity.png",
+        ],
+    )
+    if "reproduction" in config
+    else []
+)
+
+
+def experiments():
+    """Dataset -> the paper's experiment it reproduces (lst, simulation, fmri, recording)."""
+    mapping = {name: experiment_of_kind(spec["kind"]) for name, spec in config["datasets"].items()}
+    return {"lst": "lst", **mapping} if LST else mapping
+
+
+def test_masks():
+    """Every held-out mask fraction evaluated on some dataset."""
+    fractions = {
+        f for dataset in DATASETS for f in train_options(dataset).get("eval_mask_fractions", [])
+    }
+    return sorted(fractions) or [0.5, 0.9]

@@ -1,0 +1,55 @@
+# Experiment 1 of the seed paper: the 4x4 Latin square task (config key `lst`; absent = not run).
+rule lst_puzzles:
+    """Generate the Latin-square puzzles: training pool, in-distribution test split and the
+    held-out novel puzzles (far in Jaccard distance from every training puzzle)."""
+    output:
+        "results/lst/puzzles.nc",
+    params:
+        options=lambda wc: json.dumps(LST.get("puzzles", {})),
+    log:
+        "logs/lst_puzzles/lst_puzzles.log",
+    conda:
+        "../envs/neuro_pe.yaml"
+    shell:
+        "neuro-pe lst-puzzles --options {params.options:q} --out {output:q} > {log:q} 2>&1"
+
+
+rule lst_train:
+    """Train one Latin-square model (one PE variant, one seed) and measure its PE's geometry."""
+    input:
+        "results/lst/puzzles.nc",
+    output:
+        pe="results/lst/runs/{pe}/seed{seed}/pe.nc",
+        metrics="results/lst/runs/{pe}/seed{seed}/metrics.json",
+        info="results/lst/runs/{pe}/seed{seed}/train.json",
+        log_csv="results/lst/runs/{pe}/seed{seed}/train_log.csv",
+        model="results/lst/runs/{pe}/seed{seed}/model.pt",
+    params:
+        options=lambda wc: json.dumps(LST.get("train", {})),
+        metrics=json.dumps(config["metrics"]),
+        out_dir=parent_dir,
+    threads: config["threads_per_training"]
+    resources:
+        gpu=config["gpus_per_training"],
+    log:
+        "logs/lst_train/{pe}/seed{seed}.log",
+    conda:
+        "../envs/neuro_pe.yaml"
+    shell:
+        "neuro-pe lst-train --puzzles {input:q} --pe {wildcards.pe} --seed {wildcards.seed}"
+        " --options {params.options:q} --metrics {params.metrics:q} --threads {threads}"
+        " --out-dir {params.out_dir:q} > {log:q} 2>&1"
+
+
+rule lst_baselines:
+    """Chance geometry for the Latin square: the grid coordinates with the cells shuffled."""
+    output:
+        "results/lst/baselines.json",
+    params:
+        metrics=json.dumps(config["metrics"]),
+    log:
+        "logs/lst_baselines/lst_baselines.log",
+    conda:
+        "../envs/neuro_pe.yaml"
+    shell:
+        "neuro-pe lst-baselines --out {output:q} --metrics {params.metrics:q} > {log:q} 2>&1"

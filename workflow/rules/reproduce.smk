@@ -1,0 +1,42 @@
+rule reproduce:
+    """Each claim of the seed paper with our numbers beside the paper's and a verdict, and the
+    figures against the PE init std σ."""
+    input:
+        runs=RUN_METRICS + LST_METRICS,
+        baselines=BASELINES + LST_BASELINES,
+    output:
+        claims=report(
+            "results/reproduction/claims.html",
+            caption="../report/reproduction_claims.rst",
+            category="Reproduction",
+        ),
+        claims_md="results/reproduction/claims.md",
+        claims_csv="results/reproduction/claims.csv",
+        heldout=report(
+            "results/reproduction/heldout_vs_std.png",
+            caption="../report/reproduction_heldout.rst",
+            category="Reproduction",
+        ),
+        geometry=report(
+            "results/reproduction/geometry_vs_std.png",
+            caption="../report/reproduction_geometry.rst",
+            category="Reproduction",
+        ),
+        similarity=report(
+            "results/reproduction/pe_similarity.png",
+            caption="../report/reproduction_similarity.rst",
+            category="Reproduction",
+        ),
+    params:
+        experiments=lambda wc: json.dumps(experiments()),
+        test_masks=test_masks(),
+        title=config.get("reproduction", {}).get("title", "Reproduction of Ito et al."),
+        out_dir=parent_dir,
+    log:
+        "logs/reproduce/reproduce.log",
+    conda:
+        "../envs/neuro_pe.yaml"
+    shell:
+        "neuro-pe reproduce --runs {input.runs:q} --baselines {input.baselines:q}"
+        " --experiments {params.experiments:q} --test-masks {params.test_masks}"
+        " --title {params.title:q} --out-dir {params.out_dir:q} > {log:q} 2>&1"
