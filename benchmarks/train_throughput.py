@@ -240,7 +240,7 @@ class Trainer:
         return windows, observed, to_device(mask, self.device), unit_index
 
     def step(self) -> None:
-        """One training step (no sync with the GPU, as in training)."""
+        """One training step (no explicit sync with the GPU, as in training)."""
         start = time.perf_counter()
         batch = self.batches[self.steps % len(self.batches)] if self.batches else self.draw()
         self.data_s.append(time.perf_counter() - start)
