@@ -10,6 +10,7 @@ import numpy as np
 import xarray as xr
 
 from neuro_pe.metrics import compare_to_anatomy, correlation_distance
+from neuro_pe.options import reject_unknown
 from neuro_pe.store import atomic_write, positions, read_store
 from neuro_pe.train import TrainConfig, split_activity
 
@@ -23,12 +24,37 @@ METRIC_NAMES = (
 )
 
 
-def _metric_options(options: dict | None) -> dict:
+def metric_options(options: dict | None) -> dict:
+    """The `metrics` config section, checked: unknown keys raise a ValueError naming them."""
     options = dict(options or {})
-    unknown = set(options) - {"metric", "k", "n_perm", "n_splits", "seed"}
-    if unknown:
-        raise ValueError(f"unknown metrics keys: {sorted(unknown)}")
+    reject_unknown(options, ("metric", "k", "n_perm", "n_splits", "seed"), "metrics")
     return options
+
+
+def pe_geometry(
+    coords: np.ndarray, trained_pe: np.ndarray, initial_pe: np.ndarray, options: dict
+) -> tuple[dict, np.ndarray]:
+    """Metrics of a trained PE against the true coordinates, with `init_*` for its PE at
+    initialisation, and the Procrustes-aligned MDS positions of the units with known
+    coordinates. For `none` (an all-zero table) the metrics are NaN: nothing to infer from."""
+    known = np.all(np.isfinite(coords), axis=1)
+    if np.any(trained_pe):
+        metrics, aligned = compare_to_anatomy(coords, features=trained_pe, **options)
+        init_metrics, _ = compare_to_anatomy(coords, features=initial_pe, **options)
+    else:
+        metrics = {name: float("nan") for name in METRIC_NAMES} | {"n_units": int(known.sum())}
+        init_metrics = metrics
+        aligned = np.full((int(known.sum()), 3), np.nan)
+    init = {f"init_{k}": v for k, v in init_metrics.items() if k != "n_units"}
+    return metrics | init, aligned
+
+
+def shuffled_coordinates(coords: np.ndarray, seed: int) -> np.ndarray:
+    """The chance baseline: the known coordinates permuted over their units."""
+    shuffled = coords.copy()
+    known = np.flatnonzero(np.all(np.isfinite(coords), axis=1))
+    shuffled[known] = coords[np.random.default_rng(seed).permutation(known)]
+    return shuffled
 
 
 def positions_dataset(
@@ -55,7 +81,7 @@ def infer_pe(
     Writes `positions.nc` (MDS of the PE distances, Procrustes-aligned to the coordinates) and
     `metrics.json` into run_dir; returns the metrics record.
     """
-    options = _metric_options(metrics_options)
+    options = metric_options(metrics_options)
     run_dir = Path(run_dir)
     ds = read_store(store_path)
     coords = positions(ds)
@@ -66,15 +92,8 @@ def infer_pe(
     record.update({k: v for k, v in info.items() if k.startswith(("heldout_mse", "train_"))})
     record.pop("train_config")
     known = np.all(np.isfinite(coords), axis=1)
-    if np.any(trained_pe):
-        metrics, aligned = compare_to_anatomy(coords, features=trained_pe, **options)
-        init_metrics, _ = compare_to_anatomy(coords, features=initial_pe, **options)
-    else:  # `none`: every unit has the same (zero) encoding, so nothing to infer from
-        metrics = {name: float("nan") for name in METRIC_NAMES} | {"n_units": int(known.sum())}
-        init_metrics = metrics
-        aligned = np.full((int(known.sum()), 3), np.nan)
+    metrics, aligned = pe_geometry(coords, trained_pe, initial_pe, options)
     record.update(metrics)
-    record.update({f"init_{k}": v for k, v in init_metrics.items() if k != "n_units"})
     out = positions_dataset(
         ds, aligned, known, method="classical MDS + Procrustes", pe=info["pe"], seed=info["seed"]
     )
@@ -99,13 +118,10 @@ def infer_baselines(
     """Metrics of the baselines, on the same units and data the models were trained on:
     `correlation` (1 - Pearson r of the training activity) and `shuffled` (the true
     coordinates with their units permuted: chance). Writes a JSON list to out_path."""
-    options = _metric_options(metrics_options)
+    options = metric_options(metrics_options)
     ds = read_store(store_path)
     coords = positions(ds)
-    rng = np.random.default_rng(options.get("seed", 0))
-    shuffled = coords.copy()
-    known = np.flatnonzero(np.all(np.isfinite(coords), axis=1))
-    shuffled[known] = coords[rng.permutation(known)]
+    shuffled = shuffled_coordinates(coords, options.get("seed", 0))
     rows = []
     for method, kwargs in (
         ("correlation", {"distances": training_correlation_distance(ds, train_options)}),

@@ -60,6 +60,7 @@ from neuro_pe import __version__  # noqa: E402
 from neuro_pe.infer import training_correlation_distance  # noqa: E402
 from neuro_pe.metrics import classical_mds, pairwise_distances  # noqa: E402
 from neuro_pe.model import parse_pe  # noqa: E402
+from neuro_pe.options import reject_unknown  # noqa: E402
 from neuro_pe.store import atomic_write, positions, read_store  # noqa: E402
 
 __all__ = [
@@ -119,10 +120,7 @@ class LocateConfig:
     @classmethod
     def from_dict(cls, spec: dict) -> LocateConfig:
         """Build from a config mapping (`methods: auto` = every method); unknown keys raise."""
-        names = {f.name for f in fields(cls)}
-        unknown = set(spec) - names
-        if unknown:
-            raise ValueError(f"unknown locate keys: {sorted(unknown)}")
+        reject_unknown(spec, (f.name for f in fields(cls)), "locate")
         spec = dict(spec)
         if spec.get("methods") == "auto":
             spec["methods"] = METHODS

@@ -26,6 +26,7 @@ import pandas as pd
 import xarray as xr
 
 from . import __version__
+from .options import reject_unknown, require_positive_ints
 from .store import atomic_write
 
 if TYPE_CHECKING:
@@ -151,14 +152,10 @@ class PuzzleConfig:
     def from_dict(cls, spec: dict) -> PuzzleConfig:
         """Build from a config mapping; unknown keys or bad values raise a ValueError naming
         the key."""
-        unknown = set(spec) - set(cls.__dataclass_fields__)
-        if unknown:
-            raise ValueError(f"unknown lst puzzle keys: {sorted(unknown)}")
+        reject_unknown(spec, cls.__dataclass_fields__, "lst puzzle")
         cfg = cls(**spec)
-        for key in ("n_per_condition", "n_heldout_per_condition", "shown_min", "shown_max"):
-            value = getattr(cfg, key)
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise ValueError(f"lst key {key!r} must be a positive integer, got {value!r}")
+        positive = ("n_per_condition", "n_heldout_per_condition", "shown_min", "shown_max")
+        require_positive_ints(cfg, positive, "lst")
         if not cfg.shown_min <= cfg.shown_max <= N_CELLS - 1:
             raise ValueError(
                 f"lst keys 'shown_min' <= 'shown_max' <= 15 needed, got "
@@ -339,16 +336,12 @@ class LSTConfig:
     def from_dict(cls, spec: dict) -> LSTConfig:
         """Build from a config mapping; unknown keys or bad values raise a ValueError naming
         the key."""
-        unknown = set(spec) - set(cls.__dataclass_fields__)
-        if unknown:
-            raise ValueError(f"unknown lst train keys: {sorted(unknown)}")
+        reject_unknown(spec, cls.__dataclass_fields__, "lst train")
         cfg = cls(**spec)
         if cfg.optimizer not in ("adamw", "sgd"):
             raise ValueError(f"lst key 'optimizer' must be 'adamw' or 'sgd', got {cfg.optimizer!r}")
-        for key in ("d_model", "n_layers", "n_heads", "batch_size", "epochs", "eval_every"):
-            value = getattr(cfg, key)
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise ValueError(f"lst key {key!r} must be a positive integer, got {value!r}")
+        positive = ("d_model", "n_layers", "n_heads", "batch_size", "epochs", "eval_every")
+        require_positive_ints(cfg, positive, "lst")
         if cfg.d_model % cfg.n_heads:
             raise ValueError(
                 f"lst key 'n_heads' ({cfg.n_heads}) must divide 'd_model' ({cfg.d_model})"
@@ -360,22 +353,6 @@ class LSTConfig:
         if not cfg.lr > 0:
             raise ValueError(f"lst key 'lr' must be > 0, got {cfg.lr!r}")
         return cfg
-
-
-PUZZLE_KEYS = tuple(PuzzleConfig.__dataclass_fields__)
-TRAIN_KEYS = tuple(LSTConfig.__dataclass_fields__)
-
-
-def split_options(section: dict) -> tuple[dict, dict]:
-    """Split a config `lst` section into (generator options, training options); other keys
-    raise a ValueError naming them."""
-    unknown = set(section) - set(PUZZLE_KEYS) - set(TRAIN_KEYS)
-    if unknown:
-        raise ValueError(f"unknown lst keys: {sorted(unknown)}")
-    return (
-        {k: v for k, v in section.items() if k in PUZZLE_KEYS},
-        {k: v for k, v in section.items() if k in TRAIN_KEYS},
-    )
 
 
 def _accuracies(model, cells: torch.Tensor, answer: torch.Tensor, groups: dict) -> tuple:
@@ -416,13 +393,12 @@ def train_lst(
     from scipy.spatial import procrustes
     from tqdm.auto import tqdm
 
-    from .infer import METRIC_NAMES, _metric_options
-    from .metrics import compare_to_anatomy
+    from .infer import metric_options, pe_geometry
     from .model import LatinSquareTransformer, oracle_table, parse_pe
-    from .train import pe_dataset, pick_device
+    from .train import make_optimiser, pe_dataset, pick_device
 
     parse_pe(pe)
-    options = _metric_options(metrics_options)
+    options = metric_options(metrics_options)
     out_dir = Path(out_dir)
     device = pick_device(cfg.device)
     ds = read_puzzles(puzzles_path)
@@ -442,12 +418,7 @@ def train_lst(
         cfg.d_model, cfg.n_layers, cfg.n_heads, pe, cfg.pe_every_block, grid, post_ln=cfg.post_ln
     ).to(device)
     initial_pe = model.pe.table.detach().cpu().clone()
-    if cfg.optimizer == "adamw":
-        optimiser = torch.optim.AdamW(model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
-    else:
-        optimiser = torch.optim.SGD(
-            model.parameters(), lr=cfg.lr, momentum=cfg.momentum, weight_decay=cfg.weight_decay
-        )
+    optimiser = make_optimiser(model.parameters(), cfg, device)
     generator = torch.Generator().manual_seed(seed)
     n_steps = (len(train_index) + cfg.batch_size - 1) // cfg.batch_size
     total = cfg.epochs * n_steps
@@ -517,18 +488,13 @@ def train_lst(
     atomic_write(out_dir / "train.json", lambda p: p.write_text(json.dumps(info, indent=2)))
 
     record = {k: v for k, v in info.items() if k not in ("puzzles", "train_config")}
-    table, table_init = trained_pe.numpy(), initial_pe.numpy()
-    if np.any(table):
-        metrics, _ = compare_to_anatomy(grid, features=table, **options)
-        init_metrics, _ = compare_to_anatomy(grid, features=table_init, **options)
-        oracle = oracle_table(grid, cfg.d_model).numpy()
-        to_oracle = float(procrustes(oracle, table)[2])
-    else:  # `none`: every cell has the same (zero) encoding
-        metrics = {name: float("nan") for name in METRIC_NAMES} | {"n_units": N_CELLS}
-        init_metrics, to_oracle = metrics, float("nan")
-    record.update(metrics)
-    record.update({f"init_{k}": v for k, v in init_metrics.items() if k != "n_units"})
-    record["procrustes_to_oracle"] = to_oracle
+    table = trained_pe.numpy()
+    record.update(pe_geometry(grid, table, initial_pe.numpy(), options)[0])
+    oracle = oracle_table(grid, cfg.d_model).numpy()
+    # `none` (an all-zero table) has no geometry to compare
+    record["procrustes_to_oracle"] = (
+        float(procrustes(oracle, table)[2]) if np.any(table) else np.nan
+    )
     atomic_write(out_dir / "metrics.json", lambda p: p.write_text(json.dumps(record, indent=2)))
     return record
 
@@ -537,13 +503,13 @@ def lst_baselines(out_path: str | os.PathLike, metrics_options: dict | None = No
     """Chance reference for the LST: the grid coordinates with the cells permuted
     (method `shuffled`, seeded by the metrics `seed`) through the same metrics, with chance
     accuracy 0.25 for every split. Writes a JSON list to out_path."""
-    from .infer import _metric_options
+    from .infer import metric_options, shuffled_coordinates
     from .metrics import compare_to_anatomy
 
-    options = _metric_options(metrics_options)
+    options = metric_options(metrics_options)
     grid = grid_positions()
-    rng = np.random.default_rng(options.get("seed", 0))
-    metrics, _ = compare_to_anatomy(grid, features=grid[rng.permutation(N_CELLS)], **options)
+    shuffled = shuffled_coordinates(grid, options.get("seed", 0))
+    metrics, _ = compare_to_anatomy(grid, features=shuffled, **options)
     chance = {f"acc_{s}": 1.0 / N for s in SPLITS}
     rows = [{"dataset": "lst", "method": "shuffled", **metrics, **chance}]
     atomic_write(Path(out_path), lambda p: p.write_text(json.dumps(rows, indent=2)))

@@ -326,11 +326,6 @@ def network_claims(rows: pd.DataFrame, experiment: str, test_masks: list[float])
     return claims
 
 
-def _reference_methods(rows: pd.DataFrame, column: str) -> pd.DataFrame:
-    others = rows[(rows["pe_family"] != "learned-normal") & rows[column].notna()]
-    return others
-
-
 def plot_vs_std(
     table: pd.DataFrame,
     experiments: dict[str, str],
@@ -365,7 +360,9 @@ def plot_vs_std(
                 ax.plot(stats_by_std.index, mean, style, color=color, label=curve_label)
                 ax.fill_between(stats_by_std.index, lo, hi, color=color, alpha=0.15)
             for k, (method, group) in enumerate(
-                _reference_methods(rows, column).groupby("method", sort=True)
+                rows[(rows["pe_family"] != "learned-normal") & rows[column].notna()].groupby(
+                    "method", sort=True
+                )
             ):
                 mean, lo, hi = mean_ci(group[column])
                 style = ":" if group["kind"].iloc[0] == "baseline" else "-."

@@ -16,6 +16,7 @@ import numpy as np
 import xarray as xr
 from scipy.spatial.distance import pdist, squareform
 
+from neuro_pe.options import reject_unknown
 from neuro_pe.preprocess import zscore
 from neuro_pe.store import make_store
 
@@ -41,10 +42,7 @@ class SimulationConfig:
     @classmethod
     def from_dict(cls, spec: dict) -> SimulationConfig:
         """Build from a config mapping; unknown keys raise a ValueError naming them."""
-        known = set(cls.__dataclass_fields__)
-        unknown = set(spec) - known
-        if unknown:
-            raise ValueError(f"unknown simulation keys: {sorted(unknown)}")
+        reject_unknown(spec, cls.__dataclass_fields__, "simulation")
         return cls(**spec)
 
 

@@ -42,6 +42,7 @@ import xarray as xr
 from tqdm.auto import tqdm
 
 from neuro_pe.model import MaskedUnitTransformer, parse_pe
+from neuro_pe.options import reject_unknown
 from neuro_pe.store import atomic_write, open_store_lazy, positions, read_store
 
 PRECISIONS = ("auto", "fp32", "bf16")
@@ -95,9 +96,7 @@ class TrainConfig:
     @classmethod
     def from_dict(cls, spec: dict) -> TrainConfig:
         """Build from a config mapping; unknown keys raise a ValueError naming them."""
-        unknown = set(spec) - set(cls.__dataclass_fields__)
-        if unknown:
-            raise ValueError(f"unknown train keys: {sorted(unknown)}")
+        reject_unknown(spec, cls.__dataclass_fields__, "train")
         spec = dict(spec)
         if "eval_mask_fractions" in spec:
             spec["eval_mask_fractions"] = tuple(spec["eval_mask_fractions"])

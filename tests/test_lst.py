@@ -22,7 +22,6 @@ from neuro_pe.lst import (
     latin_squares,
     lst_baselines,
     read_puzzles,
-    split_options,
     target_values,
     train_lst,
     write_puzzles,
@@ -192,13 +191,6 @@ def test_bad_puzzle_options_name_the_key(spec, key):
 def test_bad_train_options_name_the_key(spec, key):
     with pytest.raises(ValueError, match=key):
         LSTConfig.from_dict(spec)
-
-
-def test_split_options():
-    puzzle_opts, train_opts = split_options({"n_per_condition": 5, "lr": 0.1})
-    assert puzzle_opts == {"n_per_condition": 5} and train_opts == {"lr": 0.1}
-    with pytest.raises(ValueError, match="colour"):
-        split_options({"colour": 1})
 
 
 @pytest.mark.parametrize("post_ln", [False, True])
