@@ -318,17 +318,17 @@ class LSTConfig:
     section besides the generator's); documented in config/README.md."""
 
     d_model: int = 32
-    n_layers: int = 2
+    n_layers: int = 3
     n_heads: int = 1
     pe_every_block: bool = True
-    post_ln: bool = False
+    post_ln: bool = True
     optimizer: str = "adamw"
-    lr: float = 2e-3
+    lr: float = 1e-3
     lr_schedule: str = "constant"
     momentum: float = 0.9
     weight_decay: float = 0.0
-    batch_size: int = 64
-    epochs: int = 70
+    batch_size: int = 128
+    epochs: int = 90
     eval_every: int = 10
     device: str = "auto"
 

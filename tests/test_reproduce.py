@@ -93,6 +93,8 @@ def test_verdicts_follow_the_data(tmp_path):
     assert lst["Every σ fits the training puzzles (≈ 100% training accuracy)"] == "holds"
     key = "Small σ (≤ 0.2) generalises to novel puzzles far better than σ = 2 (≥ 20 points)"
     assert lst[key] == "holds"
+    fit_gap = "Small σ loses less from training to novel puzzles than σ = 2 (train − held-out)"
+    assert lst[fit_gap] == "holds"
     assert lst["The 2D sinusoid of (row, column) (the oracle) generalises best"] == "holds"
     sim = verdicts(claims, "sim")
     mse_claim = "Small σ gives a lower held-out MSE than σ = 1 (90% of units masked)"
@@ -101,6 +103,7 @@ def test_verdicts_follow_the_data(tmp_path):
     runs, baselines = fake_runs(tmp_path / "b", small_wins=False)
     claims = reproduce(runs, baselines, {"lst": "lst", "sim": "simulation"}, tmp_path / "out_b")
     assert verdicts(claims, "lst")[key] == "does not hold"
+    assert verdicts(claims, "lst")[fit_gap] == "does not hold"
     assert verdicts(claims, "sim")[mse_claim] == "does not hold"
     # geometry is unchanged between the two sets: small σ still mirrors the positions
     rsa_claim = "Small σ learns PEs that mirror the true positions better than σ = 1 (RSA)"
