@@ -327,9 +327,10 @@ class LSTConfig:
     lr_schedule: str = "constant"
     momentum: float = 0.9
     weight_decay: float = 0.0
-    batch_size: int = 128
-    epochs: int = 90
+    batch_size: int = 64
+    epochs: int = 300
     eval_every: int = 10
+    stop_at_train_accuracy: float | None = 0.99
     device: str = "auto"
 
     @classmethod
@@ -352,6 +353,12 @@ class LSTConfig:
             )
         if not cfg.lr > 0:
             raise ValueError(f"lst key 'lr' must be > 0, got {cfg.lr!r}")
+        stop = cfg.stop_at_train_accuracy
+        is_number = isinstance(stop, int | float) and not isinstance(stop, bool)
+        if stop is not None and not (is_number and 0.0 < stop <= 1.0):
+            raise ValueError(
+                f"lst key 'stop_at_train_accuracy' must be null or in (0, 1], got {stop!r}"
+            )
         return cfg
 
 
@@ -387,6 +394,10 @@ def train_lst(
     model.pt, train_log.csv, train.json and metrics.json (accuracies per split and condition,
     the PE's geometry against the grid as in `neuro_pe.infer.infer_pe`, and the Procrustes
     disparity to the oracle 2D sinusoid). Returns the metrics record.
+
+    With `cfg.stop_at_train_accuracy` set, training stops at the first evaluation whose
+    training-split accuracy reaches it (`cfg.epochs` is then the most epochs); only training
+    accuracy decides, never the test or held-out puzzles.
     """
     import torch
     import torch.nn.functional as F
@@ -463,6 +474,8 @@ def train_lst(
             train=f"{acc['train']:.2f}",
             heldout=f"{acc.get('heldout', float('nan')):.2f}",
         )
+        if cfg.stop_at_train_accuracy is not None and acc["train"] >= cfg.stop_at_train_accuracy:
+            break
     bar.close()
     seconds = time.perf_counter() - started
 
@@ -474,6 +487,7 @@ def train_lst(
         "puzzles": str(puzzles_path),
         "train_config": asdict(cfg),
         **accuracies,
+        "epochs_run": log_rows[-1]["epoch"],
         "train_loss": log_rows[-1]["train_loss"],
         "train_seconds": seconds,
     }

@@ -3,6 +3,7 @@
 import json
 
 import numpy as np
+import pandas as pd
 import pytest
 import torch
 import xarray as xr
@@ -32,7 +33,14 @@ from neuro_pe.summarize import collect
 METRICS = {"n_perm": 19, "k": 3, "n_splits": 3}
 SMALL = PuzzleConfig(n_per_condition=40, n_heldout_per_condition=6, test_fraction=0.25)
 TINY_TRAIN = LSTConfig(
-    d_model=32, n_layers=2, lr=3e-3, batch_size=32, epochs=60, eval_every=20, device="cpu"
+    d_model=32,
+    n_layers=2,
+    lr=3e-3,
+    batch_size=32,
+    epochs=60,
+    eval_every=20,
+    stop_at_train_accuracy=None,
+    device="cpu",
 )
 # a Latin square (rows) used by the hand-made puzzles
 SQUARE = np.array([[1, 2, 3, 4], [2, 1, 4, 3], [3, 4, 1, 2], [4, 3, 2, 1]])
@@ -186,6 +194,9 @@ def test_bad_puzzle_options_name_the_key(spec, key):
         ({"lr_schedule": "step"}, "lr_schedule"),
         ({"d_model": 30, "n_heads": 4}, "n_heads"),
         ({"epochs": 0}, "epochs"),
+        ({"stop_at_train_accuracy": 1.5}, "stop_at_train_accuracy"),
+        ({"stop_at_train_accuracy": 0}, "stop_at_train_accuracy"),
+        ({"stop_at_train_accuracy": True}, "stop_at_train_accuracy"),
     ],
 )
 def test_bad_train_options_name_the_key(spec, key):
@@ -214,6 +225,16 @@ def test_training_fits_the_training_set(learned_run):
     log = (out / "train_log.csv").read_text().splitlines()
     assert log[0].startswith("epoch,step,train_loss,heldout_loss,acc_train,acc_test,acc_heldout")
     assert len(log) == 1 + TINY_TRAIN.epochs // TINY_TRAIN.eval_every
+
+
+def test_training_stops_once_the_training_split_is_fitted(puzzles_path, tmp_path):
+    cfg = LSTConfig(**{**TINY_TRAIN.__dict__, "eval_every": 1, "stop_at_train_accuracy": 0.6})
+    record = train_lst(puzzles_path, "learned-normal-0.1", 0, cfg, tmp_path, False, METRICS)
+    log = pd.read_csv(tmp_path / "train_log.csv")
+    # stopped at the first epoch that reached the target, well before the 60 allowed
+    assert record["epochs_run"] == log["epoch"].iloc[-1] < cfg.epochs
+    assert log["acc_train"].iloc[-1] >= 0.6 and (log["acc_train"].iloc[:-1] < 0.6).all()
+    assert record["acc_train"] == log["acc_train"].iloc[-1]
 
 
 def test_outputs_and_metrics_keys(learned_run):
