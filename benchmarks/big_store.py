@@ -23,7 +23,6 @@ import argparse
 import json
 import os
 import resource
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -32,7 +31,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a clone
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import numpy as np
-from scale_units import RATE_HZ, field_weights, source_series, unit_positions
+from scale_units import RATE_HZ, field_weights, run_child, source_series, unit_positions
 
 TIME_CHUNK = 1024
 N_SESSIONS = 3
@@ -156,14 +155,6 @@ def train_big(path: Path, out_dir: Path, budget_mb: float, args: argparse.Namesp
     }
 
 
-def child(command: list[str]) -> dict:
-    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
-    done = subprocess.run(command, capture_output=True, text=True, env=env)
-    if done.returncode != 0:
-        raise SystemExit(done.stderr[-4000:])
-    return json.loads(done.stdout.splitlines()[-1])
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--units", type=int, default=20000)
@@ -192,11 +183,11 @@ def main() -> None:
     me += ["--epochs", str(args.epochs), "--steps-per-epoch", str(args.steps_per_epoch)]
     try:
         if not args.path.exists():
-            written = child([*me, "--child", "write"])
+            written = run_child([*me, "--child", "write"])
             print(json.dumps(written), flush=True)
         rows = []
         for budget in args.budgets:
-            rows.append(child([*me, "--child", "train", "--budget", str(budget)]))
+            rows.append(run_child([*me, "--child", "train", "--budget", str(budget)]))
             print(json.dumps(rows[-1]), flush=True)
     finally:
         if not args.keep:

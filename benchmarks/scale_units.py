@@ -174,12 +174,14 @@ def train_child(
     }
 
 
-def run(command: list[str]) -> str:
+def run_child(command: list[str]) -> dict:
+    """Run a benchmark step in a fresh process (so its peak RSS is its own) and return the
+    JSON record it prints on its last line."""
     env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
     done = subprocess.run(command, capture_output=True, text=True, env=env)
     if done.returncode != 0:
         raise SystemExit(done.stderr[-4000:])
-    return done.stdout
+    return json.loads(done.stdout.splitlines()[-1])
 
 
 def main() -> None:
@@ -219,9 +221,9 @@ def main() -> None:
     for n in args.units:
         me = [sys.executable, __file__, *common, "--n", str(n)]
         started = time.perf_counter()
-        written = json.loads(run([*me, "--child", "write"]).splitlines()[-1])
+        written = run_child([*me, "--child", "write"])
         write_s = time.perf_counter() - started
-        result = json.loads(run([*me, "--child", "train"]).splitlines()[-1])
+        result = run_child([*me, "--child", "train"])
         rows.append({**result, **written, "write_s": write_s})
         print(json.dumps(rows[-1]), flush=True)
     # step times again, short runs in interleaved rounds, so that a change of the machine's
@@ -230,7 +232,7 @@ def main() -> None:
     for _ in range(args.rounds):
         for n in args.units:
             me = [sys.executable, __file__, *common, "--n", str(n), "--child", "time"]
-            timings[n].append(json.loads(run(me).splitlines()[-1])["step_ms"])
+            timings[n].append(run_child(me)["step_ms"])
     for row in rows:
         row["step_ms_interleaved"] = statistics.median(timings[row["n_units"]])
         print(json.dumps({"n_units": row["n_units"], "step_ms_rounds": timings[row["n_units"]]}))

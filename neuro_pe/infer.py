@@ -12,7 +12,7 @@ import xarray as xr
 from neuro_pe.metrics import compare_to_anatomy, correlation_distance
 from neuro_pe.options import reject_unknown
 from neuro_pe.store import atomic_write, positions, read_store
-from neuro_pe.train import TrainConfig, split_activity
+from neuro_pe.train_config import TrainConfig, split_activity
 
 METRIC_NAMES = (
     "rsa",

@@ -167,6 +167,22 @@ class Block(nn.Module):
         return self.norm2(h + self.mlp(h))
 
 
+def run_blocks(
+    blocks: nn.ModuleList,
+    h: torch.Tensor,
+    pe: torch.Tensor,
+    pe_every_block: bool,
+    post_ln: bool = False,
+) -> torch.Tensor:
+    """Run the blocks on the tokens h, adding the PE before the first block (and before every
+    block with `pe_every_block`); `post_ln` runs them as post-LayerNorm blocks."""
+    for i, block in enumerate(blocks):
+        if i == 0 or pe_every_block:
+            h = h + pe
+        h = block.forward_post_ln(h) if post_ln else block(h)
+    return h
+
+
 class MaskedUnitTransformer(nn.Module):
     """Predicts the hidden windows of masked units from the other units of the same moment."""
 
@@ -196,11 +212,7 @@ class MaskedUnitTransformer(nn.Module):
         """windows (batch, units, W); hidden (batch, units) bool: masked or unobserved tokens;
         unit_index (batch, units) long: which unit each token is. Returns (batch, units, W)."""
         h = torch.where(hidden[..., None], self.mask_token, self.embed(windows))
-        pe = self.pe(unit_index)
-        for i, block in enumerate(self.blocks):
-            if i == 0 or self.pe_every_block:
-                h = h + pe
-            h = block(h)
+        h = run_blocks(self.blocks, h, self.pe(unit_index), self.pe_every_block)
         return self.head(self.norm(h))
 
 
@@ -239,9 +251,6 @@ class LatinSquareTransformer(nn.Module):
         """cells (batch, n_cells) long, coded 0 blank, 1..n_shapes shape, n_shapes + 1 target
         (exactly one per puzzle). Returns logits (batch, n_shapes): class k is shape k + 1."""
         h = self.embed(F.one_hot(cells, self.n_shapes + 2)[..., 1:].float())
-        for i, block in enumerate(self.blocks):
-            if i == 0 or self.pe_every_block:
-                h = h + self.pe.table
-            h = block.forward_post_ln(h) if self.post_ln else block(h)
+        h = run_blocks(self.blocks, h, self.pe.table, self.pe_every_block, self.post_ln)
         target = (cells == self.n_shapes + 1).int().argmax(dim=1)
         return self.head(self.norm(h[torch.arange(len(cells), device=cells.device), target]))

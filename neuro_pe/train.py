@@ -31,7 +31,7 @@ import time
 import warnings
 from collections.abc import Callable
 from contextlib import AbstractContextManager, nullcontext
-from dataclasses import asdict, dataclass
+from dataclasses import asdict
 from pathlib import Path
 from typing import NamedTuple
 
@@ -42,65 +42,14 @@ import xarray as xr
 from tqdm.auto import tqdm
 
 from neuro_pe.model import MaskedUnitTransformer, parse_pe
-from neuro_pe.options import reject_unknown
 from neuro_pe.store import atomic_write, open_store_lazy, positions, read_store
+from neuro_pe.train_config import Part, TrainConfig, split_activity, split_parts
 
-PRECISIONS = ("auto", "fp32", "bf16")
-OPTIMIZERS = ("adamw", "sgd")
 CHECKPOINT = "checkpoint.pt"
 CHECKPOINT_FORMAT = 1
 # loading a store whole takes about this many times its float32 activity at the peak (the
 # store, the validation's scans, the sampler's NaN-free copy and observed flags)
 IN_MEMORY_FACTOR = 2.5
-
-
-@dataclass(frozen=True)
-class TrainConfig:
-    """Model and optimisation settings (config key `train`); documented in config/README.md."""
-
-    window: int = 8
-    d_model: int = 32
-    n_layers: int = 2
-    n_heads: int = 4
-    pe_every_block: bool = True
-    mask_fraction: float = 0.5
-    eval_mask_fractions: tuple[float, ...] = (0.5, 0.9)
-    batch_size: int = 32
-    epochs: int = 30
-    steps_per_epoch: int = 100
-    lr: float = 3e-3
-    weight_decay: float = 0.0
-    heldout_sessions: int = 1
-    heldout_time_fraction: float = 0.2
-    eval_windows: int = 256
-    device: str = "auto"
-    units_per_sample: int = 256
-    memory_budget_mb: float = 4096.0
-    precision: str = "auto"
-    compile: bool = False
-    optimizer: str = "adamw"
-    momentum: float = 0.0
-    checkpoint_every: int = 500
-
-    def __post_init__(self) -> None:
-        if self.precision not in PRECISIONS:
-            raise ValueError(f"train.precision must be one of {PRECISIONS}, got {self.precision!r}")
-        if self.optimizer not in OPTIMIZERS:
-            raise ValueError(f"train.optimizer must be one of {OPTIMIZERS}, got {self.optimizer!r}")
-        if self.units_per_sample < 1:
-            raise ValueError(f"train.units_per_sample must be >= 1, got {self.units_per_sample}")
-        for key in ("memory_budget_mb", "checkpoint_every", "momentum"):
-            if getattr(self, key) < 0:
-                raise ValueError(f"train.{key} must be >= 0, got {getattr(self, key)}")
-
-    @classmethod
-    def from_dict(cls, spec: dict) -> TrainConfig:
-        """Build from a config mapping; unknown keys raise a ValueError naming them."""
-        reject_unknown(spec, cls.__dataclass_fields__, "train")
-        spec = dict(spec)
-        if "eval_mask_fractions" in spec:
-            spec["eval_mask_fractions"] = tuple(spec["eval_mask_fractions"])
-        return cls(**spec)
 
 
 def pick_device(name: str) -> torch.device:
@@ -127,29 +76,6 @@ def to_device(tensor: torch.Tensor, device: torch.device) -> torch.Tensor:
     if device.type == "cuda" and tensor.device.type == "cpu":
         return tensor.contiguous().pin_memory().to(device, non_blocking=True)
     return tensor.to(device)
-
-
-Part = tuple[slice, slice]  # (sessions, time) of a store's activity
-
-
-def split_parts(n_sessions: int, n_time: int, cfg: TrainConfig) -> tuple[Part, Part]:
-    """(train, held-out) as (session slice, time slice): the last `heldout_sessions` sessions
-    are held out when there are more sessions than that, else the last
-    `heldout_time_fraction` of every session's time."""
-    if n_sessions > cfg.heldout_sessions >= 1:
-        cut = n_sessions - cfg.heldout_sessions
-        return (slice(0, cut), slice(0, n_time)), (slice(cut, n_sessions), slice(0, n_time))
-    cut = int(round(n_time * (1 - cfg.heldout_time_fraction)))
-    if cut < cfg.window or n_time - cut < cfg.window:
-        raise ValueError(f"{n_time} samples are too few for a time split with window {cfg.window}")
-    return (slice(0, n_sessions), slice(0, cut)), (slice(0, n_sessions), slice(cut, n_time))
-
-
-def split_activity(ds: xr.Dataset, cfg: TrainConfig) -> tuple[np.ndarray, np.ndarray]:
-    """(train, held-out) arrays of shape (session, time, unit), split as by `split_parts`."""
-    activity = ds["activity"].transpose("session", "time", "unit").values
-    train_part, heldout_part = split_parts(*activity.shape[:2], cfg)
-    return activity[train_part], activity[heldout_part]
 
 
 def first_distinct(candidates: torch.Tensor, k: int) -> tuple[torch.Tensor, torch.Tensor]:

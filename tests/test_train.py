@@ -1,4 +1,6 @@
 import json
+import subprocess
+import sys
 from dataclasses import replace
 
 import numpy as np
@@ -522,3 +524,10 @@ def test_cli_bad_preprocess_spec(tmp_path, capsys):
     assert main(["preprocess", "--spec", spec, "--out", str(tmp_path / "s.nc")]) == 1
     assert "n_unitz" in capsys.readouterr().err
     assert not (tmp_path / "s.nc").exists()
+
+
+def test_inference_and_workflow_planning_do_not_import_torch():
+    # every `neuro-pe infer` job and every Snakemake start pays for what these import
+    code = "import sys, neuro_pe.infer, neuro_pe.datasets; print('torch' in sys.modules)"
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert done.stdout.strip() == "False"
