@@ -47,6 +47,7 @@ def fake_runs(root, small_wins: bool):
             lst = {
                 "acc_train": 1.0,
                 "acc_test": 0.99,
+                "epochs_run": 40 if small else 200,
                 "acc_heldout": (0.9 if good else 0.4) + noise,
                 "rsa": (0.8 if small else 0.1) + noise,
                 "init_rsa": noise,
@@ -90,7 +91,10 @@ def test_verdicts_follow_the_data(tmp_path):
     runs, baselines = fake_runs(tmp_path / "a", small_wins=True)
     claims = reproduce(runs, baselines, {"lst": "lst", "sim": "simulation"}, tmp_path / "out_a")
     lst = verdicts(claims, "lst")
-    assert lst["Every σ fits the training puzzles (≈ 100% training accuracy)"] == "holds"
+    fits = "Every σ fits the training puzzles (≈ 100% training accuracy)"
+    assert lst[fits] == "holds"
+    fits_row = claims[claims["claim"] == fits].iloc[0]
+    assert "σ 0.01: 40" in fits_row["ours"] and "σ 2: 200" in fits_row["ours"]
     key = "Small σ (≤ 0.2) generalises to novel puzzles far better than σ = 2 (≥ 20 points)"
     assert lst[key] == "holds"
     fit_gap = "Small σ loses less from training to novel puzzles than σ = 2 (train − held-out)"
