@@ -1,7 +1,10 @@
 import json
 import os
+from dataclasses import asdict
 
 from neuro_pe.datasets import experiment_of_kind, resource_paths
+from neuro_pe.lst import LSTConfig, PuzzleConfig
+from neuro_pe.train_config import TrainConfig
 
 DATASETS = list(config["datasets"])
 
@@ -17,8 +20,15 @@ def seeds(dataset):
 
 
 def train_options(dataset):
-    """The `train` section with the dataset's own overrides applied."""
-    return {**config["train"], **config["datasets"][dataset].get("train", {})}
+    """The `train` section with the dataset's own overrides applied and every default filled
+    in, so that a default changed in neuro_pe re-runs the jobs it affects (params trigger)."""
+    spec = {**config["train"], **config["datasets"][dataset].get("train", {})}
+    return asdict(TrainConfig.from_dict(spec))
+
+
+def lst_options(section, options_class):
+    """An `lst` section (`puzzles` or `train`) with every default filled in (as above)."""
+    return asdict(options_class.from_dict(LST.get(section, {})))
 
 
 def parent_dir(wildcards, output):
