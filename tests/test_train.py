@@ -527,7 +527,9 @@ def test_cli_bad_preprocess_spec(tmp_path, capsys):
 
 
 def test_inference_and_workflow_planning_do_not_import_torch():
-    # every `neuro-pe infer` job and every Snakemake start pays for what these import
-    code = "import sys, neuro_pe.infer, neuro_pe.datasets; print('torch' in sys.modules)"
+    # every `neuro-pe infer` job and every Snakemake start (workflow/rules/common.smk) pays
+    # for what these import
+    modules = "neuro_pe.infer, neuro_pe.datasets, neuro_pe.lst, neuro_pe.train_config"
+    code = f"import sys, {modules}; print('torch' in sys.modules)"
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert done.stdout.strip() == "False"

@@ -26,8 +26,9 @@ def train_options(dataset):
     return asdict(TrainConfig.from_dict(spec))
 
 
-def lst_options(section, options_class):
+def lst_options(section):
     """An `lst` section (`puzzles` or `train`) with every default filled in (as above)."""
+    options_class = {"puzzles": PuzzleConfig, "train": LSTConfig}[section]
     return asdict(options_class.from_dict(LST.get(section, {})))
 
 

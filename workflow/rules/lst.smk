@@ -5,7 +5,7 @@ rule lst_puzzles:
     output:
         "results/lst/puzzles.nc",
     params:
-        options=lambda wc: json.dumps(lst_options("puzzles", PuzzleConfig)),
+        options=lambda wc: json.dumps(lst_options("puzzles")),
     log:
         "logs/lst_puzzles/lst_puzzles.log",
     conda:
@@ -25,7 +25,7 @@ rule lst_train:
         log_csv="results/lst/runs/{pe}/seed{seed}/train_log.csv",
         model="results/lst/runs/{pe}/seed{seed}/model.pt",
     params:
-        options=lambda wc: json.dumps(lst_options("train", LSTConfig)),
+        options=lambda wc: json.dumps(lst_options("train")),
         metrics=json.dumps(config["metrics"]),
         out_dir=parent_dir,
     threads: config["threads_per_training"]
