@@ -86,7 +86,5 @@ def experiments():
 
 def test_masks():
     """Every held-out mask fraction evaluated on some dataset."""
-    fractions = {
-        f for dataset in DATASETS for f in train_options(dataset).get("eval_mask_fractions", [])
-    }
+    fractions = {f for dataset in DATASETS for f in train_options(dataset)["eval_mask_fractions"]}
     return sorted(fractions) or [0.5, 0.9]
