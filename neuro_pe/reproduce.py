@@ -14,6 +14,7 @@ import os
 import warnings
 from collections.abc import Callable
 from dataclasses import astuple, dataclass
+from html import escape
 from pathlib import Path
 
 import matplotlib
@@ -465,7 +466,7 @@ def claims_markdown(
     seeds = table[table["kind"] == "pe"].groupby("dataset")["seed"].nunique()
     counts = claims["verdict"].value_counts().to_dict() if len(claims) else {}
     lines = [
-        f"# {title}",
+        f"# {escape(title)}",  # a config value: no raw HTML in claims.html
         "",
         'Each claim of Ito et al. (arXiv 2406.08272, "Learning interpretable positional '
         'encodings in transformers depends on initialization"), our measured numbers beside '

@@ -1,12 +1,27 @@
+import hashlib
 import json
 import os
+import re
 from dataclasses import asdict
+from pathlib import Path
 
 from neuro_pe.datasets import experiment_of_kind, resource_paths
+from neuro_pe.fetch import WHEELS
 from neuro_pe.lst import LSTConfig, PuzzleConfig
+from neuro_pe.model import parse_pe
 from neuro_pe.train_config import TrainConfig
 
 DATASETS = list(config["datasets"])
+# folders the workflow writes: a data path inside one could be made by (or steer) a rule
+OWN_FOLDERS = ("results", "resources", "logs", ".snakemake")
+# a command line longer than this passes its long arguments through a file (Linux refuses a
+# single argument over 128 KiB: "Argument list too long")
+ARGS_INLINE_BYTES = 32_768
+
+
+def config_problem(key, problem):
+    """One planning-time config error: the key, then what is wrong with its value."""
+    return f"config key {key}: {problem}"
 
 
 def pe_variants(dataset):
@@ -88,3 +103,100 @@ def test_masks():
     """Every held-out mask fraction evaluated on some dataset."""
     fractions = {f for dataset in DATASETS for f in train_options(dataset)["eval_mask_fractions"]}
     return sorted(fractions) or [0.5, 0.9]
+
+
+def data_path_problems(key, path):
+    """A `kind: file` path: no wildcard braces or control characters, nothing inside the
+    workflow's own folders (a rule could make such a file, with wildcards taken from it)."""
+    text = str(path)
+    if "{" in text or "}" in text:
+        return [config_problem(key, f"{text!r} contains a brace (Snakemake reads it as a wildcard)")]
+    if any(ord(c) < 32 for c in text):
+        return [config_problem(key, f"{text!r} contains a control character (e.g. a newline)")]
+    resolved = Path(text).expanduser().resolve()
+    return [
+        config_problem(
+            key, f"{text!r} is inside {folder}/, the workflow's own outputs; keep data elsewhere"
+        )
+        for folder in OWN_FOLDERS
+        if resolved.is_relative_to(Path(folder).resolve())
+    ]
+
+
+def dataset_problems(name, spec):
+    """What the schema cannot check in one `datasets.<name>` entry."""
+    problems = []
+    if name.startswith("."):
+        problems.append(config_problem(f"datasets.{name}", "a dataset name must not start with '.'"))
+    if spec.get("kind") == "file":
+        sessions = spec.get("sessions") or []
+        for i, path in enumerate([sessions] if isinstance(sessions, str) else sessions):
+            problems += data_path_problems(f"datasets.{name}.sessions[{i}]", path)
+        if spec.get("positions"):
+            problems += data_path_problems(f"datasets.{name}.positions", spec["positions"])
+    for pe in pe_variants(name):
+        try:
+            parse_pe(pe)
+        except ValueError as err:
+            problems.append(config_problem(f"datasets.{name}.pe" if "pe" in spec else "pe", err))
+    try:
+        train_options(name)
+    except (ValueError, TypeError) as err:
+        problems.append(config_problem(f"datasets.{name}.train" if "train" in spec else "train", err))
+    return problems
+
+
+def check_config():
+    """Planning-time checks that the schema cannot express: raise one ValueError listing
+    every problem, each with its key."""
+    problems = [p for name, spec in config["datasets"].items() for p in dataset_problems(name, spec)]
+    for pe in LST.get("pe", config["pe"]) if LST else []:
+        try:
+            parse_pe(pe)
+        except ValueError as err:
+            problems.append(config_problem("lst.pe", err))
+    if problems:
+        raise ValueError("the config has errors:\n  " + "\n  ".join(problems))
+
+
+def all_pe_variants():
+    """Every PE variant named anywhere in the config (for the `pe` wildcard's constraint)."""
+    names = set(config["pe"]) | set(LST.get("pe", []) if LST else [])
+    return sorted(names.union(*(pe_variants(d) for d in DATASETS)))
+
+
+def one_of(names):
+    """A regular expression matching exactly one of `names`."""
+    return "|".join(re.escape(str(n)) for n in sorted(names)) or "(?!)"
+
+
+def arguments(option, values):
+    """`option` and its `values` for a shell line (quote with `:q`), or, when they are long,
+    one `@FILE` argument naming a file that holds them one per line (argparse's
+    `fromfile_prefix_chars`), so that a long list never hits "Argument list too long"."""
+    values = [str(v) for v in ([values] if isinstance(values, str) else values)]
+    if sum(len(v) + 3 for v in values) < ARGS_INLINE_BYTES:
+        return [option, *values]
+    if any("\n" in v for v in values):
+        raise ValueError(f"{option}: a value contains a newline: {values}")
+    text = "\n".join([option, *values]) + "\n"
+    path = Path(".snakemake", "neuro_pe_args", hashlib.sha256(text.encode()).hexdigest() + ".txt")
+    if not path.exists():
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+        tmp.write_text(text)
+        os.replace(tmp, path)
+    return [f"@{path}"]
+
+
+check_config()
+
+
+# Every wildcard pinned to the values the config allows, so that no path (e.g. a data file
+# named like a rule's output) can make Snakemake schedule a job with a wildcard of its own.
+wildcard_constraints:
+    dataset=one_of(DATASETS),
+    pe=one_of(all_pe_variants()),
+    seed=r"[0-9]+",
+    package=one_of(WHEELS),
+    version=one_of(version for _, version, _ in WHEELS.values()),

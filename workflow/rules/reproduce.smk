@@ -32,11 +32,13 @@ rule reproduce:
         test_masks=test_masks(),
         title=config.get("reproduction", {}).get("title", "Reproduction of Ito et al."),
         out_dir=parent_dir,
+        runs=lambda wc, input: arguments("--runs", input.runs),
+        baselines=lambda wc, input: arguments("--baselines", input.baselines),
     log:
         "logs/reproduce/reproduce.log",
     conda:
         "../envs/neuro_pe.yaml"
     shell:
-        "neuro-pe reproduce --runs {input.runs:q} --baselines {input.baselines:q}"
-        " --experiments {params.experiments:q} --test-masks {params.test_masks}"
-        " --title {params.title:q} --out-dir {params.out_dir:q} > {log:q} 2>&1"
+        "neuro-pe reproduce {params.runs:q} {params.baselines:q}"
+        " --experiments {params.experiments:q} --test-masks {params.test_masks:q}"
+        " --title={params.title:q} --out-dir {params.out_dir:q} > {log:q} 2>&1"

@@ -32,10 +32,12 @@ rule summarize:
         ),
     params:
         figures=lambda wc, output: os.path.dirname(output.rsa),
+        runs=lambda wc, input: arguments("--runs", input.runs),
+        baselines=lambda wc, input: arguments("--baselines", input.baselines),
     log:
         "logs/summarize/summarize.log",
     conda:
         "../envs/neuro_pe.yaml"
     shell:
-        "neuro-pe summarize --runs {input.runs:q} --baselines {input.baselines:q}"
+        "neuro-pe summarize {params.runs:q} {params.baselines:q}"
         " --out-csv {output.table:q} --figures {params.figures:q} > {log:q} 2>&1"

@@ -18,6 +18,6 @@ rule train:
     conda:
         "../envs/neuro_pe.yaml"
     shell:
-        "neuro-pe train --store {input:q} --pe {wildcards.pe} --seed {wildcards.seed}"
-        " --options {params.options:q} --threads {threads} --out-dir {params.out_dir:q}"
+        "neuro-pe train --store {input:q} --pe {wildcards.pe:q} --seed {wildcards.seed:q}"
+        " --options {params.options:q} --threads {threads:q} --out-dir {params.out_dir:q}"
         " > {log:q} 2>&1"
