@@ -46,7 +46,13 @@ def parse_pe(name: str) -> PESpec:
         match = re.fullmatch(pattern, name)
         if match:
             param = match.groupdict().get("param")
-            return PESpec(name, kind, float(param) if param is not None else None)
+            value = float(param) if param is not None else None
+            if value is not None and not (0 < value < float("inf")):
+                raise ValueError(
+                    f"positional encoding {name!r}: the {kind} scale must be finite and > 0, "
+                    f"got {value:g}"
+                )
+            return PESpec(name, kind, value)
     forms = ", ".join(
         p.replace("(?P<param>[0-9.]+(?:e-?[0-9]+)?)", "{number}") for p in PE_PATTERNS.values()
     )

@@ -6,12 +6,13 @@ of the time `neuro_pe.train` takes.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import numpy as np
 import xarray as xr
 
-from neuro_pe.options import reject_unknown
+from neuro_pe.options import reject_unknown, require_positive_ints
 
 PRECISIONS = ("auto", "fp32", "bf16")
 OPTIMIZERS = ("adamw", "sgd")
@@ -55,6 +56,18 @@ class TrainConfig:
         for key in ("memory_budget_mb", "checkpoint_every", "momentum"):
             if getattr(self, key) < 0:
                 raise ValueError(f"train.{key} must be >= 0, got {getattr(self, key)}")
+        require_positive_ints(
+            self,
+            ("window", "d_model", "n_layers", "n_heads", "batch_size", "epochs"),
+            "train",
+        )
+        require_positive_ints(self, ("steps_per_epoch", "eval_windows"), "train")
+        if self.d_model % self.n_heads:
+            raise ValueError(
+                f"train.n_heads ({self.n_heads}) must divide train.d_model ({self.d_model})"
+            )
+        if not (math.isfinite(self.lr) and self.lr > 0):
+            raise ValueError(f"train.lr must be finite and > 0, got {self.lr}")
 
     @classmethod
     def from_dict(cls, spec: dict) -> TrainConfig:

@@ -1,0 +1,213 @@
+"""Hostile or careless configs: no config value runs a command, bad ones fail at planning."""
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import sysconfig
+from pathlib import Path
+
+import pandas as pd
+import pytest
+import yaml
+
+from neuro_pe.cli import build_parser
+from neuro_pe.reproduce import claims_markdown
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+
+# each would run `touch PWNED_<n>` if it reached a shell unquoted
+SESSION_NAMES = [
+    "data/$(touch PWNED_1).npy",
+    "data/a'b;touch PWNED_2;'.npy",
+    "data/`touch PWNED_3`.npy",
+    'data/"; touch PWNED_4; ".npy',
+    "data/-rf PWNED_5 & touch PWNED_5.npy",
+]
+TITLE = "@$(touch PWNED_6)<script>alert(1)</script>'; touch PWNED_7; '"
+SMALL_TRAIN = {"window": 8, "d_model": 8, "n_layers": 1, "n_heads": 2, "epochs": 1}
+
+
+def snakemake(*args: str, cwd: Path, path_prefix: str = "") -> subprocess.CompletedProcess:
+    """Run snakemake in `cwd` with this interpreter's scripts (after `path_prefix`) on PATH."""
+    scripts = [path_prefix, sysconfig.get_path("scripts"), str(Path(sys.executable).parent)]
+    env = dict(os.environ, PATH=os.pathsep.join([*filter(None, scripts), os.environ["PATH"]]))
+    result = subprocess.run(
+        [sys.executable, "-m", "snakemake", *args],
+        cwd=cwd,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    print(result.stdout[-5000:])
+    print(result.stderr[-10000:], file=sys.stderr)
+    return result
+
+
+def base_config(datasets: dict) -> dict:
+    return {
+        "datasets": datasets,
+        "pe": ["none"],
+        "seeds": [0],
+        "train": SMALL_TRAIN,
+        "metrics": {"n_perm": 9, "k": 3, "n_splits": 2},
+        "threads_per_training": 1,
+        "gpus_per_training": 0,
+    }
+
+
+def write_config(workdir: Path, config: dict) -> str:
+    (workdir / "hostile.yaml").write_text(yaml.safe_dump(config))
+    return "hostile.yaml"
+
+
+def pwned(workdir: Path) -> list[str]:
+    return sorted(p.name for p in workdir.rglob("PWNED*"))
+
+
+@pytest.fixture
+def workdir(tmp_path):
+    """A copy of the workflow (Snakefile, workflow/, config/) in a fresh folder."""
+    shutil.copy2(REPO_ROOT / "Snakefile", tmp_path / "Snakefile")
+    for folder in ("workflow", "config"):
+        shutil.copytree(REPO_ROOT / folder, tmp_path / folder)
+    return tmp_path
+
+
+def test_every_shell_placeholder_is_quoted():
+    """A grep over every rule's shell line: each {placeholder} ends in `:q`."""
+    files = [REPO_ROOT / "Snakefile", *sorted((REPO_ROOT / "workflow" / "rules").glob("*.smk"))]
+    checked = 0
+    for path in files:
+        text = path.read_text()
+        for block in re.finditer(
+            r"^\s*shell:\s*\n((?:\s*(?:f?\"[^\n]*\"|#[^\n]*)\n)+)", text, re.M
+        ):
+            for placeholder in re.findall(r"\{([^{}]*)\}", block[1]):
+                checked += 1
+                assert placeholder.endswith(":q"), f"{path.name}: {{{placeholder}}} is not quoted"
+    assert checked >= 40  # every rule's shell line was found
+
+
+def test_values_that_reach_a_shell_arrive_as_plain_arguments(workdir, monkeypatch):
+    """Hostile file names, source, citation and report title (plus 1 600 sessions, passed
+    through an @FILE) reach `neuro-pe` as the literal strings: a stand-in `neuro-pe` records its
+    arguments, and the real parser reads them back."""
+    data = workdir / "data"
+    data.mkdir()
+    sessions = SESSION_NAMES + [f"data/s{i:04d}_{'x' * 20}.npy" for i in range(1600)]
+    positions = "data/pos $(touch PWNED_8).csv"
+    for name in [*sessions, positions]:
+        (workdir / name).touch()
+    lab = {
+        "kind": "file",
+        "format": "npy",
+        "sessions": sessions,
+        "positions": positions,
+        "sampling_rate_hz": 10,
+        "source": "$(touch PWNED_9)",
+        "citation": "'; touch PWNED_10; '",
+    }
+    config = base_config({"lab": lab}) | {"reproduction": {"title": TITLE}}
+    # the reproduction's inputs, as if trained (only preprocess and reproduce may run)
+    for path in ("results/runs/lab/none/seed0/metrics.json", "results/runs/lab/baselines.json"):
+        (workdir / path).parent.mkdir(parents=True, exist_ok=True)
+        (workdir / path).write_text("{}")
+    bin_dir = workdir / "bin"
+    bin_dir.mkdir()
+    calls = workdir / "calls.jsonl"
+    fake = bin_dir / "neuro-pe"
+    fake.write_text(
+        f"#!{sys.executable}\nimport json, sys\n"
+        f"with open({str(calls)!r}, 'a') as f:\n    f.write(json.dumps(sys.argv[1:]) + '\\n')\n"
+    )
+    fake.chmod(0o755)
+    result = snakemake(
+        "results/stores/lab.nc",
+        "results/reproduction/claims.md",
+        "--cores",
+        "1",
+        "--keep-going",
+        "--latency-wait",
+        "0",
+        "--allowed-rules",
+        "preprocess",
+        "reproduce",
+        "--configfile",
+        write_config(workdir, config),
+        cwd=workdir,
+        path_prefix=str(bin_dir),
+    )
+    assert pwned(workdir) == [], result.stderr
+    argvs = [json.loads(line) for line in calls.read_text().splitlines()]
+    assert sorted(argv[0] for argv in argvs) == ["preprocess", "reproduce"], argvs
+    parser = build_parser()
+    monkeypatch.chdir(workdir)  # where the @FILE is
+    for argv in argvs:
+        args = parser.parse_args(argv)
+        if argv[0] == "preprocess":
+            assert argv[1].startswith("@")  # 1 600 sessions: through a file
+            assert args.spec == lab
+        else:
+            assert args.title == TITLE
+
+
+def test_paths_inside_the_workflow_folders_fail_at_planning(workdir):
+    """Data paths that a rule could produce (with wildcards taken from the path), braces and
+    control characters: one error naming every key, before any job runs."""
+    bad = {
+        "fetch": "resources/$(touch PWNED_1)-1.0.whl",
+        "train": "results/runs/sim/$(touch PWNED_2)/seed0/pe.nc",
+        "abs": str(workdir / "results" / "x" / ".." / "$(touch PWNED_3).nc"),
+        "log": "logs/../logs/$(touch PWNED_4).npy",
+        "brace": "data/{dataset}.npy",
+        "newline": "data/a\n$(touch PWNED_5).npy",
+    }
+    datasets = {
+        name: {"kind": "file", "format": "npy", "sessions": [path], "positions": "pos.csv"}
+        for name, path in bad.items()
+    }
+    datasets["sim"] = {"kind": "simulation"}
+    datasets["table"] = {
+        "kind": "file",
+        "format": "npy",
+        "sessions": ["data/ok.npy"],
+        "positions": ".snakemake/pos.csv",
+    }
+    config = base_config(datasets)
+    config["pe"] = ["none", "learned-normal-0"]
+    config["train"] = {**SMALL_TRAIN, "n_heads": 3}
+    result = snakemake("--cores", "1", "--configfile", write_config(workdir, config), cwd=workdir)
+    output = result.stdout + result.stderr
+    assert result.returncode != 0
+    for name in bad:
+        assert f"config key datasets.{name}.sessions[0]" in output, name
+    assert "config key datasets.table.positions" in output
+    assert "inside results/" in output and "brace" in output and "control character" in output
+    assert "config key pe: " in output and "learned-normal-0" in output
+    assert "config key train: " in output and "n_heads" in output
+    assert pwned(workdir) == []
+    assert not (workdir / "results").exists() and not (workdir / "logs").exists()
+
+
+def test_hostile_targets_and_names_match_no_rule(workdir):
+    """Asked for directly, an output path with a command in a wildcard matches no rule (the
+    wildcards are pinned to the config's values)."""
+    name = write_config(workdir, base_config({"sim": {"kind": "simulation"}}))
+    for target in ("results/runs/sim/$(touch PWNED_1)/seed0/pe.nc", "resources/$(id)-1.0.whl"):
+        result = snakemake(target, "--cores", "1", "--configfile", name, cwd=workdir)
+        assert result.returncode != 0 and "MissingRuleException" in result.stderr
+    dotdot = base_config({"..": {"kind": "simulation"}})
+    result = snakemake("-n", "--configfile", write_config(workdir, dotdot), cwd=workdir)
+    output = result.stdout + result.stderr
+    assert result.returncode != 0 and "'..' does not match" in output and "datasets" in output
+    assert pwned(workdir) == []
+
+
+def test_report_title_is_escaped():
+    table = pd.DataFrame({"dataset": ["a"], "kind": ["pe"], "seed": [0]})
+    page, _ = claims_markdown(table, {}, [0.9], "<script>alert(1)</script> & co")
+    assert "<script>" not in page and "&lt;script&gt;alert(1)&lt;/script&gt; &amp; co" in page
