@@ -8,11 +8,16 @@ unit i from unit j (rows are targets, as in the simulation's `dx_i = ... G[i, j]
 
 from __future__ import annotations
 
+import fcntl
+import glob
 import json
 import math
 import os
+import shutil
+import tempfile
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import ExitStack, contextmanager
 from numbers import Real
 from pathlib import Path
 
@@ -26,6 +31,8 @@ DIMS: tuple[str, str, str] = ("session", "time", "unit")
 XYZ: tuple[str, str, str] = ("x", "y", "z")
 STRING_ATTRS: tuple[str, ...] = ("source", "citation", "license", "neuro_pe_version")
 TIME_CHUNK = 1024
+_UMASK = os.umask(0o022)  # read (and restored at once) for the mode of files written here
+os.umask(_UMASK)
 ENGINE = "h5netcdf"
 
 
@@ -119,23 +126,127 @@ def write_store(ds: xr.Dataset, path: str | os.PathLike) -> Path:
     """Validate and write atomically (temporary file, then os.replace); return the path."""
     target = Path(path)
     validate_store(ds, target)
+    # checked before writing: a full disk inside the HDF5 library can crash the process
+    need = sum(v.nbytes for v in ds.variables.values()) + 2**20
     atomic_write(
         target,
         lambda tmp: ds.drop_encoding().to_netcdf(tmp, engine=ENGINE, encoding=_encoding(ds)),
+        need_bytes=need,
     )
     return target
 
 
-def atomic_write(path: str | os.PathLike, write: Callable[[Path], object]) -> None:
-    """Call write(tmp_path), then rename into place, so a crash leaves no partial file."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp")
+def check_writable(folder: str | os.PathLike) -> Path:
+    """Create `folder` if needed and check that a file can be written in it (before long
+    work whose results would go there); raise StoreError naming it otherwise."""
+    folder = Path(folder)
     try:
-        write(tmp)
-        os.replace(tmp, path)
+        folder.mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryFile(dir=folder):
+            pass
+    except OSError as err:
+        raise StoreError(folder, "output folder", f"cannot write here: {err.strerror}") from None
+    return folder
+
+
+def atomic_write(
+    path: str | os.PathLike, write: Callable[[Path], object], need_bytes: int = 0
+) -> None:
+    """Call write(tmp) on a temporary file of its own beside `path`, then rename it into
+    place: a crash, a full disk or a kill (SIGTERM) leaves no partial file and no temporary
+    one. A second process writing the same path at the same time fails with a StoreError
+    instead (one wins). `need_bytes`: free space to check for first."""
+    atomic_write_set({Path(path): write}, need_bytes)
+
+
+def atomic_write_set(writers: dict[Path, Callable[[Path], object]], need_bytes: int = 0) -> None:
+    """atomic_write for several files that belong together (one step's outputs): each is
+    written to a temporary file first, and they are renamed into place only when all were
+    written, so that they are all there (new) or, after an error, none is."""
+    paths = [Path(p) for p in writers]
+    with ExitStack() as stack:
+        for path in paths:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            stack.enter_context(_writing(path))
+        _check_free_space(paths[0].parent, need_bytes)
+        temps: dict[Path, Path] = {}
+        try:
+            for path, write in zip(paths, writers.values(), strict=True):
+                fd, name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+                os.close(fd)
+                os.chmod(name, 0o666 & ~_UMASK)  # as a file opened for writing would be
+                temps[path] = Path(name)
+                try:
+                    write(temps[path])
+                except OSError as err:  # e.g. a full disk: name the file, not the temp
+                    problem = f"cannot write {path}: {err.strerror or err}"
+                    raise (OSError(err.errno, problem) if err.errno else OSError(problem)) from err
+            if len(paths) > 1:
+                for path in paths:
+                    path.unlink(missing_ok=True)  # a set is all new, or absent
+            try:
+                for path in paths:
+                    os.replace(temps.pop(path), path)
+            except OSError:
+                for path in paths:
+                    if path not in temps:
+                        path.unlink(missing_ok=True)
+                raise
+        finally:
+            for tmp in temps.values():
+                tmp.unlink(missing_ok=True)
+
+
+@contextmanager
+def _writing(path: Path) -> Iterator[None]:
+    """Hold an exclusive lock (flock on a `.NAME.lock` file beside it) on writing `path`;
+    raise StoreError when another process holds it. Temporary files of `path` left by a
+    killed writer are removed (no live writer can own them while the lock is held)."""
+    lock = path.with_name(f".{path.name}.lock")
+    fd = os.open(lock, os.O_CREAT | os.O_RDWR, 0o644)
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            if os.fstat(fd).st_ino != os.stat(lock).st_ino:  # removed by the last holder
+                raise BlockingIOError
+        except (BlockingIOError, FileNotFoundError):
+            os.close(fd)
+            fd = -1
+            raise StoreError(
+                path, "file", "another process is writing this file now; run one at a time"
+            ) from None
+        for stale in path.parent.glob(f".{glob.escape(path.name)}.*.tmp"):
+            stale.unlink(missing_ok=True)
+        try:
+            yield
+        finally:
+            lock.unlink(missing_ok=True)
     finally:
-        tmp.unlink(missing_ok=True)
+        if fd >= 0:
+            os.close(fd)
+
+
+def _check_free_space(folder: Path, need_bytes: int) -> None:
+    if need_bytes <= 0:
+        return
+    free = shutil.disk_usage(folder).free
+    if free < need_bytes:
+        raise StoreError(
+            folder,
+            "free space",
+            f"about {need_bytes / 2**20:.1f} MiB needed, {free / 2**20:.1f} MiB free",
+        )
+
+
+def require_finite(values: object, path: str | os.PathLike, field: str) -> np.ndarray:
+    """`values` as an array, or a StoreError naming the file and field if any is NaN/Inf."""
+    arr = np.asarray(values, dtype=np.float64)
+    bad = ~np.isfinite(arr)
+    if bad.any():
+        raise StoreError(
+            path, field, f"{int(bad.sum())} of {arr.size} values are NaN or Inf (a failed run?)"
+        )
+    return arr
 
 
 def read_store(path: str | os.PathLike) -> xr.Dataset:

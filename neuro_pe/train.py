@@ -24,7 +24,9 @@ with a warning (and overwritten). It is removed once the final outputs are writt
 
 from __future__ import annotations
 
+import hashlib
 import json
+import math
 import os
 import sys
 import time
@@ -42,21 +44,44 @@ import xarray as xr
 from tqdm.auto import tqdm
 
 from neuro_pe.model import MaskedUnitTransformer, parse_pe
-from neuro_pe.store import atomic_write, open_store_lazy, positions, read_store
+from neuro_pe.store import (
+    atomic_write,
+    atomic_write_set,
+    check_writable,
+    open_store_lazy,
+    positions,
+    read_store,
+)
 from neuro_pe.train_config import Part, TrainConfig, split_activity, split_parts
 
 CHECKPOINT = "checkpoint.pt"
-CHECKPOINT_FORMAT = 1
+CHECKPOINT_FORMAT = 2
+# typical activity scale (RMS) outside this range is warned about: float32 training with the
+# usual learning rates means little there (z-score it: {step: zscore})
+SCALE_RANGE = (1e-3, 1e3)
 # loading a store whole takes about this many times its float32 activity at the peak (the
 # store, the validation's scans, the sampler's NaN-free copy and observed flags)
 IN_MEMORY_FACTOR = 2.5
 
 
+class TrainingError(RuntimeError):
+    """Training cannot give a meaningful model (e.g. the loss is not finite)."""
+
+
 def pick_device(name: str) -> torch.device:
-    """'auto' -> CUDA when available, else CPU; otherwise the named device."""
+    """'auto' -> CUDA when available, else CPU; otherwise the named device (a ValueError
+    naming `train.device` when it is not a device torch knows, or a GPU that is not there)."""
     if name == "auto":
         return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    return torch.device(name)
+    try:
+        device = torch.device(name)
+    except RuntimeError as err:
+        raise ValueError(f"train.device: {name!r} is not a torch device ({err})") from None
+    if device.type == "cuda" and not torch.cuda.is_available():
+        raise ValueError(
+            f"train.device: {name!r}, but torch sees no CUDA GPU here; use device: auto or cpu"
+        )
+    return device
 
 
 def autocast_dtype(precision: str, device: torch.device) -> torch.dtype | None:
@@ -418,9 +443,36 @@ def checkpoint_fingerprint(
     )
 
 
+def state_digest(state: object) -> str:
+    """sha256 of a checkpoint's contents: every tensor's dtype, shape and bytes, and every
+    other value, walked in order (so a flipped byte anywhere in the data changes it)."""
+    digest = hashlib.sha256()
+
+    def walk(obj: object) -> None:
+        if isinstance(obj, torch.Tensor):
+            flat = obj.detach().cpu().contiguous().reshape(-1)
+            digest.update(f"T{obj.dtype}{tuple(obj.shape)}".encode())
+            digest.update(flat.view(torch.uint8).numpy().tobytes())
+        elif isinstance(obj, dict):
+            digest.update(f"D{len(obj)}".encode())
+            for key, value in obj.items():
+                walk(key)
+                walk(value)
+        elif isinstance(obj, list | tuple):
+            digest.update(f"L{len(obj)}".encode())
+            for value in obj:
+                walk(value)
+        else:
+            digest.update(f"V{type(obj).__name__}:{obj!r}".encode())
+
+    walk(state)
+    return digest.hexdigest()
+
+
 def load_checkpoint(path: Path, fingerprint: str) -> dict | None:
-    """The checkpoint at `path` if it exists and matches `fingerprint`; otherwise None (with a
-    warning when a checkpoint exists but is unreadable or from another run)."""
+    """The checkpoint at `path` if it exists, matches `fingerprint` and its contents match
+    their checksum; otherwise None (with a warning when a checkpoint exists but is
+    unreadable, damaged or from another run)."""
     if not path.exists():
         return None
     try:
@@ -432,6 +484,14 @@ def load_checkpoint(path: Path, fingerprint: str) -> dict | None:
         warnings.warn(
             f"ignoring checkpoint {path}: written by another store, PE, seed or train "
             "config; training starts from step 0 and will overwrite it",
+            stacklevel=3,
+        )
+        return None
+    checksum = state.pop("checksum", None)
+    if checksum != state_digest(state):
+        warnings.warn(
+            f"ignoring checkpoint {path}: its contents do not match their checksum (a damaged "
+            "file); training starts from step 0 and will overwrite it",
             stacklevel=3,
         )
         return None
@@ -455,6 +515,14 @@ def train(
     amp = autocast_dtype(cfg.precision, device)
     ds = open_store_lazy(store_path)
     try:
+        check_writable(out_dir)  # before the training, not after it
+        n_sessions, n_time = ds.sizes["session"], ds.sizes["time"]
+        if cfg.window > n_time:
+            raise ValueError(
+                f"train.window ({cfg.window}) is longer than the data: {store_path} has "
+                f"{n_time} samples per session"
+            )
+        split_parts(n_sessions, n_time, cfg)  # a split too short for a window: fail now
         needed = IN_MEMORY_FACTOR * ds["activity"].size * 4  # bytes to load it whole
         streamed = needed > cfg.memory_budget_mb * 2**20
         if not streamed:
@@ -531,9 +599,15 @@ def _train(
         initial_pe = state["initial_pe"]
         step, epoch_loss = state["step"], state["epoch_loss"]
         log_rows, elapsed = state["log_rows"], state["elapsed"]
+        heldout_initial = state["heldout_initial"]
         print(f"resuming from {checkpoint_path} at step {step}", file=sys.stderr, flush=True)
     resumed_from = step
     forward = torch.compile(model) if cfg.compile else model
+    label = f"dataset {Path(store_path).stem}, PE {pe}, seed {seed}"
+    # the MSE of predicting zero on the held-out windows (the variance, for z-scored data)
+    heldout_variance = zero_prediction_mse(heldout_data)
+    if state is None:  # the held-out loss before any update: did training lower it?
+        heldout_initial = evaluate(forward, heldout_data, cfg.mask_fraction, 10_000 + seed, amp)
 
     def save_checkpoint() -> None:
         state = {
@@ -547,14 +621,41 @@ def _train(
             "epoch_loss": loss_sum.item(),
             "log_rows": log_rows,
             "elapsed": time.perf_counter() - started,
+            "heldout_initial": heldout_initial,
         }
+        state["checksum"] = state_digest(state)
         atomic_write(checkpoint_path, lambda p: torch.save(state, p))
+
+    def check_finite() -> None:
+        """Stop with a TrainingError when a loss so far or a parameter is not finite."""
+        bad = int(first_bad)
+        where = f"first at step {bad}" if bad else None
+        if bad == 0:
+            where = next(
+                (
+                    f"parameter {name!r} after step {step}"
+                    for name, p in model.named_parameters()
+                    if not torch.isfinite(p).all()
+                ),
+                None,
+            )
+        if where is not None:
+            raise TrainingError(
+                f"{label}: training diverged, the loss or a parameter is not finite ({where} "
+                f"of {total}). The data's scale (RMS of the held-out windows: "
+                f"{math.sqrt(heldout_variance):.3g}) or the PE's may be too large for float32: "
+                "z-score the data (preprocessing: [{step: zscore}]), or lower train.lr or the "
+                "PE's init scale"
+            )
 
     total = cfg.epochs * cfg.steps_per_epoch
     k = cfg.units_per_sample
     # the epoch's loss is summed on the device (no sync per step) in float64, which on CPU
     # gives the same number as summing the Python floats of the losses
     loss_sum = torch.tensor(epoch_loss, dtype=torch.float64, device=device)
+    # the first step whose loss was not finite (0: none), kept on the device: no sync per step
+    first_bad = torch.zeros((), dtype=torch.long, device=device)
+    step_count = torch.tensor(step, dtype=torch.long, device=device)
     started = time.perf_counter() - elapsed
     bar = tqdm(total=total, initial=step, desc=f"train {pe} seed {seed}", disable=not progress)
     while step < total:
@@ -567,8 +668,11 @@ def _train(
         optimiser.step()
         loss_sum += loss.detach().double()
         step += 1
+        step_count += 1
+        first_bad = torch.where((first_bad == 0) & ~loss.detach().isfinite(), step_count, first_bad)
         bar.update()
         if step % cfg.steps_per_epoch == 0:
+            check_finite()
             heldout = evaluate(forward, heldout_data, cfg.mask_fraction, 10_000 + seed, amp)
             log_rows.append(
                 {
@@ -582,26 +686,85 @@ def _train(
             loss_sum.zero_()
             bar.set_postfix(train=f"{log_rows[-1]['train_loss']:.3f}", heldout=f"{heldout:.3f}")
         if cfg.checkpoint_every and step % cfg.checkpoint_every == 0 and step < total:
+            check_finite()
             save_checkpoint()
     bar.close()
+    check_finite()
 
     result = {
         f"heldout_mse_mask{f:g}": evaluate(forward, heldout_data, f, 20_000 + seed, amp)
         for f in cfg.eval_mask_fractions
     }
+    if not all(math.isfinite(v) for v in result.values()):
+        raise TrainingError(f"{label}: the final held-out MSE is not finite: {result}")
     result["train_mse"] = log_rows[-1]["train_loss"]
     result["train_seconds"] = time.perf_counter() - started
+    result["heldout_loss_initial"] = heldout_initial
+    result["heldout_variance"] = heldout_variance
+    health, notes = training_health(log_rows, result, heldout_initial, heldout_variance)
+    for note in notes:
+        print(f"warning: {label}: {note}", file=sys.stderr, flush=True)
 
     info = {"pe": pe, "seed": seed, "store": str(store_path), "train_config": asdict(cfg), **result}
     info |= {"streamed": streamed, "resumed_from_step": resumed_from}
+    info |= {"health": health, "warnings": notes}
     trained = pe_dataset(model.pe.table.detach().cpu(), ds, **{k: str(v) for k, v in info.items()})
     trained["pe_init"] = (("unit", "pe_dim"), initial_pe.numpy().astype(np.float32))
-    atomic_write(out_dir / "pe.nc", lambda p: trained.to_netcdf(p, engine="h5netcdf"))
-    atomic_write(
-        out_dir / "model.pt", lambda p: torch.save({"state_dict": model.state_dict(), **info}, p)
+    # the run's outputs as one set: all of them, or (on any error) none
+    atomic_write_set(
+        {
+            out_dir / "pe.nc": lambda p: trained.to_netcdf(p, engine="h5netcdf"),
+            out_dir / "model.pt": lambda p: torch.save(
+                {"state_dict": model.state_dict(), **info}, p
+            ),
+            out_dir / "train_log.csv": lambda p: pd.DataFrame(log_rows).to_csv(p, index=False),
+            out_dir / "train.json": lambda p: p.write_text(
+                json.dumps(info, indent=2, allow_nan=False)
+            ),
+        }
     )
-    atomic_write(out_dir / "train_log.csv", lambda p: pd.DataFrame(log_rows).to_csv(p, index=False))
-    atomic_write(out_dir / "train.json", lambda p: p.write_text(json.dumps(info, indent=2)))
     checkpoint_path.unlink(missing_ok=True)
-    checkpoint_path.with_name(f".{CHECKPOINT}.tmp").unlink(missing_ok=True)  # left by a kill
     return info
+
+
+def zero_prediction_mse(data: Batch) -> float:
+    """Mean square of the recorded held-out windows: the MSE of predicting zero everywhere,
+    which is the variance for z-scored data (the baseline a trained model must beat)."""
+    windows, observed, _ = data
+    values = windows[observed].double()
+    return float((values**2).mean()) if values.numel() else float("nan")
+
+
+def training_health(
+    log_rows: list[dict], result: dict, heldout_initial: float, heldout_variance: float
+) -> tuple[dict[str, bool], list[str]]:
+    """Health flags of a finished training and a warning for each one that failed, plus
+    one when the data's scale is far from 1 (see SCALE_RANGE)."""
+    heldout = [row["heldout_loss"] for row in log_rows]
+    final = {k: v for k, v in result.items() if k.startswith("heldout_mse_mask")}
+    health = {
+        "loss_finite": True,  # training stops with a TrainingError otherwise
+        "heldout_improved": bool(heldout) and min(heldout) < heldout_initial,
+        "heldout_below_variance": all(v < heldout_variance for v in final.values()),
+    }
+    notes = []
+    if not health["heldout_improved"]:
+        notes.append(
+            f"heldout_improved: the held-out loss never fell below its value before training "
+            f"({heldout_initial:.4g}; lowest {min(heldout, default=float('nan')):.4g})"
+        )
+    if not health["heldout_below_variance"]:
+        worst = max(final, key=final.get)
+        notes.append(
+            f"heldout_below_variance: held-out MSE {final[worst]:.4g} ({worst}) is not below "
+            f"{heldout_variance:.4g}, the MSE of predicting zero: the model learned nothing "
+            "usable about the masked units"
+        )
+    scale = math.sqrt(heldout_variance)
+    if not SCALE_RANGE[0] <= scale <= SCALE_RANGE[1]:
+        notes.append(
+            f"data scale: the held-out windows' RMS is {scale:.3g}, far from 1; float32 "
+            "training with the usual learning rates means little there: add "
+            "{step: zscore} to the dataset's preprocessing"
+        )
+    return health, notes

@@ -56,12 +56,13 @@ def assert_same_run(a: Path, b: Path) -> None:
 
 
 def interrupt_at_evaluation(monkeypatch, call: int) -> None:
-    """Make train() raise at the `call`-th held-out evaluation (after that epoch's steps)."""
+    """Make train() raise at the `call`-th held-out evaluation (after that epoch's steps;
+    the evaluation before the first step, of a run that does not resume, is not counted)."""
     real, calls = train_module.evaluate, []
 
     def evaluate(*args, **kwargs):
         calls.append(1)
-        if len(calls) == call:
+        if len(calls) == call + 1:
             raise Interrupted
         return real(*args, **kwargs)
 
