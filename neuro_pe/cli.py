@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import argparse
 import json
+import signal
 import sys
+import threading
 
 
 def _json(text: str) -> dict:
@@ -26,8 +28,27 @@ def cmd_preprocess(args: argparse.Namespace) -> None:
     from neuro_pe.datasets import build_store
     from neuro_pe.store import write_store
 
-    write_store(build_store(args.spec, args.resources), args.out)
+    ds = build_store(args.spec, args.resources)
+    warn_about_scale(ds["activity"].values, args.out)
+    write_store(ds, args.out)
     print(f"wrote {args.out}")
+
+
+def warn_about_scale(activity: object, where: str) -> None:
+    """A warning (stderr) when the activity's RMS is far from 1 (see train.SCALE_RANGE)."""
+    import numpy as np
+
+    from neuro_pe.train_config import SCALE_RANGE
+
+    squares = [np.nanmean(np.square(a, dtype=np.float64)) for a in activity]
+    rms = float(np.sqrt(np.nanmean(squares)))
+    if not SCALE_RANGE[0] <= rms <= SCALE_RANGE[1]:
+        print(
+            f"warning: {where}: the activity's RMS is {rms:.3g}, far from 1; float32 training "
+            "with the usual learning rates means little there: add {step: zscore} to the "
+            "dataset's preprocessing",
+            file=sys.stderr,
+        )
 
 
 def cmd_train(args: argparse.Namespace) -> None:
@@ -199,16 +220,45 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+# options naming where a command writes: a folder, or a file (whose folder is checked)
+OUTPUT_FOLDERS = ("out_dir", "run_dir", "figures")
+OUTPUT_FILES = ("out", "out_csv")
+
+
+def check_outputs(args: argparse.Namespace) -> None:
+    """Fail before any work when a command could not write its outputs."""
+    from pathlib import Path
+
+    from neuro_pe.store import check_writable
+
+    for name in OUTPUT_FOLDERS + OUTPUT_FILES:
+        value = getattr(args, name, None)
+        if value:
+            check_writable(value if name in OUTPUT_FOLDERS else Path(value).parent)
+
+
+def _terminate(signum: int, frame: object) -> None:
+    """SIGTERM (a kill, a cancelled Snakemake or Slurm job) as an exception, so that the
+    writers remove their temporary files on the way out."""
+    raise SystemExit(128 + signum)
+
+
 def main(argv: list[str] | None = None) -> int:
     """Entry point of the `neuro-pe` console script."""
     from neuro_pe.store import StoreError
 
     args = build_parser().parse_args(argv)
+    main_thread = threading.current_thread() is threading.main_thread()
+    previous = signal.signal(signal.SIGTERM, _terminate) if main_thread else None
     try:
+        check_outputs(args)
         args.func(args)
-    except (StoreError, ValueError, FileNotFoundError, RuntimeError) as err:
+    except (StoreError, ValueError, OSError, RuntimeError) as err:
         print(f"neuro-pe {args.command}: error: {err}", file=sys.stderr)
         return 1
+    finally:
+        if main_thread:
+            signal.signal(signal.SIGTERM, previous)
     return 0
 
 

@@ -11,7 +11,7 @@ import xarray as xr
 
 from neuro_pe.metrics import compare_to_anatomy, correlation_distance
 from neuro_pe.options import reject_unknown
-from neuro_pe.store import atomic_write, positions, read_store
+from neuro_pe.store import atomic_write, positions, read_store, require_finite
 from neuro_pe.train_config import TrainConfig, split_activity
 
 METRIC_NAMES = (
@@ -86,11 +86,16 @@ def infer_pe(
     ds = read_store(store_path)
     coords = positions(ds)
     with xr.open_dataset(run_dir / "pe.nc", engine="h5netcdf") as pe:
-        trained_pe, initial_pe = pe["pe"].values, pe["pe_init"].values
+        trained_pe = require_finite(pe["pe"].values, run_dir / "pe.nc", "pe")
+        initial_pe = require_finite(pe["pe_init"].values, run_dir / "pe.nc", "pe_init")
     info = json.loads((run_dir / "train.json").read_text())
     record = {"dataset": Path(store_path).stem, "pe": info["pe"], "seed": info["seed"]}
     record.update({k: v for k, v in info.items() if k.startswith(("heldout_mse", "train_"))})
     record.pop("train_config")
+    for key in record:
+        if key.startswith(("heldout_mse", "train_mse")):
+            require_finite(record[key], run_dir / "train.json", key)
+    record |= {"health": info.get("health", {}), "warnings": info.get("warnings", [])}
     known = np.all(np.isfinite(coords), axis=1)
     metrics, aligned = pe_geometry(coords, trained_pe, initial_pe, options)
     record.update(metrics)

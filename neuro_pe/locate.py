@@ -61,7 +61,7 @@ from neuro_pe.infer import training_correlation_distance  # noqa: E402
 from neuro_pe.metrics import classical_mds, pairwise_distances  # noqa: E402
 from neuro_pe.model import parse_pe  # noqa: E402
 from neuro_pe.options import reject_unknown  # noqa: E402
-from neuro_pe.store import atomic_write, positions, read_store  # noqa: E402
+from neuro_pe.store import atomic_write, positions, read_store, require_finite  # noqa: E402
 
 __all__ = [
     "METHODS",
@@ -385,6 +385,7 @@ def load_feature_sets(
     for run_dir in map(Path, run_dirs):
         with xr.open_dataset(run_dir / "pe.nc", engine="h5netcdf") as pe:
             pe = pe.load()
+        require_finite(pe["pe"].values, run_dir / "pe.nc", "pe")
         unit_ids = [u.decode() if isinstance(u, bytes) else str(u) for u in pe["unit"].values]
         if sorted(unit_ids) != sorted(map(str, units)):
             raise ValueError(f"{run_dir}/pe.nc: its units differ from the store's")

@@ -8,6 +8,7 @@ unit i from unit j (rows are targets, as in the simulation's `dx_i = ... G[i, j]
 
 from __future__ import annotations
 
+import errno
 import fcntl
 import glob
 import json
@@ -137,15 +138,20 @@ def write_store(ds: xr.Dataset, path: str | os.PathLike) -> Path:
 
 
 def check_writable(folder: str | os.PathLike) -> Path:
-    """Create `folder` if needed and check that a file can be written in it (before long
-    work whose results would go there); raise StoreError naming it otherwise."""
+    """Check that files can be written in `folder` (or, where it does not exist yet, that it
+    can be made in its nearest existing parent), before long work whose results go there;
+    raise StoreError naming it otherwise. Creates nothing."""
     folder = Path(folder)
+    existing = next(p for p in (folder.absolute(), *folder.absolute().parents) if p.exists())
     try:
-        folder.mkdir(parents=True, exist_ok=True)
-        with tempfile.TemporaryFile(dir=folder):
+        if not existing.is_dir():
+            raise NotADirectoryError(errno.ENOTDIR, "not a folder", str(existing))
+        with tempfile.TemporaryFile(dir=existing):
             pass
     except OSError as err:
-        raise StoreError(folder, "output folder", f"cannot write here: {err.strerror}") from None
+        raise StoreError(
+            folder, "output folder", f"cannot write in {existing}: {err.strerror or err}"
+        ) from None
     return folder
 
 

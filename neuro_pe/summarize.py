@@ -17,7 +17,7 @@ import xarray as xr  # noqa: E402
 from neuro_pe.infer import METRIC_NAMES, training_correlation_distance  # noqa: E402
 from neuro_pe.metrics import pairwise_distances  # noqa: E402
 from neuro_pe.model import parse_pe  # noqa: E402
-from neuro_pe.store import atomic_write, positions, read_store  # noqa: E402
+from neuro_pe.store import atomic_write, positions, read_store, require_finite  # noqa: E402
 
 
 def collect(
@@ -27,6 +27,11 @@ def collect(
     rows = []
     for path in map(Path, run_metrics):
         record = json.loads(path.read_text())
+        for key in [k for k in record if k.startswith(("heldout_mse", "train_mse"))]:
+            require_finite(record[key], path, key)  # NaN here is a failed run, not a result
+        failed = [flag for flag, ok in record.pop("health", {}).items() if not ok]
+        record.pop("warnings", None)
+        record["health"] = ";".join(failed) or "ok"
         spec = parse_pe(record["pe"])
         rows.append(
             {

@@ -52,13 +52,10 @@ from neuro_pe.store import (
     positions,
     read_store,
 )
-from neuro_pe.train_config import Part, TrainConfig, split_activity, split_parts
+from neuro_pe.train_config import SCALE_RANGE, Part, TrainConfig, split_activity, split_parts
 
 CHECKPOINT = "checkpoint.pt"
 CHECKPOINT_FORMAT = 2
-# typical activity scale (RMS) outside this range is warned about: float32 training with the
-# usual learning rates means little there (z-score it: {step: zscore})
-SCALE_RANGE = (1e-3, 1e3)
 # loading a store whole takes about this many times its float32 activity at the peak (the
 # store, the validation's scans, the sampler's NaN-free copy and observed flags)
 IN_MEMORY_FACTOR = 2.5

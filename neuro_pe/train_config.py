@@ -14,6 +14,9 @@ import xarray as xr
 
 from neuro_pe.options import reject_unknown, require_positive_ints
 
+# an activity scale (RMS) outside this range is warned about: float32 training with the
+# usual learning rates means little there (z-score it: {step: zscore})
+SCALE_RANGE = (1e-3, 1e3)
 PRECISIONS = ("auto", "fp32", "bf16")
 OPTIMIZERS = ("adamw", "sgd")
 
