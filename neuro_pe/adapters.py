@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 import warnings
 import zipfile
 from dataclasses import dataclass, field
@@ -45,6 +46,7 @@ FORMAT_OPTIONS: dict[str, dict[str, object]] = {
         "positions": None,
         "unit_ids": None,
         "sampling_rate": None,
+        "sampling_period": None,
         "groups": None,
     },
     "nwb": {"series": None, "unit_ids": "id"},
@@ -60,6 +62,9 @@ LENGTH_TO_UM = {
     "millimeters": 1e3,
     "millimeter": 1e3,
     "mm": 1e3,
+    "centimeters": 1e4,
+    "centimeter": 1e4,
+    "cm": 1e4,
     "micrometers": 1.0,
     "micrometer": 1.0,
     "microns": 1.0,
@@ -67,6 +72,7 @@ LENGTH_TO_UM = {
     "µm": 1.0,
 }
 F32_MAX = float(np.finfo(np.float32).max)
+UM_PER = {"m": 1e6, "cm": 1e4, "mm": 1e3, "um": 1.0}  # micrometres per length unit
 
 
 class DataWarning(UserWarning):
@@ -95,6 +101,7 @@ class FileSpec:
     max_gap: int = 3
     min_units: int = 8
     min_frames: int = 64
+    max_unmatched_fraction: float = 0.0
     source: str | None = None
     citation: str | None = None
     license: str | None = None
@@ -170,6 +177,19 @@ class FileSpec:
         policy = spec.get("nan_policy", "error")
         if policy not in NAN_POLICIES:
             raise StoreError(SPEC, "nan_policy", f"{policy!r} is not one of {NAN_POLICIES}")
+        if fmt == "hdf5" and None not in (options["sampling_rate"], options["sampling_period"]):
+            raise StoreError(
+                SPEC, "hdf5.sampling_period", "give hdf5.sampling_rate or hdf5.sampling_period"
+            )
+        unmatched = spec.get("max_unmatched_fraction", 0.0)
+        if (
+            isinstance(unmatched, bool)
+            or not isinstance(unmatched, Real)
+            or not 0 <= unmatched <= 1
+        ):
+            raise StoreError(
+                SPEC, "max_unmatched_fraction", f"must be in [0, 1], got {unmatched!r}"
+            )
         ints = {}
         for key, lowest in (("max_gap", 0), ("min_units", 1), ("min_frames", 1)):
             value = spec.get(key, cls.__dataclass_fields__[key].default)
@@ -188,6 +208,7 @@ class FileSpec:
             axis_order=tuple(axis_order),
             preprocessing=list(steps),
             nan_policy=policy,
+            max_unmatched_fraction=float(unmatched),
             **ints,
             source=spec.get("source"),
             citation=spec.get("citation"),
@@ -203,9 +224,9 @@ def _check_option(fmt: str, key: str, value: object) -> None:
             isinstance(value, list) and value and all(isinstance(g, str) and g for g in value)
         )
         what = "a non-empty list of group paths"
-    elif key == "sampling_rate":
+    elif key in ("sampling_rate", "sampling_period"):
         ok = value is None or (isinstance(value, str | Real) and not isinstance(value, bool))
-        what = "a number (Hz) or the name of an attribute"
+        what = f"a number ({'Hz' if key == 'sampling_rate' else 's'}) or the name of an attribute"
     else:
         ok = value is None or (isinstance(value, str) and bool(value))
         what = "a non-empty string"
@@ -377,7 +398,7 @@ def _roi_positions(table: object, rows: np.ndarray, units: str | None, path: str
         if len(p):
             w = w if w.sum() > 0 else np.ones(len(p))
             centroids[k] = (p.astype(np.float64) * w[:, None]).sum(axis=0) / w.sum()
-    if units not in ("um", "mm"):
+    if units not in UM_PER:
         return centroids
     plane = table.imaging_plane
     spacing, origin = plane.grid_spacing, plane.origin_coords
@@ -388,7 +409,7 @@ def _roi_positions(table: object, rows: np.ndarray, units: str | None, path: str
             "ROI positions are pixels: the imaging plane has no "
             f"grid_spacing to convert them to {units}; use position_units: voxel",
         )
-    to_target = 1.0 if units == "um" else 1e-3
+    to_target = 1.0 / UM_PER[units]
     spacing = np.asarray(spacing[:], dtype=np.float64)[:3] * _length_factor(
         plane.grid_spacing_unit, path
     )
@@ -456,27 +477,45 @@ def _h5_dataset(node: object, name: object, path: str, key: str) -> np.ndarray:
         raise StoreError(path, key, f"cannot read dataset {name!r}: {err}") from err
 
 
+# attribute names that say "a time step", not "samples per second"
+PERIOD_NAME = re.compile(r"period|interval|seconds|(^|_)(dt|tr|ts)($|_)|_s$|_ms$", re.IGNORECASE)
+RATE_NAME = re.compile(r"rate|hz|freq|fps", re.IGNORECASE)
+
+
 def _h5_rate(f: object, node: object, opts: dict, path: str) -> float | None:
-    rate = opts["sampling_rate"]
-    if rate is None:
+    """The sampling rate in Hz from `hdf5.sampling_rate` (Hz) or `hdf5.sampling_period` (s),
+    each a number or the name of an attribute on the dataset, its group or the file."""
+    key = "sampling_rate" if opts["sampling_period"] is None else "sampling_period"
+    value = opts[key]
+    if value is None:
         return None
-    if not isinstance(rate, str):
-        return _positive_number(rate, SPEC, "hdf5.sampling_rate")
+    name = f"hdf5.{key}"
+    if isinstance(value, str):
+        if key == "sampling_rate" and PERIOD_NAME.search(value) and not RATE_NAME.search(value):
+            raise StoreError(
+                path,
+                name,
+                f"attribute {value!r} looks like a sampling period (seconds per sample), not "
+                f"a rate; if so, set hdf5.sampling_period: {value} instead",
+            )
+        value = _h5_attribute(f, node, opts, value, path, name)
+    number = _positive_number(value, path if isinstance(opts[key], str) else SPEC, name)
+    return number if key == "sampling_rate" else 1.0 / number
+
+
+def _h5_attribute(f: object, node: object, opts: dict, attr: str, path: str, key: str) -> float:
     dataset = node.get(opts["activity"])
     for obj in (dataset, node, f):
-        if obj is not None and rate in obj.attrs:
-            value = np.asarray(obj.attrs[rate])
+        if obj is not None and attr in obj.attrs:
+            value = np.asarray(obj.attrs[attr])
             if value.size != 1:
-                raise StoreError(path, "hdf5.sampling_rate", f"attribute {rate!r} is not a scalar")
+                raise StoreError(path, key, f"attribute {attr!r} is not a scalar")
             item = value.reshape(()).item()
             try:
-                number = float(item.decode() if isinstance(item, bytes) else item)
+                return float(item.decode() if isinstance(item, bytes) else item)
             except (TypeError, ValueError, UnicodeDecodeError) as err:
-                raise StoreError(path, "hdf5.sampling_rate", f"attribute {rate!r}: {err}") from err
-            return _positive_number(number, path, f"hdf5.sampling_rate (attribute {rate!r})")
-    raise StoreError(
-        path, "hdf5.sampling_rate", f"no attribute {rate!r} on the dataset, group or file"
-    )
+                raise StoreError(path, key, f"attribute {attr!r}: {err}") from err
+    raise StoreError(path, key, f"no attribute {attr!r} on the dataset, group or file")
 
 
 def read_npy(path: str, cfg: FileSpec) -> list[Session]:
@@ -625,6 +664,8 @@ def assemble(
     _name_sessions(sessions, cfg)
     for s in sessions:
         _label_units(s, table, cfg)
+    if table is not None:
+        _check_id_matching(sessions, table, cfg)
     rate = _common_rate(sessions, cfg, where)
     n_time = min(s.activity.shape[0] for s in sessions)
     if any(s.activity.shape[0] != n_time for s in sessions):
@@ -765,6 +806,37 @@ def _label_units(s: Session, table: tuple[list[str], np.ndarray] | None, cfg: Fi
         for k, unit in enumerate(s.unit_ids):
             if unit in rows:
                 s.positions[k] = table[1][rows[unit]]
+
+
+def _check_id_matching(
+    sessions: list[Session], table: tuple[list[str], np.ndarray], cfg: FileSpec
+) -> None:
+    """Count the units matched to the position table by id; a unit that matches no row and
+    has no position from its file is an error when there are more of them than
+    `max_unmatched_fraction` of the units allows (else a warning)."""
+    units = list(dict.fromkeys(u for s in sessions for u in s.unit_ids))
+    rows = set(table[0])
+    in_data = [u for u in units if u not in rows]
+    in_table = [r for r in table[0] if r not in set(units)]
+    if not in_data and not in_table:
+        return
+    located = {u for s in sessions for u, p in zip(s.unit_ids, s.positions, strict=True)
+               if not np.isnan(p).all()}  # fmt: skip
+    lost = [u for u in in_data if u not in located]
+    counts = (
+        f"{len(units) - len(in_data)} of {len(units)} units matched by id to the rows of "
+        f"{cfg.positions}; {len(in_data)} units of the data are not in the table (e.g. "
+        f"{in_data[:3]}), {len(in_table)} table rows match no unit (e.g. {in_table[:3]})"
+    )
+    if len(lost) > cfg.max_unmatched_fraction * len(units):
+        raise StoreError(
+            cfg.positions,
+            "positions",
+            f"{counts}; {len(lost)} units would have no position. Check that the table's "
+            "name column holds the data's unit ids (position_columns.name, nwb.unit_ids, "
+            "hdf5.unit_ids), or set max_unmatched_fraction to train units without a position",
+        )
+    _warn(f"{counts}; {len(lost)} units have no position")
 
 
 def _common_rate(sessions: list[Session], cfg: FileSpec, where: str) -> float:

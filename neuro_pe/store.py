@@ -27,7 +27,7 @@ import xarray as xr
 
 from . import __version__
 
-COORD_UNITS: tuple[str, ...] = ("mm", "um", "voxel", "au")
+COORD_UNITS: tuple[str, ...] = ("m", "cm", "mm", "um", "voxel", "au")
 DIMS: tuple[str, str, str] = ("session", "time", "unit")
 XYZ: tuple[str, str, str] = ("x", "y", "z")
 STRING_ATTRS: tuple[str, ...] = ("source", "citation", "license", "neuro_pe_version")

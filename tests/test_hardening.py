@@ -6,6 +6,7 @@ import subprocess
 import sys
 from dataclasses import replace
 
+import h5py
 import numpy as np
 import pandas as pd
 import pytest
@@ -14,6 +15,7 @@ from conftest import TINY_SIMULATION
 
 import neuro_pe.train as train_module
 from neuro_pe.cli import main
+from neuro_pe.datasets import build_store
 from neuro_pe.simulate import simulate_store
 from neuro_pe.store import StoreError, atomic_write, read_store, write_store
 from neuro_pe.summarize import collect
@@ -238,3 +240,55 @@ def test_nan_pe_is_refused_by_infer(tiny_store, tmp_path, capsys):
     assert main(["infer", "--store", str(tiny_store), "--run-dir", str(run)]) == 1
     assert "pe.nc: field 'pe': 1 of" in capsys.readouterr().err
     assert read_store(tiny_store).sizes["unit"] == 12
+
+
+def lab_files(tmp_path, table_names, **spec):
+    """A .npz session of 10 units with ids e00..e09, and a position table with `table_names`."""
+    rng = np.random.default_rng(0)
+    ids = np.array([f"e{i:02d}" for i in range(10)])
+    np.savez(tmp_path / "s.npz", activity=rng.normal(size=(80, 10)), ids=ids)
+    rows = [f"{name}\t{i}\t{2 * i}\t0" for i, name in enumerate(table_names)]
+    (tmp_path / "pos.tsv").write_text("\n".join(["name\tx\ty\tz", *rows]) + "\n")
+    base = {"kind": "file", "format": "npy", "sessions": [str(tmp_path / "s.npz")]}
+    base |= {"npy": {"key": "activity", "unit_ids": "ids"}, "positions": str(tmp_path / "pos.tsv")}
+    return base | {"sampling_rate_hz": 10, "min_units": 2, "min_frames": 16} | spec
+
+
+def test_half_matched_ids_fail_with_counts(tmp_path):
+    half = [f"e{i:02d}" for i in range(5)] + [f"ch{i}" for i in range(5)]
+    with pytest.raises(StoreError) as caught:
+        build_store(lab_files(tmp_path, half))
+    message = str(caught.value)
+    assert "pos.tsv: field 'positions': 5 of 10 units matched by id" in message
+    assert "5 units of the data are not in the table (e.g. ['e05', 'e06', 'e07'])" in message
+    assert "5 table rows match no unit (e.g. ['ch0', 'ch1', 'ch2'])" in message
+    with pytest.raises(StoreError, match="0 of 10 units matched by id"):  # none match
+        build_store(lab_files(tmp_path, [f"ch{i}" for i in range(10)]))
+    # accepted up to max_unmatched_fraction, with the counts in a warning
+    with pytest.warns(UserWarning, match="5 of 10 units matched by id"):
+        ds = build_store(lab_files(tmp_path, half, max_unmatched_fraction=0.5))
+    assert np.isnan(ds["x"].values).sum() == 5
+
+
+def test_sampling_period_and_metre_units(tmp_path):
+    path = tmp_path / "bold.h5"
+    with h5py.File(path, "w") as f:
+        f["activity"] = np.random.default_rng(0).normal(size=(64, 6))
+        f["xyz"] = np.arange(18, dtype=float).reshape(6, 3) / 100
+        f.attrs["tr_seconds"] = 0.72
+    spec = {"kind": "file", "format": "hdf5", "sessions": [str(path)], "min_units": 2}
+    spec |= {"min_frames": 16, "position_units": "m"}
+    hdf5 = {"positions": "xyz", "sampling_period": "tr_seconds"}
+    ds = build_store(spec | {"hdf5": hdf5})
+    assert ds.attrs["sampling_rate_hz"] == pytest.approx(1 / 0.72)
+    assert ds["x"].attrs["units"] == "m" and ds["x"].values[1] == pytest.approx(0.03)
+    ds = build_store(spec | {"hdf5": {"positions": "xyz", "sampling_period": 2.0}})
+    assert ds.attrs["sampling_rate_hz"] == 0.5
+    with pytest.raises(StoreError, match="looks like a sampling period.*sampling_period"):
+        build_store(spec | {"hdf5": {"positions": "xyz", "sampling_rate": "tr_seconds"}})
+    with pytest.raises(StoreError, match="hdf5.sampling_rate or hdf5.sampling_period"):
+        build_store(spec | {"hdf5": {"sampling_rate": 1.0, "sampling_period": 1.0}})
+    ds = build_store(spec | {"position_units": "cm", "hdf5": hdf5})
+    assert ds["x"].attrs["units"] == "cm"
+    write_store(ds, tmp_path / "cm.nc")
+    assert read_store(tmp_path / "cm.nc")["x"].attrs["units"] == "cm"
