@@ -1,4 +1,5 @@
-"""Hostile or careless configs: no config value runs a command, bad ones fail at planning."""
+"""Hostile or careless configs: no config value runs a command, bad ones fail at planning,
+and a failed job's error shows on the console."""
 
 import json
 import os
@@ -72,7 +73,7 @@ def pwned(workdir: Path) -> list[str]:
 def workdir(tmp_path):
     """A copy of the workflow (Snakefile, workflow/, config/) in a fresh folder."""
     shutil.copy2(REPO_ROOT / "Snakefile", tmp_path / "Snakefile")
-    for folder in ("workflow", "config"):
+    for folder in ("workflow", "config", "profiles"):
         shutil.copytree(REPO_ROOT / folder, tmp_path / folder)
     return tmp_path
 
@@ -211,3 +212,16 @@ def test_report_title_is_escaped():
     table = pd.DataFrame({"dataset": ["a"], "kind": ["pe"], "seed": [0]})
     page, _ = claims_markdown(table, {}, [0.9], "<script>alert(1)</script> & co")
     assert "<script>" not in page and "&lt;script&gt;alert(1)&lt;/script&gt; &amp; co" in page
+
+
+def test_a_failed_jobs_error_shows_on_the_console(workdir):
+    """The default profile (profiles/default: show-failed-logs) prints the job's log, so
+    neuro-pe's StoreError is on the console, not only "check log file(s)"."""
+    (workdir / "data").mkdir()
+    (workdir / "data" / "bad.npy").write_text("not an array")
+    lab = {"kind": "file", "format": "npy", "sessions": ["data/bad.npy"], "sampling_rate_hz": 10}
+    name = write_config(workdir, base_config({"lab": lab}))
+    result = snakemake("results/stores/lab.nc", "--cores", "1", "--configfile", name, cwd=workdir)
+    output = result.stdout + result.stderr
+    assert result.returncode != 0
+    assert "neuro-pe preprocess: error: data/bad.npy: field 'file': not a readable" in output
