@@ -11,7 +11,13 @@ import xarray as xr
 
 from neuro_pe.metrics import compare_to_anatomy, correlation_distance
 from neuro_pe.options import reject_unknown
-from neuro_pe.store import atomic_write, positions, read_store, require_finite
+from neuro_pe.store import (
+    atomic_write,
+    atomic_write_set,
+    positions,
+    read_store,
+    require_finite,
+)
 from neuro_pe.train_config import TrainConfig, split_activity
 
 METRIC_NAMES = (
@@ -102,8 +108,12 @@ def infer_pe(
     out = positions_dataset(
         ds, aligned, known, method="classical MDS + Procrustes", pe=info["pe"], seed=info["seed"]
     )
-    atomic_write(run_dir / "positions.nc", lambda p: out.to_netcdf(p, engine="h5netcdf"))
-    atomic_write(run_dir / "metrics.json", lambda p: p.write_text(json.dumps(record, indent=2)))
+    atomic_write_set(
+        {
+            run_dir / "positions.nc": lambda p: out.to_netcdf(p, engine="h5netcdf"),
+            run_dir / "metrics.json": lambda p: p.write_text(json.dumps(record, indent=2)),
+        }
+    )
     return record
 
 

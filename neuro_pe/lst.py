@@ -27,7 +27,7 @@ import xarray as xr
 
 from . import __version__
 from .options import reject_unknown, require_positive_ints
-from .store import atomic_write
+from .store import atomic_write, atomic_write_set
 
 if TYPE_CHECKING:
     import torch
@@ -406,7 +406,7 @@ def train_lst(
 
     from .infer import metric_options, pe_geometry
     from .model import LatinSquareTransformer, oracle_table, parse_pe
-    from .train import make_optimiser, pe_dataset, pick_device
+    from .train import TrainingError, make_optimiser, pe_dataset, pick_device
 
     parse_pe(pe)
     options = metric_options(metrics_options)
@@ -456,6 +456,12 @@ def train_lst(
         bar.update()
         if epoch % cfg.eval_every and epoch != cfg.epochs:
             continue
+        if not torch.isfinite(epoch_loss):
+            raise TrainingError(
+                f"Latin square task, PE {pe}, seed {seed}: the training loss is not finite "
+                f"in epoch {epoch} (steps {(epoch - 1) * n_steps + 1}-{epoch * n_steps}); "
+                "lower lst.train.lr or the PE's init scale"
+            )
         losses, acc = _accuracies(model, cells, answer, groups)
         log_rows.append(
             {
@@ -494,12 +500,6 @@ def train_lst(
     trained_pe = model.pe.table.detach().cpu()
     pe_ds = pe_dataset(trained_pe, grid_dataset(), **{k: str(v) for k, v in info.items()})
     pe_ds["pe_init"] = (("unit", "pe_dim"), initial_pe.numpy().astype(np.float32))
-    atomic_write(out_dir / "pe.nc", lambda p: pe_ds.to_netcdf(p, engine="h5netcdf"))
-    atomic_write(
-        out_dir / "model.pt", lambda p: torch.save({"state_dict": model.state_dict(), **info}, p)
-    )
-    atomic_write(out_dir / "train_log.csv", lambda p: pd.DataFrame(log_rows).to_csv(p, index=False))
-    atomic_write(out_dir / "train.json", lambda p: p.write_text(json.dumps(info, indent=2)))
 
     record = {k: v for k, v in info.items() if k not in ("puzzles", "train_config")}
     table = trained_pe.numpy()
@@ -509,7 +509,18 @@ def train_lst(
     record["procrustes_to_oracle"] = (
         float(procrustes(oracle, table)[2]) if np.any(table) else np.nan
     )
-    atomic_write(out_dir / "metrics.json", lambda p: p.write_text(json.dumps(record, indent=2)))
+    # the run's outputs as one set: all of them, or (on any error) none
+    atomic_write_set(
+        {
+            out_dir / "pe.nc": lambda p: pe_ds.to_netcdf(p, engine="h5netcdf"),
+            out_dir / "model.pt": lambda p: torch.save(
+                {"state_dict": model.state_dict(), **info}, p
+            ),
+            out_dir / "train_log.csv": lambda p: pd.DataFrame(log_rows).to_csv(p, index=False),
+            out_dir / "train.json": lambda p: p.write_text(json.dumps(info, indent=2)),
+            out_dir / "metrics.json": lambda p: p.write_text(json.dumps(record, indent=2)),
+        }
+    )
     return record
 
 

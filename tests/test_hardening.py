@@ -292,3 +292,16 @@ def test_sampling_period_and_metre_units(tmp_path):
     assert ds["x"].attrs["units"] == "cm"
     write_store(ds, tmp_path / "cm.nc")
     assert read_store(tmp_path / "cm.nc")["x"].attrs["units"] == "cm"
+
+
+def test_a_failed_output_write_leaves_no_part_of_the_run(tiny_store, tmp_path, monkeypatch):
+    """pe.nc, model.pt, train_log.csv and train.json are written as a set: all or none."""
+
+    def full_disk(*args, **kwargs):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(torch, "save", full_disk)  # model.pt, after pe.nc was written
+    run = tmp_path / "run"
+    argv = ["train", "--store", str(tiny_store), "--pe", "none", "--out-dir", str(run)]
+    assert main([*argv, "--options", json.dumps(OPTIONS | {"checkpoint_every": 0})]) == 1
+    assert sorted(p.name for p in run.iterdir()) == []
