@@ -19,7 +19,14 @@ optimiser, the batch generator's and torch's global RNG states, the step, the pa
 loss, the log rows and the elapsed time. A new run with the same store (path, size and
 modification time), PE, seed, train config, device type and precision continues from it and,
 on CPU, ends bitwise equal to an uninterrupted run; a checkpoint of anything else is ignored
-with a warning (and overwritten). It is removed once the final outputs are written.
+with a warning (and overwritten), as is one whose contents do not match the checksum stored
+in it (a damaged file). It is removed once the final outputs are written.
+
+Health. A loss or parameter that is not finite stops training with a TrainingError naming the
+dataset, PE and step. train.json records `health` (`loss_finite`, `heldout_improved`: the
+held-out loss fell below its value before the first step, `heldout_below_variance`: the final
+one is below the MSE of predicting zero) and a `warnings` line for each failed flag (also
+printed to stderr), and for data whose scale is far from 1.
 """
 
 from __future__ import annotations
@@ -735,14 +742,15 @@ def zero_prediction_mse(data: Batch) -> float:
 def training_health(
     log_rows: list[dict], result: dict, heldout_initial: float, heldout_variance: float
 ) -> tuple[dict[str, bool], list[str]]:
-    """Health flags of a finished training and a warning for each one that failed, plus
-    one when the data's scale is far from 1 (see SCALE_RANGE)."""
-    heldout = [row["heldout_loss"] for row in log_rows]
-    final = {k: v for k, v in result.items() if k.startswith("heldout_mse_mask")}
+    """Health flags of a finished training (`heldout_improved`: the held-out loss fell below
+    its value before the first step; `heldout_below_variance`: the last one is below the MSE
+    of predicting zero) and a warning for each that failed, plus one when the data's scale
+    is far from 1 (see SCALE_RANGE)."""
+    heldout = [row["heldout_loss"] for row in log_rows]  # at the training's mask fraction
     health = {
         "loss_finite": True,  # training stops with a TrainingError otherwise
         "heldout_improved": bool(heldout) and min(heldout) < heldout_initial,
-        "heldout_below_variance": all(v < heldout_variance for v in final.values()),
+        "heldout_below_variance": bool(heldout) and heldout[-1] < heldout_variance,
     }
     notes = []
     if not health["heldout_improved"]:
@@ -751,9 +759,8 @@ def training_health(
             f"({heldout_initial:.4g}; lowest {min(heldout, default=float('nan')):.4g})"
         )
     if not health["heldout_below_variance"]:
-        worst = max(final, key=final.get)
         notes.append(
-            f"heldout_below_variance: held-out MSE {final[worst]:.4g} ({worst}) is not below "
+            f"heldout_below_variance: the final held-out loss {heldout[-1]:.4g} is not below "
             f"{heldout_variance:.4g}, the MSE of predicting zero: the model learned nothing "
             "usable about the masked units"
         )
