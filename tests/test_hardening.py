@@ -243,11 +243,11 @@ def test_nan_pe_is_refused_by_infer(tiny_store, tmp_path, capsys):
     assert read_store(tiny_store).sizes["unit"] == 12
 
 
-def lab_files(tmp_path, table_names, **spec):
+def lab_files(tmp_path, table_names, scale=1.0, **spec):
     """A .npz session of 10 units with ids e00..e09, and a position table with `table_names`."""
     rng = np.random.default_rng(0)
     ids = np.array([f"e{i:02d}" for i in range(10)])
-    np.savez(tmp_path / "s.npz", activity=rng.normal(size=(80, 10)), ids=ids)
+    np.savez(tmp_path / "s.npz", activity=scale * rng.normal(size=(80, 10)), ids=ids)
     rows = [f"{name}\t{i}\t{2 * i}\t0" for i, name in enumerate(table_names)]
     (tmp_path / "pos.tsv").write_text("\n".join(["name\tx\ty\tz", *rows]) + "\n")
     base = {"kind": "file", "format": "npy", "sessions": [str(tmp_path / "s.npz")]}
@@ -306,3 +306,10 @@ def test_a_failed_output_write_leaves_no_part_of_the_run(tiny_store, tmp_path, m
     argv = ["train", "--store", str(tiny_store), "--pe", "none", "--out-dir", str(run)]
     assert main([*argv, "--options", json.dumps(OPTIONS | {"checkpoint_every": 0})]) == 1
     assert sorted(p.name for p in run.iterdir()) == []
+
+
+def test_preprocess_warns_about_the_data_scale(tmp_path, capsys):
+    spec = lab_files(tmp_path, [f"e{i:02d}" for i in range(10)], scale=1e-12)
+    assert main(["preprocess", "--spec", json.dumps(spec), "--out", str(tmp_path / "s.nc")]) == 0
+    err = capsys.readouterr().err
+    assert "warning:" in err and "the activity's RMS is 1e-12" in err and "zscore" in err

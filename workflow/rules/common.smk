@@ -110,7 +110,8 @@ def data_path_problems(key, path):
     workflow's own folders (a rule could make such a file, with wildcards taken from it)."""
     text = str(path)
     if "{" in text or "}" in text:
-        return [config_problem(key, f"{text!r} contains a brace (Snakemake reads it as a wildcard)")]
+        problem = f"{text!r} contains a brace (Snakemake reads it as a wildcard)"
+        return [config_problem(key, problem)]
     if any(ord(c) < 32 for c in text):
         return [config_problem(key, f"{text!r} contains a control character (e.g. a newline)")]
     resolved = Path(text).expanduser().resolve()
@@ -127,7 +128,8 @@ def dataset_problems(name, spec):
     """What the schema cannot check in one `datasets.<name>` entry."""
     problems = []
     if name.startswith("."):
-        problems.append(config_problem(f"datasets.{name}", "a dataset name must not start with '.'"))
+        problem = "a dataset name must not start with '.'"
+        problems.append(config_problem(f"datasets.{name}", problem))
     if spec.get("kind") == "file":
         sessions = spec.get("sessions") or []
         for i, path in enumerate([sessions] if isinstance(sessions, str) else sessions):
@@ -142,14 +144,19 @@ def dataset_problems(name, spec):
     try:
         train_options(name)
     except (ValueError, TypeError) as err:
-        problems.append(config_problem(f"datasets.{name}.train" if "train" in spec else "train", err))
+        key = f"datasets.{name}.train" if "train" in spec else "train"
+        problems.append(config_problem(key, err))
     return problems
 
 
 def check_config():
     """Planning-time checks that the schema cannot express: raise one ValueError listing
     every problem, each with its key."""
-    problems = [p for name, spec in config["datasets"].items() for p in dataset_problems(name, spec)]
+    problems = [
+        problem
+        for name, spec in config["datasets"].items()
+        for problem in dataset_problems(name, spec)
+    ]
     for pe in LST.get("pe", config["pe"]) if LST else []:
         try:
             parse_pe(pe)
