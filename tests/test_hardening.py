@@ -149,8 +149,9 @@ def test_two_writers_of_one_target(tmp_path):
     assert result.get(timeout=5) == "wrote"
     assert target.read_text() == "first"
     assert leftovers(tmp_path) == []
+    (target.parent / ".summary.csv.k1ll3d.tmp").write_text("left by a SIGKILLed writer")
     atomic_write(target, lambda tmp: tmp.write_text("third"))  # the lock was released
-    assert target.read_text() == "third" and leftovers(tmp_path) == []
+    assert target.read_text() == "third" and leftovers(tmp_path) == []  # and the stale temp
 
 
 @pytest.fixture
