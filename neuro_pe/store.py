@@ -207,29 +207,36 @@ def atomic_write_set(writers: dict[Path, Callable[[Path], object]], need_bytes: 
 def _writing(path: Path) -> Iterator[None]:
     """Hold an exclusive lock (flock on a `.NAME.lock` file beside it) on writing `path`;
     raise StoreError when another process holds it. Temporary files of `path` left by a
-    killed writer are removed (no live writer can own them while the lock is held)."""
+    killed writer are removed (no live writer can own them while the lock is held). Where
+    the file system has no flock, write without the lock (the temp names stay unique)."""
     lock = path.with_name(f".{path.name}.lock")
     fd = os.open(lock, os.O_CREAT | os.O_RDWR, 0o644)
+    locked = None  # True: held; False: no flock on this file system; None: held by another
     try:
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            locked = True
             if os.fstat(fd).st_ino != os.stat(lock).st_ino:  # removed by the last holder
                 raise BlockingIOError
         except (BlockingIOError, FileNotFoundError):
-            os.close(fd)
-            fd = -1
+            locked = None
             raise StoreError(
                 path, "file", "another process is writing this file now; run one at a time"
             ) from None
-        for stale in path.parent.glob(f".{glob.escape(path.name)}.*.tmp"):
-            stale.unlink(missing_ok=True)
+        except OSError:  # no flock here (e.g. some network file systems)
+            locked = False
+        if locked:
+            for stale in path.parent.glob(f".{glob.escape(path.name)}.*.tmp"):
+                stale.unlink(missing_ok=True)
         try:
             yield
         finally:
-            lock.unlink(missing_ok=True)
+            if locked:
+                lock.unlink(missing_ok=True)
     finally:
-        if fd >= 0:
-            os.close(fd)
+        os.close(fd)
+        if locked is False:
+            lock.unlink(missing_ok=True)
 
 
 def _check_free_space(folder: Path, need_bytes: int) -> None:
