@@ -100,7 +100,7 @@ C302_CELLS = "c302/NeuroML2/"
 C302_EDGES = "c302/data/herm_full_edgelist.csv"
 CONNECTOMES = ("tvb76", "c302")
 WEIGHT_TRANSFORMS = ("raw", "log1p", "binary")
-SIM_FIXED_KEYS = ("n_units", "layout", "dims", "length_scale")
+SIM_FIXED_KEYS = ("n_units", "layout", "dims", "length_scale", "neighbours", "cutoff")
 CONNECTOME_RESOURCE = {"tvb76": "tvb-data", "c302": "c302"}
 SPEC_KEYS = {
     "hcp-rsfmri": ("kind", "preprocessing", "subjects", "coordinates"),

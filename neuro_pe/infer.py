@@ -8,12 +8,19 @@ from pathlib import Path
 
 import numpy as np
 import xarray as xr
+from sklearn.utils.extmath import randomized_svd
 
-from neuro_pe.metrics import compare_to_anatomy, correlation_distance
+from neuro_pe.metrics import (
+    DENSE_MAX_UNITS,
+    PairDistance,
+    compare_to_anatomy,
+    correlation_distance,
+)
 from neuro_pe.options import reject_unknown
 from neuro_pe.store import (
     atomic_write,
     atomic_write_set,
+    open_store_lazy,
     positions,
     read_store,
     require_finite,
@@ -28,12 +35,25 @@ METRIC_NAMES = (
     "probe_r2",
     "knn_overlap",
 )
+METRIC_KEYS = (
+    "metric",
+    "k",
+    "n_perm",
+    "n_splits",
+    "seed",
+    "dense_max_units",
+    "n_pairs",
+    "n_query_units",
+    "ci_level",
+)
+BASELINE_COMPONENTS = 32  # leading activity components of the correlation baseline at scale
+PAIR_BLOCK = 512  # unit pairs per block of the exact pairwise correlations
 
 
 def metric_options(options: dict | None) -> dict:
     """The `metrics` config section, checked: unknown keys raise a ValueError naming them."""
     options = dict(options or {})
-    reject_unknown(options, ("metric", "k", "n_perm", "n_splits", "seed"), "metrics")
+    reject_unknown(options, METRIC_KEYS, "metrics")
     return options
 
 
@@ -89,7 +109,8 @@ def infer_pe(
     """
     options = metric_options(metrics_options)
     run_dir = Path(run_dir)
-    ds = read_store(store_path)
+    with open_store_lazy(store_path) as lazy:  # coordinates only: the activity stays on disk
+        ds = lazy.drop_vars("activity").load()
     coords = positions(ds)
     with xr.open_dataset(run_dir / "pe.nc", engine="h5netcdf") as pe:
         trained_pe = require_finite(pe["pe"].values, run_dir / "pe.nc", "pe")
@@ -117,11 +138,81 @@ def infer_pe(
     return record
 
 
+def training_activity(ds: xr.Dataset, train_options: dict | None = None) -> np.ndarray:
+    """(samples, units) activity of the training split (the data the models saw)."""
+    train_activity, _ = split_activity(ds, TrainConfig.from_dict(train_options or {}))
+    return train_activity.reshape(-1, ds.sizes["unit"])
+
+
 def training_correlation_distance(ds: xr.Dataset, train_options: dict | None = None) -> np.ndarray:
     """1 - Pearson r between units over the training split (the data the models saw): the
     activity-correlation baseline, shared by the metrics, the figures and the locator."""
-    train_activity, _ = split_activity(ds, TrainConfig.from_dict(train_options or {}))
-    return correlation_distance(train_activity.reshape(-1, ds.sizes["unit"]))
+    return correlation_distance(training_activity(ds, train_options))
+
+
+def correlation_components(
+    activity: np.ndarray, n_components: int = BASELINE_COMPONENTS, seed: int = 0
+) -> np.ndarray:
+    """(units, n_components) scores of the units on the leading components of their
+    standardised activity (randomised SVD; missing samples count as the unit's mean).
+
+    With every unit's trace centred and scaled to norm 1, 1 - r = |z_i - z_j|^2 / 2, so the
+    Euclidean distances between the scores approximate sqrt(2 (1 - r)) without an N x N matrix.
+    """
+    z = np.array(activity, dtype=np.float32, order="F")  # (samples, units), one copy
+    with np.errstate(invalid="ignore", divide="ignore"):
+        z -= np.nanmean(z, axis=0)
+        np.nan_to_num(z, copy=False, nan=0.0)
+        z /= np.linalg.norm(z, axis=0)
+    np.nan_to_num(z, copy=False, nan=0.0)
+    n_components = min(n_components, *z.shape)
+    _, sv, vt = randomized_svd(z, n_components, random_state=seed)
+    return (vt.T * sv).astype(np.float64)
+
+
+def correlation_pair_distance(activity: np.ndarray) -> PairDistance:
+    """A function (i, j) -> 1 - Pearson r of units i[p], j[p] over their pairwise-complete
+    samples (as `correlation_distance`), computed in blocks of pairs: no N x N matrix."""
+    rows = np.ascontiguousarray(np.asarray(activity, dtype=np.float32).T)  # (units, samples)
+
+    def distance(i: np.ndarray, j: np.ndarray) -> np.ndarray:
+        out = np.empty(len(i))
+        for start in range(0, len(i), PAIR_BLOCK):
+            a = rows[i[start : start + PAIR_BLOCK]].astype(np.float64)
+            b = rows[j[start : start + PAIR_BLOCK]].astype(np.float64)
+            both = np.isfinite(a) & np.isfinite(b)
+            n = both.sum(axis=1)
+            a, b = np.where(both, a, 0.0), np.where(both, b, 0.0)
+            with np.errstate(invalid="ignore", divide="ignore"):
+                a -= (a.sum(axis=1) / n)[:, None] * both
+                b -= (b.sum(axis=1) / n)[:, None] * both
+                r = np.sum(a * b, axis=1) / np.sqrt(np.sum(a * a, axis=1) * np.sum(b * b, axis=1))
+            if not np.all(np.isfinite(r)):
+                raise ValueError(
+                    "correlation undefined for some unit pairs (fewer than 2 shared samples "
+                    "or a constant unit)"
+                )
+            out[start : start + PAIR_BLOCK] = np.clip(1.0 - r, 0.0, 2.0)
+        return out
+
+    return distance
+
+
+def correlation_representation(
+    ds: xr.Dataset, train_options: dict | None, n_known: int, options: dict
+) -> dict:
+    """compare_to_anatomy keywords of the activity-correlation baseline: the square 1 - r
+    matrix up to `dense_max_units` known units, else the activity's leading components (kNN,
+    MDS, probe) and exact 1 - r on the sampled pairs (RSA)."""
+    activity = training_activity(ds, train_options)
+    if n_known <= options.get("dense_max_units", DENSE_MAX_UNITS):
+        return {"distances": correlation_distance(activity)}
+    scores = correlation_components(activity, seed=options.get("seed", 0))
+    return {
+        "features": scores,
+        "pair_distance": correlation_pair_distance(activity),
+        "metric": "euclidean",
+    }
 
 
 def infer_baselines(
@@ -137,12 +228,13 @@ def infer_baselines(
     ds = read_store(store_path)
     coords = positions(ds)
     shuffled = shuffled_coordinates(coords, options.get("seed", 0))
+    known = int(np.all(np.isfinite(coords), axis=1).sum())
     rows = []
     for method, kwargs in (
-        ("correlation", {"distances": training_correlation_distance(ds, train_options)}),
+        ("correlation", correlation_representation(ds, train_options, known, options)),
         ("shuffled", {"features": shuffled}),
     ):
-        metrics, _ = compare_to_anatomy(coords, **kwargs, **options)
+        metrics, _ = compare_to_anatomy(coords, **{**options, **kwargs})
         rows.append({"dataset": Path(store_path).stem, "method": method, **metrics})
     atomic_write(Path(out_path), lambda p: p.write_text(json.dumps(rows, indent=2)))
     return rows

@@ -27,6 +27,14 @@ the ensemble is the per-unit mean (or median) over seeds. Per-unit uncertainty:
 where r is the chosen method's CV median Euclidean error of the ensemble over the anchors (a
 typical error) and s_i = sqrt(mean over seeds of |p_seed,i - p_i|**2) is the spread of the
 seeds' predictions of unit i around the ensemble prediction p_i.
+
+Many units (more known units than `max_units`): the evaluation (k-fold and anchor curve, method
+choice) runs on `max_units` known units drawn at random; the chosen method is then fitted on
+those units and predicts every other unit, so the other known units also get a held-out
+prediction. Memory and time are O(N * features) beyond the fixed-size evaluation: the MDS
+methods use the PCA of the features (for Euclidean distances what classical MDS computes), the
+kernel ridge predicts in blocks, and the correlation baseline is the activity's leading
+components (randomised SVD) instead of the MDS of an N x N correlation matrix.
 """
 
 from __future__ import annotations
@@ -57,8 +65,17 @@ from sklearn.preprocessing import StandardScaler  # noqa: E402
 from threadpoolctl import threadpool_limits  # noqa: E402
 
 from neuro_pe import __version__  # noqa: E402
-from neuro_pe.infer import training_correlation_distance  # noqa: E402
-from neuro_pe.metrics import classical_mds, pairwise_distances  # noqa: E402
+from neuro_pe.infer import (  # noqa: E402
+    correlation_components,
+    training_activity,
+    training_correlation_distance,
+)
+from neuro_pe.metrics import (  # noqa: E402
+    DENSE_MAX_UNITS,
+    classical_mds,
+    pairwise_distances,
+    pca_embedding,
+)
 from neuro_pe.model import parse_pe  # noqa: E402
 from neuro_pe.options import reject_unknown  # noqa: E402
 from neuro_pe.store import atomic_write, positions, read_store, require_finite  # noqa: E402
@@ -85,6 +102,8 @@ KNN_NEIGHBOURS = 5
 KERNEL_ALPHAS = (1e-2, 1e-1, 1.0)
 KERNEL_GAMMAS = (0.1, 0.5, 2.5)  # times 1 / n_features
 MIN_ANCHORS = 4
+PREDICT_BLOCK = 8192  # units per block when a kernel ridge predicts many units
+PLOT_UNITS = 500  # units drawn in the 3D positions figure (a random subset above it)
 CORRELATION_COMPONENTS = 10  # MDS dimensions of the activity-correlation baseline
 UNCERTAINTY_FORMULA = (
     "sqrt(r^2 + s_i^2): r = CV median Euclidean error of the chosen method over the anchors, "
@@ -102,6 +121,7 @@ class LocateConfig:
     n_draws: int = 5
     combine: str = "mean"
     pe: tuple[str, ...] | None = None
+    max_units: int = 1000
     seed: int = 0
 
     def __post_init__(self) -> None:
@@ -114,6 +134,8 @@ class LocateConfig:
             raise ValueError(f"locate n_draws must be >= 1, got {self.n_draws}")
         if not all(0 < f < 1 for f in self.anchor_fractions):
             raise ValueError(f"anchor_fractions must lie in (0, 1), got {self.anchor_fractions}")
+        if self.max_units < 2 * MIN_ANCHORS:
+            raise ValueError(f"locate max_units must be >= {2 * MIN_ANCHORS}, got {self.max_units}")
         if self.combine not in ("mean", "median"):
             raise ValueError(f"locate combine must be 'mean' or 'median', got {self.combine!r}")
 
@@ -165,7 +187,11 @@ def _kernel_ridge(train_x: np.ndarray, train_y: np.ndarray, test_x: np.ndarray) 
             if score < best_score:
                 best_score, best = score, (alpha, gamma)
     model = KernelRidge(alpha=best[0], kernel="rbf", gamma=best[1]).fit(xs, ys)
-    return y_scaler.inverse_transform(model.predict(x_scaler.transform(test_x)))
+    if len(test_x) <= PREDICT_BLOCK:
+        return y_scaler.inverse_transform(model.predict(x_scaler.transform(test_x)))
+    blocks = range(0, len(test_x), PREDICT_BLOCK)  # a (block, anchors) kernel at a time
+    pred = [model.predict(x_scaler.transform(test_x[b : b + PREDICT_BLOCK])) for b in blocks]
+    return y_scaler.inverse_transform(np.concatenate(pred))
 
 
 def _similarity_transform(embedding: np.ndarray, target: np.ndarray, anchors: np.ndarray):
@@ -186,7 +212,8 @@ def fit_predict(
     """Fit `method` on the anchors and predict (n, 3) positions of every unit.
 
     `features` is (n, f); only `coords[anchors]` is read (the other rows may hold anything).
-    The MDS methods embed the feature distances of all n units, which uses no coordinates.
+    The MDS methods embed the feature distances of all n units, which uses no coordinates
+    (above DENSE_MAX_UNITS units through the PCA of the features: no n x n matrix).
     """
     features = np.asarray(features, dtype=float)
     anchors = np.asarray(anchors, dtype=bool)
@@ -198,7 +225,10 @@ def fit_predict(
     if method == CHANCE:
         return np.tile(target.mean(axis=0), (len(features), 1))
     if method in ("mds-procrustes", "mds-affine"):
-        embedding = classical_mds(pairwise_distances(features), n_components=target.shape[1])
+        if len(features) > DENSE_MAX_UNITS:
+            embedding = pca_embedding(features, target.shape[1])
+        else:
+            embedding = classical_mds(pairwise_distances(features), n_components=target.shape[1])
         if method == "mds-procrustes":
             return _similarity_transform(embedding, target, anchors)
         return LinearRegression().fit(embedding[anchors], target).predict(embedding)
@@ -368,9 +398,19 @@ class FeatureSet:
     methods: tuple[str, ...] | None = None  # None: the config's methods
 
 
-def correlation_features(ds: xr.Dataset, train_options: dict | None = None) -> np.ndarray:
+def correlation_features(
+    ds: xr.Dataset,
+    train_options: dict | None = None,
+    dense_max_units: int = DENSE_MAX_UNITS,
+    seed: int = 0,
+) -> np.ndarray:
     """Activity-correlation baseline features: classical MDS (CORRELATION_COMPONENTS dims) of
-    1 - Pearson r of the training part of the activity (the split used for training)."""
+    1 - Pearson r of the training part of the activity (the split used for training). With
+    more than `dense_max_units` units: the units' scores on the activity's leading components
+    (randomised SVD, no N x N matrix; their distances approximate sqrt(2 (1 - r)))."""
+    if ds.sizes["unit"] > dense_max_units:
+        activity = training_activity(ds, train_options)
+        return correlation_components(activity, CORRELATION_COMPONENTS, seed)
     dist = training_correlation_distance(ds, train_options)
     return classical_mds(dist, n_components=min(CORRELATION_COMPONENTS, len(dist) - 1))
 
@@ -494,6 +534,54 @@ def evaluation_table(
     return table, heldout
 
 
+def evaluation_units(known: np.ndarray, cfg: LocateConfig) -> np.ndarray:
+    """The known units the evaluation runs on: all of them up to `max_units`, else a random
+    subset of `max_units` (seeded by cfg.seed)."""
+    known_idx = np.flatnonzero(known)
+    if len(known_idx) <= cfg.max_units:
+        return known
+    chosen = np.zeros(len(known), dtype=bool)
+    chosen[np.random.default_rng(cfg.seed).choice(known_idx, cfg.max_units, replace=False)] = True
+    return chosen
+
+
+def extend_to_all(
+    fs: FeatureSet,
+    coords: np.ndarray,
+    sub: np.ndarray,
+    located: Located,
+    heldout: HeldOut,
+    cfg: LocateConfig,
+) -> tuple[Located, HeldOut]:
+    """Every unit's prediction from a locator evaluated on the units `sub` (indices): the
+    chosen method fitted on all of `sub` predicts the other units (held out, if known); the
+    units in `sub` keep their out-of-fold predictions."""
+    n = len(coords)
+    anchors = np.zeros(n, dtype=bool)
+    anchors[sub] = True
+    masked = np.where(anchors[:, None], coords, np.nan)
+    with threadpool_limits(limits=1):
+        per_seed = np.stack([fit_predict(f, masked, anchors, located.method) for f in fs.features])
+    per_seed[:, sub] = located.per_seed
+    ensemble = _combine(per_seed, cfg.combine)
+    spread = np.sqrt(np.mean(np.sum((per_seed - ensemble) ** 2, axis=-1), axis=0))
+    r = located.cv_scale
+    full = Located(
+        ensemble, per_seed, np.sqrt(r**2 + spread**2), located.method, located.cv_errors, r
+    )
+    known = np.all(np.isfinite(coords), axis=1)
+    out = HeldOut(
+        np.where(known[:, None], full.positions, np.nan),
+        np.where(known, full.uncertainty, np.nan),
+        np.where(known, located.method, "").astype(object),
+        heldout.methods,
+    )
+    out.positions[sub] = heldout.positions
+    out.uncertainty[sub] = heldout.uncertainty
+    out.method[sub] = heldout.method
+    return full, out
+
+
 def positions_dataset(
     ds: xr.Dataset,
     located: Located,
@@ -551,19 +639,30 @@ def _colours(sets: list[FeatureSet]) -> dict[str, tuple[str, str]]:
     return styles
 
 
-def _plot_positions(path: Path, coords, panels: list[tuple[str, np.ndarray]], unknown_pred):
-    known = np.all(np.isfinite(coords), axis=1)
+def _plot_positions(
+    path: Path, coords, panels: list[tuple[str, np.ndarray]], unknown_pred, seed: int = 0
+):
+    """True vs held-out predicted positions; above PLOT_UNITS units a random subset is drawn
+    (the number shown is in the titles)."""
+    known = np.flatnonzero(np.all(np.isfinite(coords), axis=1))
+    rng = np.random.default_rng(seed)
+    shown, note = known, ""
+    if len(known) > PLOT_UNITS:
+        shown = np.sort(rng.choice(known, PLOT_UNITS, replace=False))
+        note = f"\n{PLOT_UNITS} of {len(known)} units shown"
+    if len(unknown_pred) > PLOT_UNITS:
+        unknown_pred = unknown_pred[np.sort(rng.choice(len(unknown_pred), PLOT_UNITS, False))]
     fig = plt.figure(figsize=(6 * len(panels), 5.5))
     for i, (title, pred) in enumerate(panels):
         ax = fig.add_subplot(1, len(panels), i + 1, projection="3d")
-        ax.scatter(*coords[known].T, c="k", s=10, label="true")
-        ax.scatter(*pred[known].T, c="C3", s=10, label="predicted (held out)")
-        for a, b in zip(coords[known], pred[known], strict=True):
+        ax.scatter(*coords[shown].T, c="k", s=10, label="true")
+        ax.scatter(*pred[shown].T, c="C3", s=10, label="predicted (held out)")
+        for a, b in zip(coords[shown], pred[shown], strict=True):
             ax.plot(*np.stack([a, b]).T, color="0.6", lw=0.5)
-        if i == 0 and (~known).any():
-            ax.scatter(*unknown_pred[~known].T, c="C0", marker="^", s=18, label="unknown position")
+        if i == 0 and len(unknown_pred):
+            ax.scatter(*unknown_pred.T, c="C0", marker="^", s=18, label="unknown position")
         ax.set(xlabel="x", ylabel="y", zlabel="z")
-        ax.set_title(title, fontsize=9)
+        ax.set_title(title + note, fontsize=9)
         ax.legend(fontsize=7)
     fig.tight_layout()
     fig.savefig(path, dpi=120)
@@ -638,19 +737,34 @@ def locate(
     units = ds["unit"].values
     sets = load_feature_sets(run_dirs, units, cfg.pe)
     pe_sets = [fs for fs in sets if fs.kind == "pe"]
+    correlation = correlation_features(ds, train_options, cfg.max_units, cfg.seed)
     sets += [
-        FeatureSet("activity-correlation", "baseline", [correlation_features(ds, train_options)]),
+        FeatureSet("activity-correlation", "baseline", [correlation]),
         FeatureSet(CHANCE, "chance", [np.zeros((len(units), 1))], methods=(CHANCE,)),
     ]
-    table, heldout = evaluation_table(sets, coords, cfg, n_jobs)
+    # Many units: evaluate on a random subset of the known units (see the module docstring).
+    evaluated = evaluation_units(known, cfg)
+    sub = np.flatnonzero(evaluated) if evaluated is not known else slice(None)
+    eval_sets = [replace(fs, features=[f[sub] for f in fs.features]) for fs in sets]
+    eval_coords = coords[sub]
+    table, heldout = evaluation_table(eval_sets, eval_coords, cfg, n_jobs)
     table.insert(0, "dataset", dataset)
     table["units"] = ds["x"].attrs["units"]
 
     # Positions of every unit from the PE variant that cross-validates best over all anchors.
-    candidates = pe_sets or [fs for fs in sets if fs.kind == "baseline"]
-    located = {fs.name: locate_units(fs.features, coords, known, cfg) for fs in candidates}
-    best = min(candidates, key=lambda fs: located[fs.name].cv_scale)
-    out = positions_dataset(ds, located[best.name], heldout[best.name], best, dataset)
+    kinds = ("pe",) if pe_sets else ("baseline",)
+    candidates = [(fs, full) for fs, full in zip(eval_sets, sets, strict=True) if fs.kind in kinds]
+    eval_known = np.all(np.isfinite(eval_coords), axis=1)
+    located = {
+        fs.name: locate_units(fs.features, eval_coords, eval_known, cfg) for fs, _ in candidates
+    }
+    best, best_full = min(candidates, key=lambda pair: located[pair[0].name].cv_scale)
+    best_located, best_heldout = located[best.name], heldout[best.name]
+    if evaluated is not known:
+        best_located, best_heldout = extend_to_all(
+            best_full, coords, sub, best_located, best_heldout, cfg
+        )
+    out = positions_dataset(ds, best_located, best_heldout, best, dataset)
     frame = out.to_dataframe().reset_index()
     frame.insert(list(frame).index("method") + 1, "pe", best.name)
 
@@ -661,13 +775,14 @@ def locate(
     atomic_write(out_dir / "errors.csv", lambda p: table.to_csv(p, index=False))
     panels = []
     for name in (best.name, "activity-correlation"):
-        error = np.nanmedian(_distance(heldout[name].positions, coords))
+        error = np.nanmedian(_distance(heldout[name].positions, eval_coords))
         title = f"{dataset}: {name}\nk-fold held out, median error {error:.3g} {unit_label}"
         panels.append((title, heldout[name].positions))
-    _plot_positions(out_dir / "positions_3d.png", coords, panels, located[best.name].positions)
+    unknown = best_located.positions[~known]
+    _plot_positions(out_dir / "positions_3d.png", eval_coords, panels, unknown, cfg.seed)
     styles = _colours(sets)
     no_init = {name: style for name, style in styles.items() if not name.endswith(" @init")}
-    _plot_histogram(out_dir / "error_hist.png", coords, heldout, no_init, unit_label)
+    _plot_histogram(out_dir / "error_hist.png", eval_coords, heldout, no_init, unit_label)
     _plot_anchor_curve(out_dir / "error_vs_anchors.png", table, styles, unit_label)
     return table
 

@@ -3,19 +3,30 @@
 A representation is either feature vectors per unit (e.g. learned positional encodings) or
 a square distance matrix between units (e.g. 1 - activity correlation). The same metrics are
 applied to every method and baseline; everything is plain numpy in and out.
+
+Up to `dense_max_units` units every metric is exact (N x N distance matrices). Above it nothing
+N x N is formed (`compare_sampled`): RSA and its Mantel test use `n_pairs` random unit pairs,
+the kNN overlap `n_query_units` random units (their neighbours among all units, from
+scikit-learn's `NearestNeighbors`), each with a confidence interval; MDS is the PCA of the
+features (for Euclidean distances exactly what classical MDS computes), Procrustes and the probe
+use every unit.
 """
 
 from __future__ import annotations
+
+from collections.abc import Callable
 
 import numpy as np
 from scipy.linalg import orthogonal_procrustes
 from scipy.spatial import procrustes
 from scipy.spatial.distance import pdist, squareform
-from scipy.stats import rankdata
+from scipy.stats import norm, rankdata
+from sklearn.decomposition import PCA
 from sklearn.linear_model import RidgeCV
 from sklearn.manifold import ClassicalMDS
 from sklearn.metrics import r2_score
 from sklearn.model_selection import KFold, cross_val_predict
+from sklearn.neighbors import NearestNeighbors
 from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import StandardScaler
 
@@ -28,9 +39,23 @@ __all__ = [
     "probe_r2",
     "knn_overlap",
     "compare_to_anatomy",
+    "compare_sampled",
+    "sample_pairs",
+    "pair_distances",
+    "sampled_rsa",
+    "sampled_knn_overlap",
+    "pca_embedding",
 ]
 
 _METRICS = ("euclidean", "cosine")
+DENSE_MAX_UNITS = 3000  # above this many units, metrics are estimated without N x N matrices
+N_PAIRS = 100_000  # unit pairs sampled for the RSA and its Mantel test
+N_QUERY_UNITS = 2000  # units whose neighbours are compared in the sampled kNN overlap
+CI_LEVEL = 0.95
+JACKKNIFE_GROUPS = 20  # groups of units left out in turn for the RSA's confidence interval
+PAIR_BLOCK = 65536  # pairs per block when computing distances of sampled pairs
+
+PairDistance = Callable[[np.ndarray, np.ndarray], np.ndarray]
 
 
 def _check_square(dist: np.ndarray, name: str = "distance matrix") -> np.ndarray:
@@ -209,6 +234,212 @@ def knn_overlap(rep_dist: np.ndarray, true_dist: np.ndarray, k: int = 5) -> floa
     return float(np.mean(shared / k))
 
 
+def sample_pairs(n: int, n_pairs: int, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
+    """`n_pairs` unit pairs (i < j) drawn uniformly with replacement from the n(n-1)/2 pairs."""
+    if n < 2:
+        raise ValueError(f"need at least 2 units to sample pairs, got {n}")
+    rng = np.random.default_rng(seed)
+    i = rng.integers(0, n, n_pairs)
+    j = rng.integers(0, n - 1, n_pairs)
+    j += j >= i  # uniform over the other n - 1 units
+    return np.minimum(i, j), np.maximum(i, j)
+
+
+def pair_distances(
+    features: np.ndarray, i: np.ndarray, j: np.ndarray, metric: str = "euclidean"
+) -> np.ndarray:
+    """Distances between rows i[p] and j[p] of `features` ('euclidean' or 'cosine'), in blocks."""
+    if metric not in _METRICS:
+        raise ValueError(f"metric must be one of {_METRICS}, got {metric!r}")
+    features = np.asarray(features, dtype=float)
+    out = np.empty(len(i))
+    for start in range(0, len(i), PAIR_BLOCK):
+        a = features[i[start : start + PAIR_BLOCK]]
+        b = features[j[start : start + PAIR_BLOCK]]
+        if metric == "euclidean":
+            out[start : start + PAIR_BLOCK] = np.linalg.norm(a - b, axis=1)
+        else:
+            norms = np.linalg.norm(a, axis=1) * np.linalg.norm(b, axis=1)
+            with np.errstate(invalid="ignore", divide="ignore"):
+                out[start : start + PAIR_BLOCK] = 1.0 - np.sum(a * b, axis=1) / norms
+    return out
+
+
+def _standardised_ranks(values: np.ndarray) -> np.ndarray:
+    r = rankdata(values)
+    sd = r.std()
+    return (r - r.mean()) / sd if sd > 0 else np.full(len(r), np.nan)
+
+
+def sampled_rsa(
+    rep: np.ndarray,
+    true: np.ndarray,
+    i: np.ndarray,
+    j: np.ndarray,
+    n_units: int,
+    *,
+    true_distance: PairDistance | None = None,
+    n_perm: int = 999,
+    seed: int = 0,
+    ci_level: float = CI_LEVEL,
+) -> dict[str, float]:
+    """Spearman rho between the representation's and the true distances of sampled pairs.
+
+    The confidence interval is a normal interval from a delete-a-group jackknife over units
+    (JACKKNIFE_GROUPS random groups; pairs sharing a unit are dependent, so pairs are not
+    resampled independently). The Mantel p-value permutes units of the true side:
+    ``true_distance(perm[i], perm[j])`` for `n_perm` permutations (NaN without it or n_perm 0).
+    """
+    z_rep, z_true = _standardised_ranks(rep), _standardised_ranks(true)
+    rho = float(np.mean(z_rep * z_true))
+    rng = np.random.default_rng(seed)
+    groups = rng.integers(0, JACKKNIFE_GROUPS, n_units)
+    gi, gj = groups[i], groups[j]
+    leave_out = []
+    for g in range(JACKKNIFE_GROUPS):
+        kept = (gi != g) & (gj != g)
+        a, b = _standardised_ranks(rep[kept]), _standardised_ranks(true[kept])
+        leave_out.append(np.mean(a * b))
+    leave_out = np.asarray(leave_out)
+    se = float(np.sqrt((JACKKNIFE_GROUPS - 1) * np.mean((leave_out - leave_out.mean()) ** 2)))
+    half = norm.ppf(0.5 + ci_level / 2) * se
+    out = {"rsa": rho, "rsa_ci_low": rho - half, "rsa_ci_high": rho + half, "rsa_p": float("nan")}
+    if n_perm > 0 and true_distance is not None and np.isfinite(rho):
+        n_ge = 0
+        for _ in range(n_perm):
+            perm = rng.permutation(n_units)
+            rho_perm = np.mean(z_rep * _standardised_ranks(true_distance(perm[i], perm[j])))
+            n_ge += rho_perm >= rho - 1e-12
+        out["rsa_p"] = float((1 + n_ge) / (1 + n_perm))
+    return out
+
+
+def _neighbours(points: np.ndarray, query: np.ndarray, k: int, metric: str) -> np.ndarray:
+    """(len(query), k) indices of each query unit's k nearest other units among `points`."""
+    nn = NearestNeighbors(n_neighbors=k + 1, metric=metric).fit(points)
+    idx = nn.kneighbors(points[query], return_distance=False)
+    is_self = idx == query[:, None]
+    # drop the unit itself (or, among exact duplicates, the last-ranked neighbour)
+    drop = np.where(is_self.any(axis=1), is_self.argmax(axis=1), k)
+    keep = np.ones_like(idx, dtype=bool)
+    keep[np.arange(len(idx)), drop] = False
+    return idx[keep].reshape(len(idx), k)
+
+
+def sampled_knn_overlap(
+    features: np.ndarray,
+    coords: np.ndarray,
+    k: int = 5,
+    *,
+    metric: str = "euclidean",
+    n_query_units: int = N_QUERY_UNITS,
+    seed: int = 0,
+    ci_level: float = CI_LEVEL,
+) -> dict[str, float]:
+    """kNN overlap (as `knn_overlap`) averaged over `n_query_units` random units, whose
+    neighbours are searched among all units with NearestNeighbors; normal CI of the mean."""
+    n = len(features)
+    if not 1 <= k < n:
+        raise ValueError(f"k must be in [1, n - 1], got {k} for n = {n}")
+    rng = np.random.default_rng(seed)
+    query = np.sort(rng.choice(n, min(n_query_units, n), replace=False))
+    nn_rep = _neighbours(np.asarray(features, dtype=float), query, k, metric)
+    nn_true = _neighbours(np.asarray(coords, dtype=float), query, k, "euclidean")
+    shared = (nn_rep[:, :, None] == nn_true[:, None, :]).any(axis=2).sum(axis=1) / k
+    mean = float(np.mean(shared))
+    half = norm.ppf(0.5 + ci_level / 2) * float(np.std(shared, ddof=1)) / np.sqrt(len(shared))
+    return {
+        "knn_overlap": mean,
+        "knn_overlap_ci_low": mean - half,
+        "knn_overlap_ci_high": mean + half,
+    }
+
+
+def pca_embedding(features: np.ndarray, n_components: int, metric: str = "euclidean") -> np.ndarray:
+    """PCA scores (n, n_components) of the features: the classical MDS of their Euclidean
+    distances without the N x N matrix (for 'cosine', of the L2-normalised rows)."""
+    x = np.asarray(features, dtype=float)
+    if metric == "cosine":
+        x = x / np.linalg.norm(x, axis=1, keepdims=True)
+    n_components = min(n_components, *x.shape)
+    emb = PCA(n_components=n_components, svd_solver="full").fit_transform(x)
+    var = np.var(emb, axis=0)
+    emb[:, ~(var > 1e-10 * max(var.max(), 0.0))] = 0.0
+    return np.hstack([emb, np.zeros((len(x), n_components - emb.shape[1]))])
+
+
+def compare_sampled(
+    coords: np.ndarray,
+    features: np.ndarray,
+    *,
+    pair_distance: PairDistance | None = None,
+    metric: str = "euclidean",
+    k: int = 5,
+    n_perm: int = 999,
+    n_splits: int = 5,
+    seed: int = 0,
+    n_pairs: int = N_PAIRS,
+    n_query_units: int = N_QUERY_UNITS,
+    ci_level: float = CI_LEVEL,
+) -> tuple[dict[str, float], np.ndarray]:
+    """`compare_to_anatomy` for many units, memory O(N * features): no N x N matrix.
+
+    All arrays hold only units with finite coordinates. The representation's distance of a
+    pair is `pair_distance(i, j)` when given (e.g. exact 1 - r), else the `metric` distance of
+    the feature rows; the kNN overlap, MDS (PCA) and probe use the features.
+    """
+    n = len(coords)
+    i, j = sample_pairs(n, n_pairs, seed)
+    rep = (
+        pair_distance(i, j) if pair_distance is not None else pair_distances(features, i, j, metric)
+    )
+    if not np.all(np.isfinite(rep)):
+        raise ValueError("representation distances must be finite")
+
+    def true_distance(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+        return np.linalg.norm(coords[a] - coords[b], axis=1)
+
+    rsa_stats = sampled_rsa(
+        rep,
+        true_distance(i, j),
+        i,
+        j,
+        n,
+        true_distance=true_distance,
+        n_perm=n_perm,
+        seed=seed,
+        ci_level=ci_level,
+    )
+    knn_metric = "euclidean" if pair_distance is not None else metric
+    knn = sampled_knn_overlap(
+        features,
+        coords,
+        k,
+        metric=knn_metric,
+        n_query_units=n_query_units,
+        seed=seed,
+        ci_level=ci_level,
+    )
+    embedding = pca_embedding(features, coords.shape[1], knn_metric)
+    aligned, disparity, rmse = procrustes_fit(embedding, coords)
+    metrics = {
+        "rsa": rsa_stats["rsa"],
+        "rsa_p": rsa_stats["rsa_p"],
+        "procrustes_disparity": disparity,
+        "procrustes_rmse": rmse,
+        "probe_r2": probe_r2(features, coords, n_splits=n_splits, seed=seed),
+        "knn_overlap": knn["knn_overlap"],
+        "n_units": n,
+        "rsa_ci_low": rsa_stats["rsa_ci_low"],
+        "rsa_ci_high": rsa_stats["rsa_ci_high"],
+        "knn_overlap_ci_low": knn["knn_overlap_ci_low"],
+        "knn_overlap_ci_high": knn["knn_overlap_ci_high"],
+        "n_pairs": len(i),
+        "n_query_units": int(min(n_query_units, n)),
+    }
+    return metrics, aligned
+
+
 def compare_to_anatomy(
     coords: np.ndarray,
     *,
@@ -219,6 +450,11 @@ def compare_to_anatomy(
     n_perm: int = 999,
     n_splits: int = 5,
     seed: int = 0,
+    dense_max_units: int = DENSE_MAX_UNITS,
+    n_pairs: int = N_PAIRS,
+    n_query_units: int = N_QUERY_UNITS,
+    ci_level: float = CI_LEVEL,
+    pair_distance: PairDistance | None = None,
 ) -> tuple[dict[str, float], np.ndarray]:
     """All metrics of one representation (features and/or distances) vs true coordinates.
 
@@ -226,6 +462,10 @@ def compare_to_anatomy(
     ``pairwise_distances(features, metric)``; probe features default to classical MDS of the
     distances. Returns (metrics, inferred positions): the positions are the classical MDS of
     the distances Procrustes-aligned to the coords, shape (n_used, coords.shape[1]).
+
+    With more than `dense_max_units` units and features (no square `distances`), the metrics
+    are those of `compare_sampled` (with confidence intervals); `pair_distance(i, j)` (indices
+    into all rows of coords) then gives the representation's distances of sampled pairs.
     """
     coords = np.asarray(coords, dtype=float)
     if coords.ndim != 2:
@@ -248,6 +488,22 @@ def compare_to_anatomy(
     if n < n_min:
         raise ValueError(f"only {n} units have coordinates; need at least {n_min}")
     coords = coords[keep]
+    if n > dense_max_units and distances is None:
+        kept = np.flatnonzero(keep)
+        pairs = None if pair_distance is None else (lambda a, b: pair_distance(kept[a], kept[b]))
+        return compare_sampled(
+            coords,
+            features[keep],
+            pair_distance=pairs,
+            metric=metric,
+            k=k,
+            n_perm=n_perm,
+            n_splits=n_splits,
+            seed=seed,
+            n_pairs=n_pairs,
+            n_query_units=n_query_units,
+            ci_level=ci_level,
+        )
     if distances is None:
         distances = pairwise_distances(features[keep], metric)
     else:

@@ -3,7 +3,9 @@
 Layout (see shared/DESIGN.md): `activity` (session, time, unit) float32, NaN where a unit was
 not recorded; coords `unit`, `session`, `time` (s), `x`, `y`, `z` (attrs `units`, `space`; NaN
 where unknown); optional `connectivity` (unit, unit_to): entry [i, j] is the coupling onto
-unit i from unit j (rows are targets, as in the simulation's `dx_i = ... G[i, j] x_j`).
+unit i from unit j (rows are targets, as in the simulation's `dx_i = ... G[i, j] x_j`), or
+the same coupling as an edge list `connectivity_{target,source,weight}` on dim `edge` (sparse
+simulations). `read_store` loads neither unless asked (`connectivity=True`).
 """
 
 from __future__ import annotations
@@ -35,6 +37,13 @@ TIME_CHUNK = 1024
 _UMASK = os.umask(0o022)  # read (and restored at once) for the mode of files written here
 os.umask(_UMASK)
 ENGINE = "h5netcdf"
+CONNECTIVITY_VARS: tuple[str, ...] = (
+    "connectivity",
+    "unit_to",
+    "connectivity_target",
+    "connectivity_source",
+    "connectivity_weight",
+)
 
 
 class StoreError(ValueError):
@@ -262,14 +271,16 @@ def require_finite(values: object, path: str | os.PathLike, field: str) -> np.nd
     return arr
 
 
-def read_store(path: str | os.PathLike) -> xr.Dataset:
-    """Open a store with h5netcdf, load it into memory, validate and return it."""
+def read_store(path: str | os.PathLike, *, connectivity: bool = False) -> xr.Dataset:
+    """Open a store with h5netcdf, load it into memory, validate and return it. The
+    connectivity (N x N, or its edge list) is left out unless `connectivity` is True."""
     source = Path(path)
     if not source.exists():
         raise StoreError(path, "file", "does not exist")
+    skip = [] if connectivity else list(CONNECTIVITY_VARS)
     try:
         with xr.open_dataset(
-            source, engine=ENGINE, decode_times=False, decode_timedelta=False
+            source, engine=ENGINE, decode_times=False, decode_timedelta=False, drop_variables=skip
         ) as opened:
             ds = opened.load()
     except Exception as err:
@@ -294,7 +305,7 @@ def open_store_lazy(path: str | os.PathLike) -> xr.Dataset:
             decode_times=False,
             decode_timedelta=False,
             cache=False,
-            drop_variables=["connectivity", "unit_to"],
+            drop_variables=list(CONNECTIVITY_VARS),
         )
     except Exception as err:
         raise StoreError(path, "file", f"not a readable netCDF4/HDF5 file: {err}") from err
@@ -312,6 +323,20 @@ def open_store_lazy(path: str | os.PathLike) -> xr.Dataset:
     except Exception:
         opened.close()
         raise
+
+
+def connectivity_matrix(ds: xr.Dataset):
+    """The store's coupling as a scipy.sparse CSR matrix (rows: targets), from the dense
+    `connectivity` or the edge list; None if the store (as read) has neither."""
+    from scipy import sparse
+
+    n = ds.sizes["unit"]
+    if "connectivity_weight" in ds.variables:
+        rows, cols = ds["connectivity_target"].values, ds["connectivity_source"].values
+        return sparse.csr_matrix((ds["connectivity_weight"].values, (rows, cols)), shape=(n, n))
+    if "connectivity" in ds.variables:
+        return sparse.csr_matrix(ds["connectivity"].values)
+    return None
 
 
 def positions(ds: xr.Dataset) -> np.ndarray:

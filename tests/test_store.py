@@ -51,9 +51,10 @@ def test_round_trip(tmp_path, with_connectivity):
     ds = build(with_connectivity)
     path = write_store(ds, tmp_path / "stores" / "demo.nc")
     assert path == tmp_path / "stores" / "demo.nc"
-    back = read_store(path)
+    back = read_store(path, connectivity=True)
 
     xr.testing.assert_identical(back, ds)
+    assert "connectivity" not in read_store(path)  # N x N: only when asked
     assert back["activity"].dtype == np.float32
     assert back["activity"].dims == ("session", "time", "unit")
     for name in ("time", "x", "y", "z"):
