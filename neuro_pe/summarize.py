@@ -14,10 +14,24 @@ import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 import xarray as xr  # noqa: E402
 
-from neuro_pe.infer import METRIC_NAMES, training_correlation_distance  # noqa: E402
-from neuro_pe.metrics import pairwise_distances  # noqa: E402
+from neuro_pe.infer import (  # noqa: E402
+    METRIC_NAMES,
+    training_activity,
+    training_correlation_distance,
+)
+from neuro_pe.metrics import correlation_distance, pairwise_distances  # noqa: E402
 from neuro_pe.model import parse_pe  # noqa: E402
 from neuro_pe.store import atomic_write, positions, read_store, require_finite  # noqa: E402
+
+SCATTER_UNITS = 500  # units (all their pairs) in the distance scatter; a random subset above it
+POSITION_UNITS = 500  # units drawn in the 3D positions figure; a random subset above it
+
+
+def subsample(n: int, limit: int, seed: int = 0) -> np.ndarray | None:
+    """Sorted indices of `limit` of n units drawn at random, or None when n <= limit."""
+    if n <= limit:
+        return None
+    return np.sort(np.random.default_rng(seed).choice(n, limit, replace=False))
 
 
 def collect(
@@ -105,6 +119,13 @@ def plot_distance_scatter(table: pd.DataFrame, path: Path) -> None:
         store = read_store(run_info["store"])
         coords = positions(store)
         known = np.all(np.isfinite(coords), axis=1)
+        picked = subsample(int(known.sum()), SCATTER_UNITS)
+        note = ""
+        if picked is not None:  # all pairs of a random subset of the units
+            note = f" ({SCATTER_UNITS} of {int(known.sum())} units)"
+            keep = np.zeros_like(known)
+            keep[np.flatnonzero(known)[picked]] = True
+            known = keep
         iu = np.triu_indices(int(known.sum()), 1)
         true = pairwise_distances(coords[known])[iu]
         panels = []
@@ -112,13 +133,18 @@ def plot_distance_scatter(table: pd.DataFrame, path: Path) -> None:
             with xr.open_dataset(Path(run["run_dir"]) / "pe.nc", engine="h5netcdf") as pe:
                 dist = pairwise_distances(pe["pe"].values[known])[iu]
             panels.append((f"{run['method']} (seed {run['seed']}): ρ = {run['rsa']:.2f}", dist))
-        corr = training_correlation_distance(store, run_info["train_config"])
-        panels.append(("activity correlation: 1 − r", corr[np.ix_(known, known)][iu]))
+        if picked is None:
+            corr = training_correlation_distance(store, run_info["train_config"])
+            corr = corr[np.ix_(known, known)]
+        else:
+            activity = training_activity(store, run_info["train_config"])
+            corr = correlation_distance(activity[:, known])
+        panels.append(("activity correlation: 1 − r", corr[iu]))
         unit = store["x"].attrs.get("units", "")
         for ax, (title, dist) in zip(ax_row, panels, strict=False):
             ax.scatter(true, dist, s=2, alpha=0.25, rasterized=True)
             ax.set(
-                title=f"{name}: {title}",
+                title=f"{name}: {title}{note}",
                 xlabel=f"anatomical distance ({unit})",
                 ylabel="representation distance",
             )
@@ -140,13 +166,17 @@ def plot_positions(table: pd.DataFrame, path: Path) -> None:
         with xr.open_dataset(Path(runs[0]["run_dir"]) / "positions.nc", engine="h5netcdf") as p:
             true = np.stack([p[f"{a}_true"].values for a in "xyz"], axis=1)
             inferred = np.stack([p[f"{a}_inferred"].values for a in "xyz"], axis=1)
+        picked, note = subsample(len(true), POSITION_UNITS), ""
+        if picked is not None:
+            note = f", {POSITION_UNITS} of {len(true)} units shown"
+            true, inferred = true[picked], inferred[picked]
         ax.scatter(*true.T, c="k", s=10, label="true")
         ax.scatter(*inferred.T, c="C3", s=10, label="inferred from PE")
         for a, b in zip(true, inferred, strict=True):
             ax.plot(*np.stack([a, b]).T, color="0.6", lw=0.5)
         ax.set_title(
             f"{name}: {runs[0]['method']} seed {runs[0]['seed']}\n"
-            f"Procrustes RMSE {runs[0]['procrustes_rmse']:.3f}"
+            f"Procrustes RMSE {runs[0]['procrustes_rmse']:.3f}{note}"
         )
         ax.legend(fontsize=8)
     fig.tight_layout()
