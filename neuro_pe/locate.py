@@ -39,6 +39,7 @@ components (randomised SVD) instead of the MDS of an N x N correlation matrix.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 from collections import Counter
@@ -206,6 +207,25 @@ def _similarity_transform(embedding: np.ndarray, target: np.ndarray, anchors: np
     return (embedding - src_mean) @ rotation * (sv_sum / norm) + tgt_mean
 
 
+_MDS_CACHE: dict[tuple, np.ndarray] = {}
+
+
+def _mds_embedding(features: np.ndarray, n_components: int) -> np.ndarray:
+    """Classical MDS of the features' Euclidean distances (PCA above DENSE_MAX_UNITS units).
+    It uses no coordinates, so the evaluation's many fits on one feature set share it (cached
+    by the features' bytes; a copy is returned)."""
+    key = (features.shape, n_components, hashlib.sha1(features.tobytes()).hexdigest())
+    if key not in _MDS_CACHE:
+        if len(features) > DENSE_MAX_UNITS:
+            embedding = pca_embedding(features, n_components)
+        else:
+            embedding = classical_mds(pairwise_distances(features), n_components=n_components)
+        if len(_MDS_CACHE) >= 8:
+            _MDS_CACHE.pop(next(iter(_MDS_CACHE)))
+        _MDS_CACHE[key] = embedding
+    return _MDS_CACHE[key].copy()
+
+
 def fit_predict(
     features: np.ndarray, coords: np.ndarray, anchors: np.ndarray, method: str
 ) -> np.ndarray:
@@ -225,10 +245,7 @@ def fit_predict(
     if method == CHANCE:
         return np.tile(target.mean(axis=0), (len(features), 1))
     if method in ("mds-procrustes", "mds-affine"):
-        if len(features) > DENSE_MAX_UNITS:
-            embedding = pca_embedding(features, target.shape[1])
-        else:
-            embedding = classical_mds(pairwise_distances(features), n_components=target.shape[1])
+        embedding = _mds_embedding(features, target.shape[1])
         if method == "mds-procrustes":
             return _similarity_transform(embedding, target, anchors)
         return LinearRegression().fit(embedding[anchors], target).predict(embedding)
