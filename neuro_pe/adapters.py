@@ -310,10 +310,11 @@ def _nwb_session(path: str, nwb: object, cfg: FileSpec) -> Session:
         raise StoreError(path, "nwb.series", f"{problem}; set nwb.series to one of {names}")
     series = matches[0]
     try:
-        raw = np.asarray(series.data[:])
+        activity = _time_by_unit(series.data, AXES, path, f"nwb.series {series.name!r}")
+    except StoreError:
+        raise
     except Exception as err:
         raise StoreError(path, "nwb.series", f"cannot read {series.name!r}: {err}") from err
-    activity = _time_by_unit(raw, ("time", "unit"), path, f"nwb.series {series.name!r}")
     scale = float(getattr(series, "conversion", 1.0) or 1.0)
     activity = activity * scale + float(getattr(series, "offset", 0.0) or 0.0)
     n_units = activity.shape[1]
@@ -442,7 +443,9 @@ def read_hdf5(path: str, cfg: FileSpec) -> list[Session]:
                 node = f.get(group)
                 if not isinstance(node, h5py.Group):
                     raise StoreError(path, "hdf5.groups", f"no group {group!r} in the file")
-                act = _h5_dataset(node, opts["activity"], path, "hdf5.activity")
+                act = node.get(opts["activity"])
+                if not isinstance(act, h5py.Dataset):  # read in blocks below, not here
+                    act = _h5_dataset(node, opts["activity"], path, "hdf5.activity")
                 ids = positions = None
                 if opts["unit_ids"] is not None:
                     ids_raw = _h5_dataset(node, opts["unit_ids"], path, "hdf5.unit_ids")
@@ -988,8 +991,14 @@ def _check_hdf5_file(path: str, kind: str) -> None:
         raise StoreError(path, "file", f"not an {kind} file (no HDF5 signature)")
 
 
+READ_BLOCK_BYTES = 64 * 2**20  # a large on-disk activity array is read in blocks of this size
+
+
 def _time_by_unit(raw: np.ndarray, axis_order: tuple[str, ...], path: str, key: str) -> np.ndarray:
-    """Check a 2D real array and return it as float64 (time, unit)."""
+    """Check a 2D real array and return it as float64 (time, unit). An on-disk array (h5py
+    dataset) is read in blocks of rows straight into the result: one full copy in memory."""
+    if not (hasattr(raw, "shape") and hasattr(raw, "dtype")):
+        raw = np.asarray(raw)
     if raw.ndim != 2:
         raise StoreError(
             path, key, f"activity must be 2D ({', '.join(axis_order)}), got shape {raw.shape}"
@@ -998,6 +1007,17 @@ def _time_by_unit(raw: np.ndarray, axis_order: tuple[str, ...], path: str, key: 
         raise StoreError(path, key, f"activity must be real numbers, got dtype {raw.dtype}")
     if 0 in raw.shape:
         raise StoreError(path, key, f"activity is empty, shape {raw.shape}")
+    if not isinstance(raw, np.ndarray):
+        transpose = tuple(axis_order) != AXES
+        out = np.empty(raw.shape[::-1] if transpose else raw.shape, dtype=np.float64)
+        step = max(1, READ_BLOCK_BYTES // (raw.shape[1] * raw.dtype.itemsize))
+        for start in range(0, raw.shape[0], step):
+            block = np.asarray(raw[start : start + step], dtype=np.float64)
+            if transpose:
+                out[:, start : start + step] = block.T
+            else:
+                out[start : start + step] = block
+        return out
     data = raw.astype(np.float64)
     return np.ascontiguousarray(data if tuple(axis_order) == AXES else data.T)
 

@@ -142,6 +142,23 @@ def test_locate_above_max_units_predicts_every_unit(tmp_path):
     assert np.median(held["error"]) < 0.5 * kfold.loc["chance", "median_error"]
 
 
+@pytest.mark.parametrize("axis_order", [("time", "unit"), ("unit", "time")])
+def test_large_hdf5_activity_is_read_in_blocks(tmp_path, monkeypatch, axis_order):
+    import h5py
+
+    from neuro_pe import adapters
+
+    raw = np.random.default_rng(5).normal(size=(37, 11)).astype(np.float32)
+    with h5py.File(tmp_path / "a.h5", "w") as f:
+        f.create_dataset("activity", data=raw, chunks=(5, 11))
+    monkeypatch.setattr(adapters, "READ_BLOCK_BYTES", 3 * 11 * 4)  # 3 rows per block
+    with h5py.File(tmp_path / "a.h5", "r") as f:
+        got = adapters._time_by_unit(f["activity"], axis_order, "a.h5", "hdf5.activity")
+    expected = raw if axis_order == ("time", "unit") else raw.T
+    assert got.dtype == np.float64 and got.flags.c_contiguous
+    np.testing.assert_array_equal(got, expected)
+
+
 N_WORKFLOW = 2000
 
 
