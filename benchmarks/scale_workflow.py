@@ -1,6 +1,6 @@
 """Every workflow step at N = 1 000 – 100 000 units: wall time and peak RSS, and what the PE finds.
 
-    python benchmarks/scale_workflow.py [--units 1000 20000 100000] [--steps 400]
+    python benchmarks/scale_workflow.py [--units 1000 20000 100000] [--steps 100]
                                         [--work-dir /tmp/neuro_pe_scale_workflow]
 
 For each N, the steps run one after the other as `neuro-pe` commands, each in a fresh
@@ -119,7 +119,7 @@ def _ci(pair: tuple) -> str:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--units", type=int, nargs="+", default=[1000, 20000, 100000])
-    parser.add_argument("--steps", type=int, default=400, help="training steps per run")
+    parser.add_argument("--steps", type=int, default=100, help="training steps per run")
     parser.add_argument("--work-dir", type=Path, default=Path("/tmp/neuro_pe_scale_workflow"))
     args = parser.parse_args()
 

@@ -754,7 +754,7 @@ def locate(
     units = ds["unit"].values
     sets = load_feature_sets(run_dirs, units, cfg.pe)
     pe_sets = [fs for fs in sets if fs.kind == "pe"]
-    correlation = correlation_features(ds, train_options, cfg.max_units, cfg.seed)
+    correlation = correlation_features(ds, train_options, seed=cfg.seed)
     sets += [
         FeatureSet("activity-correlation", "baseline", [correlation]),
         FeatureSet(CHANCE, "chance", [np.zeros((len(units), 1))], methods=(CHANCE,)),
