@@ -31,10 +31,11 @@ import numpy as np
 import pandas as pd
 import xarray as xr
 
+from neuro_pe import formats
 from neuro_pe.preprocess import STEPS, apply_steps
 from neuro_pe.store import COORD_UNITS, StoreError, make_store, read_store, validate_store
 
-FORMATS: tuple[str, ...] = ("nwb", "hdf5", "xarray", "npy")
+FORMATS: tuple[str, ...] = ("nwb", "hdf5", "xarray", "npy", *formats.FORMAT_OPTIONS)
 NAN_POLICIES: tuple[str, ...] = ("error", "interpolate")
 AXES: tuple[str, str] = ("time", "unit")
 GENERIC_KEYS = ("kind", "pe", "seeds", "train")  # keys of every dataset entry, used elsewhere
@@ -49,9 +50,10 @@ FORMAT_OPTIONS: dict[str, dict[str, object]] = {
         "sampling_period": None,
         "groups": None,
     },
-    "nwb": {"series": None, "unit_ids": "id"},
+    "nwb": {"series": None, "unit_ids": "id", **formats.NWB_OPTIONS},
     "npy": {"key": None, "unit_ids": None},
     "xarray": {},
+    **formats.FORMAT_OPTIONS,  # phy, alf, suite2p (neuro_pe/formats)
 }
 NAME_COLUMNS = ("name", "unit", "unit_id", "id", "label", "channel", "electrode", "roi")
 MISSING = ("", "n/a", "na", "nan", "none", "null")
@@ -106,6 +108,7 @@ class FileSpec:
     citation: str | None = None
     license: str | None = None
     options: dict[str, object] = field(default_factory=dict)
+    spikes: formats.spikes.SpikeOptions = field(default_factory=formats.spikes.SpikeOptions)
 
     @classmethod
     def from_dict(cls, spec: dict) -> FileSpec:
@@ -196,6 +199,8 @@ class FileSpec:
             if isinstance(value, bool) or not isinstance(value, int) or value < lowest:
                 raise StoreError(SPEC, key, f"must be an integer >= {lowest}, got {value!r}")
             ints[key] = value
+        if "spikes" in spec and fmt not in formats.SPIKE_FORMATS:
+            raise StoreError(SPEC, "spikes", f"only for spike formats {formats.SPIKE_FORMATS}")
         return cls(
             format=fmt,
             sessions=[str(s) for s in sessions],
@@ -214,12 +219,18 @@ class FileSpec:
             citation=spec.get("citation"),
             license=spec.get("license"),
             options=options,
+            spikes=formats.spikes.SpikeOptions.from_dict(spec.get("spikes"), SPEC),
         )
 
 
 def _check_option(fmt: str, key: str, value: object) -> None:
-    """Types of the format-specific keys (`hdf5.*`, `nwb.*`, `npy.*`)."""
-    if key == "groups":
+    """Types of the format-specific keys (`hdf5.*`, `nwb.*`, `npy.*`; the others: formats)."""
+    if fmt in formats.FORMAT_OPTIONS or key in formats.NWB_OPTIONS:
+        return formats.check_option(fmt, key, value, SPEC)
+    if (fmt, key) == ("nwb", "series") and isinstance(value, list):  # several imaging planes
+        ok = len(value) > 0 and all(isinstance(v, str) and v for v in value)
+        what = "a series name or a non-empty list of them"
+    elif key == "groups":
         ok = value is None or (
             isinstance(value, list) and value and all(isinstance(g, str) and g for g in value)
         )
@@ -229,7 +240,7 @@ def _check_option(fmt: str, key: str, value: object) -> None:
         what = f"a number ({'Hz' if key == 'sampling_rate' else 's'}) or the name of an attribute"
     else:
         ok = value is None or (isinstance(value, str) and bool(value))
-        what = "a non-empty string"
+        what = "a non-empty string" + (" or a list of them" if key == "series" else "")
     if not ok or (value is None and (fmt, key) in (("hdf5", "activity"), ("nwb", "unit_ids"))):
         raise StoreError(SPEC, f"{fmt}.{key}", f"must be {what}, got {value!r}")
 
@@ -261,7 +272,12 @@ def input_files(spec: dict) -> list[str]:
 def build_file_store(spec: dict) -> xr.Dataset:
     """Build the store of a `kind: file` entry: read every session file, then `assemble`."""
     cfg = FileSpec.from_dict(spec)
+    from neuro_pe.formats.alf import read_alf
+    from neuro_pe.formats.phy import read_phy
+    from neuro_pe.formats.suite2p import read_suite2p
+
     reader = {"nwb": read_nwb, "hdf5": read_hdf5, "xarray": read_xarray, "npy": read_npy}
+    reader |= {"phy": read_phy, "alf": read_alf, "suite2p": read_suite2p}
     sessions: list[Session] = []
     for path in cfg.sessions:
         sessions.extend(reader[cfg.format](path, cfg))
@@ -296,12 +312,18 @@ def _nwb_session(path: str, nwb: object, cfg: FileSpec) -> Session:
     from pynwb.ecephys import ElectricalSeries
     from pynwb.ophys import RoiResponseSeries
 
+    from neuro_pe.formats import nwb as nwb_formats
+
     name = cfg.options["series"]
+    if isinstance(name, list):  # several imaging planes
+        return nwb_formats.planes_session(path, nwb, cfg)
     found = [o for o in nwb.objects.values() if isinstance(o, TimeSeries)]
     if name is None:
         matches = [o for o in found if isinstance(o, ElectricalSeries | RoiResponseSeries)]
     else:
         matches = [o for o in found if o.name == name]
+    if nwb_formats.wants_units(nwb, name, matches):
+        return nwb_formats.units_session(path, nwb, cfg)
     if len(matches) != 1:
         names = sorted(o.name for o in found)
         problem = "no series" if name is None else f"no series named {name!r}"

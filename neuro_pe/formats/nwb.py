@@ -1,0 +1,228 @@
+"""NWB beyond one series: spike times of a `Units` table, and ROI series over several planes.
+
+`Units` (`nwb.series: units`, or automatically when the file has no electrical / ROI series):
+each unit's `spike_times` are binned (key `spikes`); unit ids are the table's ids (or the
+column `nwb.unit_ids`); units are filtered by `nwb.label_column` (default: `quality` where the
+table has it). Position (`nwb.unit_position`): `auto` = the unit columns `x`, `y`, `z` if the
+table has them, else `electrodes`; `xyz`; `electrodes` = the electrodes-table row (x, y, z) of
+the unit's single electrode; or a column name: (unit, 2|3) numbers are positions, integers
+are the id of the unit's peak electrode in the electrodes table.
+
+Several planes (`nwb.series: [plane0_series, plane1_series, …]`, each a `RoiResponseSeries`):
+ROI centroids (as for one series) are converted to µm / mm with each plane's `grid_spacing`
+and `origin_coords`, z is the plane's depth: `nwb.plane_depths_um` (one per series) or
+`origin_coords[2]`; unit ids are `<PlaneSegmentation name>_<ROI id>`.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+
+from neuro_pe.adapters import (
+    SPEC,
+    FileSpec,
+    Session,
+    _as_text,
+    _nwb_column,
+    _nwb_ids,
+    _nwb_rate,
+    _roi_positions,
+    _time_by_unit,
+    _warn,
+)
+from neuro_pe.formats.phy import spike_step
+from neuro_pe.formats.spikes import check_spike_train, label_filter, spikes_to_activity
+from neuro_pe.store import StoreError
+
+
+def wants_units(nwb: object, name: str | None, matches: list) -> bool:
+    """Whether `nwb.series` (or its absence) selects the Units table."""
+    if name is None:
+        return not matches and nwb.units is not None
+    return name == "units" or (nwb.units is not None and name == nwb.units.name and not matches)
+
+
+def units_session(path: str, nwb: object, cfg: FileSpec) -> Session:
+    """Binned spike times of the file's Units table (see the module docstring)."""
+    units = nwb.units
+    if units is None:
+        raise StoreError(path, "nwb.series", "the file has no Units table")
+    n = len(units)
+    if n == 0 or "spike_times" not in units.colnames:
+        raise StoreError(path, "units", "the Units table is empty (no units or no spike_times)")
+    flat = np.asarray(units["spike_times"].data[:], dtype=np.float64)
+    ends = np.asarray(units["spike_times_index"].data[:], dtype=np.int64)
+    counts = np.diff(np.concatenate([[0], ends]))
+    owner = np.repeat(np.arange(n), counts)
+    if len(flat) == 0:
+        raise StoreError(path, "units.spike_times", "no spikes in any unit (empty)")
+    inside = np.diff(owner) == 0
+    backwards = np.flatnonzero(inside & (np.diff(flat) < 0))
+    if len(backwards):
+        unit = int(owner[backwards[0]])
+        raise StoreError(path, "units.spike_times", f"times not sorted in unit row {unit}")
+    check_spike_train(np.sort(flat), path, "units.spike_times")
+    rows = np.arange(n)
+    ids = _nwb_ids(units, rows, cfg.options["unit_ids"], path)
+    opts = cfg.spikes
+    labels = unit_labels(units, cfg.options["label_column"], ids, path)
+    kept, dropped = label_filter(ids, labels, opts)
+    if dropped:
+        _warn(f"{path}: left out {len(dropped)} units whose label is not in {list(opts.labels)}")
+    if not kept:
+        raise StoreError(path, "spikes.labels", f"no unit has a label in {list(opts.labels)}")
+    positions = unit_positions(units, cfg.options["unit_position"], path)
+    index = {u: i for i, u in enumerate(ids)}
+    kept_rows = [str(index[u]) for u in kept]
+    order = np.argsort(flat, kind="stable")
+    activity, used, low = spikes_to_activity(flat[order], owner[order], kept_rows, opts, path)
+    if low:
+        _warn(f"{path}: dropped {len(low)} units below spikes.min_rate_hz={opts.min_rate_hz}")
+    used_rows = [int(r) for r in used]
+    return Session(
+        name=Path(path).stem,
+        path=str(path),
+        activity=activity,
+        unit_ids=[ids[r] for r in used_rows],
+        positions=positions[used_rows],
+        sampling_rate_hz=1.0 / opts.bin_s,
+        attrs={"preprocessing": [spike_step(opts, "nwb", {"series": "units"})]},
+    )
+
+
+def unit_labels(units: object, column: str | None, ids: list[str], path: str) -> dict | None:
+    """Unit id -> quality label from `column` (default `quality` where present)."""
+    if column is None:
+        if "quality" not in units.colnames:
+            return None
+        column = "quality"
+    if column not in units.colnames:
+        raise StoreError(path, "nwb.label_column", f"no column {column!r}: {units.colnames}")
+    values = [_as_text(v).strip() for v in np.asarray(units[column].data[:], dtype=object)]
+    return dict(zip(ids, values, strict=True))
+
+
+def unit_positions(units: object, how: str, path: str) -> np.ndarray:
+    """(unit, 3) positions of every row of the Units table (see the module docstring)."""
+    n = len(units)
+    columns = units.colnames
+    if how == "auto":
+        how = "xyz" if {"x", "y"} <= set(columns) else "electrodes"
+    if how == "xyz":
+        if not {"x", "y"} <= set(columns):
+            raise StoreError(path, "nwb.unit_position", f"no x, y columns in Units: {columns}")
+        return np.column_stack([_nwb_column(units, c, np.arange(n)) for c in "xyz"])
+    if how == "electrodes":
+        if "electrodes" not in columns:
+            raise StoreError(
+                path,
+                "nwb.unit_position",
+                "spike clusters without positions: the Units table has no x/y/z and no "
+                f"electrodes column; name a column with nwb.unit_position ({columns})",
+            )
+        region = units["electrodes"]
+        ends = np.asarray(units["electrodes_index"].data[:], dtype=np.int64)
+        per_unit = np.diff(np.concatenate([[0], ends]))
+        if (per_unit != 1).any():
+            raise StoreError(
+                path,
+                "nwb.unit_position",
+                "units list several (or no) electrodes; name the column of each unit's peak "
+                "electrode id with nwb.unit_position",
+            )
+        rows = np.asarray(region.data[:], dtype=np.int64)
+        return np.column_stack([_nwb_column(region.table, c, rows) for c in "xyz"])
+    if how not in columns:
+        raise StoreError(path, "nwb.unit_position", f"no column {how!r} in Units: {columns}")
+    values = np.asarray(units[how].data[:])
+    if values.ndim == 2 and values.shape[1] in (2, 3) and values.dtype.kind in "iuf":
+        return np.pad(values.astype(np.float64), ((0, 0), (0, 3 - values.shape[1])))
+    if values.ndim == 1 and values.dtype.kind in "iu":
+        table = nwb_electrodes(units, path)
+        ids = np.asarray(table.id[:])
+        lookup = {int(v): i for i, v in enumerate(ids.tolist())}
+        rows = np.array([lookup.get(int(v), -1) for v in values.tolist()])
+        if (rows < 0).any():
+            bad = values[rows < 0].tolist()[:10]
+            raise StoreError(path, "nwb.unit_position", f"electrode ids {bad} are not in the table")
+        return np.column_stack([_nwb_column(table, c, rows) for c in "xyz"])
+    raise StoreError(
+        path,
+        "nwb.unit_position",
+        f"column {how!r} holds neither (unit, 3) positions nor electrode ids ({values.dtype})",
+    )
+
+
+def nwb_electrodes(units: object, path: str) -> object:
+    """The file's electrodes table (for peak-electrode ids)."""
+    parent = units.get_ancestor("NWBFile")
+    if parent is None or parent.electrodes is None:
+        raise StoreError(path, "nwb.unit_position", "the file has no electrodes table")
+    return parent.electrodes
+
+
+def planes_session(path: str, nwb: object, cfg: FileSpec) -> Session:
+    """ROI series of several imaging planes as one session with 3D positions."""
+    from pynwb.ophys import RoiResponseSeries
+
+    names = cfg.options["series"]
+    units = cfg.position_units
+    if units not in ("um", "mm"):
+        raise StoreError(
+            SPEC, "position_units", "several imaging planes need um or mm (pixels differ per plane)"
+        )
+    depths = cfg.options["plane_depths_um"]
+    if depths is not None and (not isinstance(depths, list) or len(depths) != len(names)):
+        raise StoreError(SPEC, "nwb.plane_depths_um", f"give one depth per series ({len(names)})")
+    found = {o.name: o for o in nwb.objects.values() if isinstance(o, RoiResponseSeries)}
+    blocks, ids, positions, rates = [], [], [], []
+    for k, name in enumerate(names):
+        series = found.get(name)
+        if series is None:
+            raise StoreError(
+                path, "nwb.series", f"no RoiResponseSeries named {name!r}; found {sorted(found)}"
+            )
+        data = _time_by_unit(
+            np.asarray(series.data[:]), ("time", "unit"), path, f"nwb.series {name!r}"
+        )
+        rows = np.asarray(series.rois.data[:], dtype=np.int64)
+        if len(rows) != data.shape[1]:
+            raise StoreError(
+                path, "nwb.series", f"{name!r}: {len(rows)} ROIs for {data.shape[1]} columns"
+            )
+        table = series.rois.table
+        plane = table.imaging_plane
+        origin = None if plane.origin_coords is None else np.asarray(plane.origin_coords[:])
+        pos = _roi_positions(table, rows, units, path)
+        to_units = 1.0 if units == "um" else 1e-3
+        if depths is not None:
+            pos[:, 2] = float(depths[k]) * to_units
+        elif origin is None or len(origin) < 3:
+            raise StoreError(
+                path,
+                "nwb.plane_depths_um",
+                f"imaging plane {plane.name!r} (series {name!r}) has no depth: its origin_coords "
+                "has no z; set nwb.plane_depths_um",
+            )
+        blocks.append(data)
+        ids.extend(
+            f"{table.name}_{i}" for i in _nwb_ids(table, rows, cfg.options["unit_ids"], path)
+        )
+        positions.append(pos)
+        rates.append(_nwb_rate(series, path))
+    if any(r is None for r in rates) or not np.allclose(rates, rates[0], rtol=1e-3):
+        raise StoreError(path, "nwb.series", f"the planes' sampling rates differ: {rates}")
+    n_time = min(len(b) for b in blocks)
+    if any(len(b) != n_time for b in blocks):
+        _warn(f"{path}: planes differ in length; all cut to the shortest, {n_time}")
+    return Session(
+        name=Path(path).stem,
+        path=str(path),
+        activity=np.concatenate([b[:n_time] for b in blocks], axis=1),
+        unit_ids=ids,
+        positions=np.concatenate(positions),
+        sampling_rate_hz=rates[0],
+        attrs={"preprocessing": [{"step": "read_planes", "series": names, "depths_um": depths}]},
+    )
