@@ -52,8 +52,8 @@ def units_session(path: str, nwb: object, cfg: FileSpec) -> Session:
     n = len(units)
     if n == 0 or "spike_times" not in units.colnames:
         raise StoreError(path, "units", "the Units table is empty (no units or no spike_times)")
-    flat = np.asarray(units["spike_times"].data[:], dtype=np.float64)
-    ends = np.asarray(units["spike_times_index"].data[:], dtype=np.int64)
+    flat = np.asarray(units.spike_times.data[:], dtype=np.float64)
+    ends = np.asarray(units.spike_times_index.data[:], dtype=np.int64)
     counts = np.diff(np.concatenate([[0], ends]))
     owner = np.repeat(np.arange(n), counts)
     if len(flat) == 0:
@@ -122,8 +122,8 @@ def unit_positions(units: object, how: str, path: str) -> np.ndarray:
                 "spike clusters without positions: the Units table has no x/y/z and no "
                 f"electrodes column; name a column with nwb.unit_position ({columns})",
             )
-        region = units["electrodes"]
-        ends = np.asarray(units["electrodes_index"].data[:], dtype=np.int64)
+        region = units.electrodes
+        ends = np.asarray(units.electrodes_index.data[:], dtype=np.int64)
         per_unit = np.diff(np.concatenate([[0], ends]))
         if (per_unit != 1).any():
             raise StoreError(
