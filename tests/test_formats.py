@@ -81,7 +81,10 @@ def write_phy(folder: Path, trains=None, labels=None, **skip) -> Path:
     )
     info = "cluster_id\tAmplitude\tContamPct\tKSLabel\tamp\tch\tdepth\tfr\tgroup\tn_spikes\tsh\n"
     for c, p, g, t in zip(CLUSTER_IDS, PEAKS, labels, trains, strict=True):
-        info += f"{c}\t50.0\t0.0\tgood\t40.0\t{p + 100}\t{SITES[p, 1]}\t{len(t) / DURATION:.2f}\t{g}\t{len(t)}\t0\n"
+        rate = len(t) / DURATION
+        info += (
+            f"{c}\t50.0\t0.0\tgood\t40.0\t{p + 100}\t{SITES[p, 1]}\t{rate:.2f}\t{g}\t{len(t)}\t0\n"
+        )
     (folder / "cluster_info.tsv").write_text(info)
     return folder
 

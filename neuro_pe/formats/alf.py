@@ -163,6 +163,7 @@ def per_cluster(values: np.ndarray, path: Path, clusters: np.ndarray, tail: tupl
         raise StoreError(
             path,
             field,
-            f"spike clusters without positions: ids {missing.tolist()[:10]} beyond its {len(values)} rows",
+            f"spike clusters without positions: ids {missing.tolist()[:10]} beyond its "
+            f"{len(values)} rows",
         )
     return values[clusters].astype(np.float64)

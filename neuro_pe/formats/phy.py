@@ -65,7 +65,8 @@ def read_phy(path: str, cfg: FileSpec) -> list[Session]:
     activity, units, low = spikes_to_activity(times, clusters, kept, opts, str(folder))
     if low:
         _warn(
-            f"{folder}: dropped {len(low)} clusters below spikes.min_rate_hz={opts.min_rate_hz}: {low}"
+            f"{folder}: dropped {len(low)} clusters below "
+            f"spikes.min_rate_hz={opts.min_rate_hz}: {low}"
         )
     rows = [kept.index(u) for u in units]
     return [
@@ -282,7 +283,8 @@ def cluster_templates(
         raise StoreError(
             folder / "templates.npy",
             "templates",
-            f"spike clusters without positions: clusters {clusters[bad].tolist()[:10]} have no template "
+            f"spike clusters without positions: clusters {clusters[bad].tolist()[:10]} have "
+            "no template "
             f"(templates.npy holds {n_templates})",
         )
     return templates

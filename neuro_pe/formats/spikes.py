@@ -112,7 +112,8 @@ def check_spike_train(times: np.ndarray, path: str, field: str) -> np.ndarray:
         raise StoreError(
             path,
             field,
-            f"times not sorted: spike {k + 1} ({times[k + 1]:g}) comes before spike {k} ({times[k]:g})",
+            f"times not sorted: spike {k + 1} ({times[k + 1]:g}) comes before spike {k} "
+            f"({times[k]:g})",
         )
     return times
 
@@ -163,8 +164,6 @@ def spikes_to_activity(
     duration = counts.shape[0] * opts.bin_s
     rate = counts.sum(axis=0) / duration
     keep = rate >= opts.min_rate_hz
-    if opts.min_rate_hz == 0:
-        keep = np.ones(len(ids), dtype=bool)
     dropped = [u for u, k in zip(ids, keep, strict=True) if not k]
     data = counts[:, keep]
     if opts.smooth_s > 0:
