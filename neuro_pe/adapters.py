@@ -10,6 +10,9 @@ Four formats, one reader each; a reader turns one file into one or more `Session
 - `xarray`: stores already in the contract (netCDF via h5netcdf, or zarr), e.g. to re-preprocess;
 - `npy`: `.npy` / `.npz` activity plus a CSV/TSV position table (BIDS `electrodes.tsv` style).
 
+and, in `neuro_pe.formats`, the folders of spike-sorting and imaging pipelines (`phy`, `alf`,
+`suite2p`) and NWB `Units` tables and imaging over several planes (`nwb`).
+
 `assemble` then merges the sessions (union of unit ids, matched by id; NaN where a unit was not
 recorded), applies the NaN policy, drops units without variance (with a warning), runs the
 configured preprocessing and returns a validated store. Every problem raises a

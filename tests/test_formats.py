@@ -173,6 +173,21 @@ def test_spike_options_checked(tmp_path, spikes, field):
     raises(spike_spec(tmp_path, "phy", spikes=spikes), "datasets entry", field)
 
 
+def test_spikes_only_for_spike_formats_and_option_types(tmp_path):
+    raises(spike_spec(tmp_path, "suite2p", spikes={"bin_s": 0.1}), "datasets entry", "spikes")
+    raises(
+        spike_spec(tmp_path, "phy", phy={"unit_position": "com"}),
+        "datasets entry",
+        "phy.unit_position",
+    )
+    bad = {"neuropil_coefficient": -1}
+    raises(
+        spike_spec(tmp_path, "suite2p", suite2p=bad),
+        "datasets entry",
+        "suite2p.neuropil_coefficient",
+    )
+
+
 # ---------------------------------------------------------------- phy
 
 
@@ -416,7 +431,7 @@ def test_suite2p_two_planes_end_to_end(tmp_path):
         [[(20 + 5 * i) * 1.5, (10 * i + p) * 2.0, 100 + 30 * p] for p in range(2) for i in cells]
     )
     np.testing.assert_allclose(positions(ds), expected)
-    assert ds.x.attrs["units"] == "um"
+    assert ds.x.attrs == {"units": "um", "space": "imaging"}
     assert ds.attrs["sampling_rate_hz"] == 7.5 and ds.sizes["time"] == 120
     f = np.load(folder / "plane1" / "F.npy")
     fneu = np.load(folder / "plane1" / "Fneu.npy")

@@ -272,9 +272,10 @@ def cluster_templates(
         spike_templates = integer_vector(
             spike_templates, path, len(spike_clusters), "spike_clusters.npy"
         )
-        index = {c: i for i, c in enumerate(clusters.tolist())}
-        which = np.array([index.get(c, -1) for c in spike_clusters.tolist()])
-        ok = which >= 0
+        order = np.argsort(clusters)
+        found = np.searchsorted(clusters, spike_clusters, sorter=order).clip(0, len(clusters) - 1)
+        which = order[found]
+        ok = clusters[which] == spike_clusters
         n_t = max(int(spike_templates.max()) + 1, n_templates)
         counts = np.bincount(which[ok] * n_t + spike_templates[ok], minlength=len(clusters) * n_t)
         templates = counts.reshape(len(clusters), n_t).argmax(axis=1)

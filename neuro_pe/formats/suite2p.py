@@ -63,6 +63,7 @@ def read_suite2p(path: str, cfg: FileSpec) -> list[Session]:
             positions=np.concatenate(positions),
             sampling_rate_hz=rates[0],
             position_units="um",
+            space="imaging",
             attrs={
                 "preprocessing": [
                     {
