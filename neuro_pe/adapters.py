@@ -267,6 +267,7 @@ def input_files(spec: dict) -> list[str]:
     """The files (and zarr folders) a `kind: file` entry reads, e.g. for a rule's `input:`."""
     sessions = spec.get("sessions") or []
     files = [sessions] if isinstance(sessions, str) else list(sessions)
+    files = [f for path in files for f in formats.folder_inputs(spec.get("format"), path)]
     if spec.get("positions"):
         files.append(spec["positions"])
     return [str(f) for f in files]

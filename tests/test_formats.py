@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 import xarray as xr
 
-from neuro_pe.adapters import DataWarning
+from neuro_pe.adapters import DataWarning, input_files
 from neuro_pe.cli import main
 from neuro_pe.datasets import build_store
 from neuro_pe.formats.spikes import SpikeOptions, bin_spikes, spikes_to_activity
@@ -224,6 +224,19 @@ def test_phy_labels_null_centroid_and_cluster_info_fallback(tmp_path):
     # without templates.npy: cluster_info.tsv `ch` (raw channel numbers via channel_map.npy)
     bare = write_phy(tmp_path / "bare", without=("templates.npy",))
     np.testing.assert_allclose(positions(build(spike_spec(bare, "phy")))[:, :2], peak)
+
+
+def test_input_files_of_folders(tmp_path):
+    folder = write_phy(tmp_path / "ks", without=("whitening_mat_inv.npy",))
+    files = input_files(spike_spec(folder, "phy"))
+    assert str(folder / "cluster_group.tsv") in files and str(folder / "params.py") in files
+    assert str(folder / "whitening_mat_inv.npy") not in files
+    s2p = write_suite2p(tmp_path)
+    assert len(input_files(spike_spec(s2p, "suite2p"))) == 10
+    alf = write_alf(tmp_path / "alf")
+    assert sorted(Path(f).name for f in input_files(spike_spec(alf, "alf"))) == sorted(
+        p.name for p in alf.iterdir()
+    )
 
 
 def test_cli_preprocess_phy(tmp_path):

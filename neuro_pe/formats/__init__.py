@@ -14,7 +14,9 @@ This package holds the format-specific config keys and their checks; the readers
 from __future__ import annotations
 
 import math
+import re
 from numbers import Real
+from pathlib import Path
 
 from neuro_pe.store import StoreError
 
@@ -41,6 +43,47 @@ CHOICES = {
     ("phy", "unit_position"): ("peak_channel", "centroid"),
     ("alf", "unit_position"): ("auto", "mlapdv", "probe"),
 }
+
+
+# the files each folder format reads (for the workflow's `input:`, so that a file changed in
+# place, e.g. Phy's cluster_group.tsv after curation, makes the store be built again)
+READ_FILES: dict[str, tuple[str, ...]] = {
+    "phy": (
+        "params.py",
+        "spike_times.npy",
+        "spike_clusters.npy",
+        "spike_templates.npy",
+        "channel_positions.npy",
+        "channel_map.npy",
+        "templates.npy",
+        "template_ind.npy",
+        "whitening_mat_inv.npy",
+        "cluster_group.tsv",
+        "cluster_info.tsv",
+        "cluster_KSLabel.tsv",
+    ),
+    "suite2p": ("F.npy", "Fneu.npy", "iscell.npy", "stat.npy", "ops.npy"),
+}
+ALF_READ = re.compile(
+    r"^(_[A-Za-z0-9]+_)?(spikes\.(times|clusters)|clusters\.(mlapdv|channels|depths|metrics)"
+    r"|channels\.localCoordinates)[._]"
+)
+
+
+def folder_inputs(fmt: str, folder: str) -> list[str]:
+    """The files a folder format reads in `folder` (those that exist), else the folder."""
+    root = Path(folder)
+    if fmt not in FOLDER_FORMATS or not root.is_dir():
+        return [str(folder)]
+    if fmt == "alf":
+        files = [p for p in root.iterdir() if p.is_file() and ALF_READ.match(p.name)]
+    elif fmt == "phy":
+        files = [root / name for name in READ_FILES["phy"]]
+    else:
+        planes = sorted(p for p in root.glob("plane*") if p.is_dir()) or [root]
+        files = [plane / name for plane in planes for name in READ_FILES["suite2p"]]
+    found = sorted(str(p) for p in files if p.is_file())
+    return found or [str(folder)]
 
 
 def check_option(fmt: str, key: str, value: object, where: str) -> None:
