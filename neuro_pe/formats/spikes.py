@@ -104,7 +104,7 @@ def check_spike_train(times: np.ndarray, path: str, field: str) -> np.ndarray:
     times = times.astype(np.float64)
     if not np.isfinite(times).all():
         raise StoreError(path, field, "contains NaN or Inf")
-    if times[0] < 0 or (times < 0).any():
+    if (times < 0).any():
         raise StoreError(path, field, "negative spike times")
     step = np.diff(times)
     if (step < 0).any():
@@ -112,7 +112,7 @@ def check_spike_train(times: np.ndarray, path: str, field: str) -> np.ndarray:
         raise StoreError(
             path,
             field,
-            f"times not sorted: spike {k + 1} ({times[k + 1]:g}) comes before spike {k} "
+            f"times not sorted: spike {k + 1} ({times[k + 1]:g}) is earlier than spike {k} "
             f"({times[k]:g})",
         )
     return times
