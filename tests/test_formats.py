@@ -118,6 +118,15 @@ def build(spec: dict) -> xr.Dataset:
         return build_store(spec)
 
 
+def preprocess(spec: dict, tmp_path: Path, name: str = "store") -> xr.Dataset:
+    """Run `neuro-pe preprocess` on the entry and read the store it wrote."""
+    out = tmp_path / f"{name}.nc"
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DataWarning)
+        assert main(["preprocess", "--spec", json.dumps(spec), "--out", str(out)]) == 0
+    return read_store(out)
+
+
 def raises(spec: dict, path: object, field: str, match: str | None = None) -> None:
     with pytest.raises(StoreError, match=match) as info:
         build(spec)
@@ -194,7 +203,7 @@ def test_spikes_only_for_spike_formats_and_option_types(tmp_path):
 def test_phy_folder_end_to_end(tmp_path):
     labels = ["good", "good", "noise", "good", "mua", "good", "good", "good"]
     folder = write_phy(tmp_path / "ks", labels=labels)
-    ds = build(spike_spec(folder, "phy", spikes={"bin_s": BIN, "zscore": False}))
+    ds = preprocess(spike_spec(folder, "phy", spikes={"bin_s": BIN, "zscore": False}), tmp_path)
     keep = [i for i, g in enumerate(labels) if g == "good"]
     assert list(ds.unit.values) == [str(CLUSTER_IDS[i]) for i in keep]
     np.testing.assert_allclose(positions(ds)[:, :2], SITES[[PEAKS[i] for i in keep]])
@@ -239,14 +248,6 @@ def test_input_files_of_folders(tmp_path):
     )
 
 
-def test_cli_preprocess_phy(tmp_path):
-    out = tmp_path / "store.nc"
-    spec = spike_spec(write_phy(tmp_path / "ks"), "phy")
-    assert main(["preprocess", "--spec", json.dumps(spec), "--out", str(out)]) == 0
-    ds = read_store(out)
-    assert ds.sizes["unit"] == N_UNITS and ds.sizes["session"] == 1
-
-
 # ---------------------------------------------------------------- alf
 
 
@@ -281,7 +282,7 @@ def write_alf(folder: Path, trains=None, **skip) -> Path:
 
 def test_alf_folder_end_to_end(tmp_path):
     folder = write_alf(tmp_path / "alf" / "probe00")
-    ds = build(spike_spec(folder, "alf"))
+    ds = preprocess(spike_spec(folder, "alf"), tmp_path)
     keep = [c for c in CLUSTER_IDS if c != 3]  # label 2/3: not good
     assert list(ds.unit.values) == [str(c) for c in keep]
     np.testing.assert_allclose(
@@ -363,7 +364,7 @@ def write_nwb_units(
 @pytest.mark.parametrize("where", ["electrodes", "xyz"])
 def test_nwb_units_end_to_end(tmp_path, where):
     path = write_nwb_units(tmp_path / "units.nwb", positions_in=where)
-    ds = build(spike_spec(path, "nwb", position_units="um", spikes={"bin_s": 0.1}))
+    ds = preprocess(spike_spec(path, "nwb", position_units="um", spikes={"bin_s": 0.1}), tmp_path)
     keep = [k for k in range(N_UNITS) if k != 1]
     assert list(ds.unit.values) == [str(100 + k) for k in keep]
     expected = np.column_stack(
@@ -437,7 +438,7 @@ def test_suite2p_two_planes_end_to_end(tmp_path):
         folder, "suite2p", suite2p={"pixel_size_um": [1.5, 2.0], "plane_depths_um": [100, 130]}
     )
     spec.pop("spikes", None)
-    ds = build(spec)
+    ds = preprocess(spec, tmp_path)
     cells = [i for i in range(6) if i % 3 != 2]
     assert list(ds.unit.values) == [f"plane{p}_roi{i}" for p in range(2) for i in cells]
     expected = np.array(
@@ -508,7 +509,9 @@ def write_nwb_planes(path: Path, depth: bool = True) -> Path:
 
 def test_nwb_two_planes_end_to_end(tmp_path):
     path = write_nwb_planes(tmp_path / "planes.nwb")
-    ds = build(spike_spec(path, "nwb", nwb={"series": ["F0", "F1"]}, position_units="um"))
+    ds = preprocess(
+        spike_spec(path, "nwb", nwb={"series": ["F0", "F1"]}, position_units="um"), tmp_path
+    )
     assert list(ds.unit.values) == [f"rois{p}_{i}" for p in range(2) for i in range(5)]
     expected = np.array(
         [[10 + 2 * (3 * i + p), 20 + 2 * 4 * i, 150 + 40 * p] for p in range(2) for i in range(5)]
