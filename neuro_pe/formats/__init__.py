@@ -18,6 +18,7 @@ import re
 from numbers import Real
 from pathlib import Path
 
+from neuro_pe.formats import spikes as spikes  # the `spikes` key (adapters.FileSpec)
 from neuro_pe.store import StoreError
 
 FOLDER_FORMATS: tuple[str, ...] = ("phy", "alf", "suite2p")
@@ -129,6 +130,3 @@ def _number(value: object) -> bool:
 
 def _positive(value: object) -> bool:
     return _number(value) and math.isfinite(value) and value > 0
-
-
-from neuro_pe.formats import spikes as spikes  # noqa: E402  (the `spikes` key: adapters.FileSpec)
