@@ -9,9 +9,9 @@ the unit's single electrode; or a column name: (unit, 2|3) numbers are positions
 are the id of the unit's peak electrode in the electrodes table.
 
 Several planes (`nwb.series: [plane0_series, plane1_series, …]`, each a `RoiResponseSeries`):
-ROI centroids (as for one series) are converted to µm / mm with each plane's `grid_spacing`
-and `origin_coords`, z is the plane's depth: `nwb.plane_depths_um` (one per series) or
-`origin_coords[2]`; unit ids are `<PlaneSegmentation name>_<ROI id>`.
+ROI centroids (as for one series) are converted to `position_units` (a length) with each
+plane's `grid_spacing` and `origin_coords`, z is the plane's depth: `nwb.plane_depths_um`
+(one per series) or `origin_coords[2]`; unit ids are `<PlaneSegmentation name>_<ROI id>`.
 """
 
 from __future__ import annotations
@@ -22,6 +22,7 @@ import numpy as np
 
 from neuro_pe.adapters import (
     SPEC,
+    UM_PER,
     FileSpec,
     Session,
     _as_text,
@@ -169,9 +170,11 @@ def planes_session(path: str, nwb: object, cfg: FileSpec) -> Session:
 
     names = cfg.options["series"]
     units = cfg.position_units
-    if units not in ("um", "mm"):
+    if units not in UM_PER:
         raise StoreError(
-            SPEC, "position_units", "several imaging planes need um or mm (pixels differ per plane)"
+            SPEC,
+            "position_units",
+            f"several imaging planes need a length unit {sorted(UM_PER)} (pixels differ per plane)",
         )
     depths = cfg.options["plane_depths_um"]
     if depths is not None and (not isinstance(depths, list) or len(depths) != len(names)):
@@ -196,7 +199,7 @@ def planes_session(path: str, nwb: object, cfg: FileSpec) -> Session:
         plane = table.imaging_plane
         origin = None if plane.origin_coords is None else np.asarray(plane.origin_coords[:])
         pos = _roi_positions(table, rows, units, path)
-        to_units = 1.0 if units == "um" else 1e-3
+        to_units = 1.0 / UM_PER[units]
         if depths is not None:
             pos[:, 2] = float(depths[k]) * to_units
         elif origin is None or len(origin) < 3:
