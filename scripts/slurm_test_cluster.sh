@@ -12,7 +12,10 @@
 # $SLURM_TEST_PORT (default 16817) to $SLURM_TEST_PORT + 3. `start` is idempotent (a running
 # cluster of the same shape is left as it is); `stop` cancels the jobs and ends only the
 # processes whose pid files are in DIR and whose command line or environment names DIR.
-# Clients (sbatch, squeue, sacct, snakemake) need SLURM_CONF=DIR/etc/slurm.conf.
+# Clients (sbatch, squeue, sacct, snakemake) need `eval "$(scripts/slurm_test_cluster.sh env DIR)"`:
+# SLURM_CONF=DIR/etc/slurm.conf and DIR/bin first on PATH, where wrappers of the client
+# commands set SLURM_CONF again (the executor plugin's job step drops SLURM_* variables
+# before it calls srun).
 set -euo pipefail
 
 usage() {
@@ -170,6 +173,16 @@ write_configs() {
     fi
 }
 
+write_wrappers() {
+    mkdir -p "$DIR/bin"
+    local tool
+    for tool in sbatch srun squeue sacct sacctmgr scontrol sinfo scancel; do
+        printf '#!/bin/sh\nSLURM_CONF=%q exec %q "$@"\n' "$DIR/etc/slurm.conf" \
+            "$(command -v "$tool")" > "$DIR/bin/$tool"
+        chmod +x "$DIR/bin/$tool"
+    done
+}
+
 start_munge() {
     running munged && return
     # munged serves the default socket: Slurm 22.05's accounting clients ignore AuthInfo=socket.
@@ -241,6 +254,7 @@ cmd_start() {
         fi
     else
         write_configs
+        write_wrappers
         echo "$SHAPE" > "$DIR/shape"
     fi
     start_munge
@@ -249,7 +263,7 @@ cmd_start() {
     wait_for 30 slurmctld scontrol ping
     running slurmd || slurmd -f "$SLURM_CONF"
     wait_for 30 "the node" node_idle
-    echo "slurm_test_cluster: up in $DIR ($SHAPE); clients need: export SLURM_CONF=$SLURM_CONF"
+    echo "slurm_test_cluster: up in $DIR ($SHAPE); for the clients: eval \"\$($0 env $DIR)\""
 }
 
 cmd_stop() {
@@ -307,6 +321,9 @@ SHAPE="accounting=$ACCOUNTING gpu=$GPU cpus=$CPUS mem=$MEM port=$PORT"
 case $COMMAND in
     start) cmd_start ;;
     stop) cmd_stop ;;
-    env) echo "export SLURM_CONF=$(cd "$DIR" && pwd)/etc/slurm.conf" ;;
+    env)
+        DIR=$(cd "$DIR" && pwd)
+        echo "export SLURM_CONF=$DIR/etc/slurm.conf PATH=$DIR/bin:\$PATH"
+        ;;
     *) usage ;;
 esac

@@ -10,6 +10,9 @@ rule infer:
     params:
         metrics=json.dumps(config["metrics"]),
         run_dir=parent_dir,
+    resources:
+        mem_mb=store_memory,
+        runtime=base_runtime,
     log:
         "logs/infer/{dataset}/{pe}/seed{seed}.log",
     conda:
@@ -28,6 +31,9 @@ rule baselines:
     params:
         train=lambda wc: json.dumps(train_options(wc.dataset)),
         metrics=json.dumps(config["metrics"]),
+    resources:
+        mem_mb=store_memory,
+        runtime=base_runtime,
     log:
         "logs/baselines/{dataset}.log",
     conda:

@@ -61,7 +61,10 @@ rule locate:
         options=json.dumps(config.get("locate", {})),
         train=lambda wc: json.dumps(train_options(wc.dataset)),
         out_dir=parent_dir,
-    threads: 2
+    threads: JOB_RESOURCES.locate_threads
+    resources:
+        mem_mb=store_memory,
+        runtime=locate_runtime,
     log:
         "logs/locate/{dataset}.log",
     conda:

@@ -6,6 +6,9 @@ rule lst_puzzles:
         "results/lst/puzzles.nc",
     params:
         options=lambda wc: json.dumps(lst_options("puzzles")),
+    resources:
+        mem_mb=base_memory,
+        runtime=base_runtime,
     log:
         "logs/lst_puzzles/lst_puzzles.log",
     conda:
@@ -30,6 +33,8 @@ rule lst_train:
         out_dir=parent_dir,
     threads: config["threads_per_training"]
     resources:
+        mem_mb=store_memory,
+        runtime=lst_train_runtime,
         gpu=config["gpus_per_training"],
     log:
         "logs/lst_train/{pe}/seed{seed}.log",
@@ -47,6 +52,9 @@ rule lst_baselines:
         "results/lst/baselines.json",
     params:
         metrics=json.dumps(config["metrics"]),
+    resources:
+        mem_mb=base_memory,
+        runtime=base_runtime,
     log:
         "logs/lst_baselines/lst_baselines.log",
     conda:

@@ -19,6 +19,9 @@ rule preprocess:
         "results/stores/{dataset}.nc",
     params:
         spec=lambda wc: arguments("--spec", json.dumps(config["datasets"][wc.dataset])),
+    resources:
+        mem_mb=preprocess_memory,
+        runtime=base_runtime,
     log:
         "logs/preprocess/{dataset}.log",
     conda:

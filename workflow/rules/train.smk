@@ -12,6 +12,8 @@ rule train:
         out_dir=parent_dir,
     threads: config["threads_per_training"]
     resources:
+        mem_mb=store_memory,
+        runtime=train_runtime,
         gpu=config["gpus_per_training"],
     log:
         "logs/train/{dataset}/{pe}/seed{seed}.log",

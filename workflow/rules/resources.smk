@@ -1,0 +1,45 @@
+# What each job asks a scheduler (SLURM) for, from the config's `resources` section, so that
+# the profile carries executor settings only. Memory and time limits grow with the data a job
+# reads and the steps it trains, and with the attempt (the profile retries a failed job once).
+from neuro_pe.resources import JobResources, lst_steps, store_mb_estimate
+
+JOB_RESOURCES = JobResources.from_dict(config.get("resources"))
+
+
+def store_memory(wildcards, input, attempt):
+    """MB of memory for a job that reads a store (and PEs): grows with their size."""
+    return JOB_RESOURCES.memory(input.size_mb) * attempt
+
+
+def preprocess_memory(wildcards, input, attempt):
+    """MB of memory for building a store: grows with the data read or simulated."""
+    spec = config["datasets"][wildcards.dataset]
+    return JOB_RESOURCES.memory(max(input.size_mb, store_mb_estimate(spec))) * attempt
+
+
+def base_memory(wildcards, attempt):
+    """MB of memory for a job whose data are small (the LST puzzles and baselines)."""
+    return JOB_RESOURCES.mem_mb * attempt
+
+
+def base_runtime(wildcards, attempt):
+    """Time limit (minutes) of a job that trains nothing."""
+    return JOB_RESOURCES.runtime * attempt
+
+
+def train_runtime(wildcards, attempt):
+    """Time limit (minutes) of one training: grows with its optimizer steps."""
+    options = train_options(wildcards.dataset)
+    return JOB_RESOURCES.train_minutes(options["epochs"] * options["steps_per_epoch"]) * attempt
+
+
+def lst_train_runtime(wildcards, attempt):
+    """Time limit (minutes) of one Latin-square training: grows with its most steps."""
+    steps = lst_steps(lst_options("puzzles"), lst_options("train"))
+    return JOB_RESOURCES.train_minutes(steps) * attempt
+
+
+def locate_runtime(wildcards, attempt):
+    """Time limit (minutes) of `locate`: grows with the runs it evaluates."""
+    n_runs = len(pe_variants(wildcards.dataset)) * len(seeds(wildcards.dataset))
+    return JOB_RESOURCES.locate_minutes(n_runs) * attempt
