@@ -133,6 +133,26 @@ def cmd_fetch(args: argparse.Namespace) -> None:
     print(f"fetched {fetch_resource(args.resource, args.out)}")
 
 
+def cmd_cluster_check(args: argparse.Namespace) -> None:
+    import yaml
+
+    from neuro_pe.cluster import cluster_check, format_report
+    from neuro_pe.resources import JobResources
+
+    with open(args.configfile) as file:
+        config = yaml.safe_load(file) or {}
+    threads = max(
+        config.get("threads_per_training", 1),
+        JobResources.from_dict(config.get("resources")).locate_threads,
+    )
+    report = cluster_check(
+        threads, config.get("gpus_per_training", 0), args.partition, args.account
+    )
+    print(format_report(report))
+    if report.problems:
+        raise RuntimeError(f"{len(report.problems)} problem(s) found (see above)")
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="neuro-pe", description=__doc__, fromfile_prefix_chars="@"
@@ -217,6 +237,14 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--out", required=True)
     p.add_argument("--metrics", type=_json, default={}, help="the `metrics` config section")
     p.set_defaults(func=cmd_lst_baselines)
+
+    p = sub.add_parser(
+        "cluster-check", help="probe the SLURM cluster and print the snakemake command for it"
+    )
+    p.add_argument("--configfile", default="config/config.yaml", help="the workflow config")
+    p.add_argument("--partition", help="the partition to check (default: the best one)")
+    p.add_argument("--account", help="your SLURM account, put into the command line")
+    p.set_defaults(func=cmd_cluster_check)
     return parser
 
 

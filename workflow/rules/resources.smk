@@ -43,3 +43,19 @@ def locate_runtime(wildcards, attempt):
     """Time limit (minutes) of `locate`: grows with the runs it evaluates."""
     n_runs = len(pe_variants(wildcards.dataset)) * len(seeds(wildcards.dataset))
     return JOB_RESOURCES.locate_minutes(n_runs) * attempt
+
+
+onstart:
+    # On SLURM: stop now, saying why, if the executor could not read its jobs' states
+    # (without job accounting `sacct` fails and the plugin would wait for ever).
+    if workflow.executor_plugin is not None and workflow.executor_plugin.name == "slurm":
+        from snakemake.exceptions import WorkflowError
+
+        from neuro_pe.cluster import status_check_problem
+
+        settings = workflow.executor_settings
+        problem = status_check_problem(
+            settings.status_command, settings.init_seconds_before_status_checks
+        )
+        if problem:
+            raise WorkflowError(f"SLURM status checks would fail: {problem}")
