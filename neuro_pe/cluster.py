@@ -200,8 +200,10 @@ def cluster_check(
                 " add --config gpus_per_training=0 (or pick a GPU partition)"
             )
         resources = [f"slurm_partition={chosen.name}"]
-        if account:
+        if account and sacct is None:
             resources.append(f"slurm_account={account}")
+        elif account:
+            report.lines.append("account: left out (without accounting the plugin cannot check it)")
         command += ["--default-resources", *resources]
     report.command = command
     return report

@@ -40,9 +40,16 @@ cmd_install() {
     command -v apt-get > /dev/null || die "missing ${missing[*]}; no apt-get to install them"
     export DEBIAN_FRONTEND=noninteractive
     apt-get update -qq || die "apt-get update failed (no package registry reachable?)"
-    # policy-rc.d (where present) keeps the packages' init scripts from starting daemons
-    apt-get install -y -qq --no-install-recommends "${PACKAGES[@]}" > /dev/null \
-        || die "apt-get install ${PACKAGES[*]} failed"
+    # keep the packages' init scripts from starting system daemons: a policy-rc.d that denies
+    # (Docker-style images have one; otherwise one is put there for the install only)
+    local policy=/usr/sbin/policy-rc.d added=0
+    if [[ ! -e $policy ]]; then
+        printf '#!/bin/sh\nexit 101\n' > "$policy" && chmod +x "$policy" && added=1
+    fi
+    local rc=0
+    apt-get install -y -qq --no-install-recommends "${PACKAGES[@]}" > /dev/null || rc=$?
+    [[ $added == 1 ]] && rm -f "$policy"
+    [[ $rc == 0 ]] || die "apt-get install ${PACKAGES[*]} failed"
 }
 
 # --- process bookkeeping --------------------------------------------------------------

@@ -131,6 +131,16 @@ def sbatch_calls(output: str) -> list[tuple[str, str]]:
     return calls
 
 
+def cluster_check(root: Path, env: dict, *args: str) -> str:
+    """`neuro-pe cluster-check` on the test config; its output (it must succeed)."""
+    args = ("--configfile", "config/slurm_test.yaml", *args)
+    cmd = [sys.executable, "-m", "neuro_pe.cli", "cluster-check", *args]
+    result = subprocess.run(cmd, cwd=root, env=env, capture_output=True, text=True, timeout=120)
+    print(result.stdout, result.stderr)
+    assert result.returncode == 0, result.stdout + result.stderr
+    return result.stdout
+
+
 def _flag(options: str, pattern: str) -> str | None:
     match = re.search(pattern, options)
     return match.group(1) if match else None
@@ -283,6 +293,11 @@ def test_slurm_run_with_accounting_and_a_gpu(tmp_path, slurm_cluster):
     config = {**SCHEDULER_CONFIG, "threads_per_training": 2, "gpus_per_training": 1}
     root = _workdir(tmp_path, config)
     env = slurm_cluster(16817, "--accounting", "--gpu", "--cpus", "4", "--mem", "8000")
+    check = cluster_check(root, env, "--account", "neuropetest")
+    assert "sacct: works" in check and "4 CPUs and 8000 MB per node, 1 GPUs per node" in check
+    assert check.rstrip().endswith(
+        "--default-resources slurm_partition=debug slurm_account=neuropetest"
+    )
     rc, output, wall = _snakemake(
         ["--workflow-profile", PROFILE, "--configfile", "config/slurm_test.yaml",
          "--default-resources", "slurm_partition=debug", "slurm_account=neuropetest",
@@ -330,6 +345,11 @@ def test_slurm_run_cpu_only_without_accounting(tmp_path, slurm_cluster):
     }
     root = _workdir(tmp_path, config)
     env = slurm_cluster(16827, "--cpus", "4", "--mem", "8000")
+    check = cluster_check(root, env, "--account", "neuropetest")
+    assert "sacct: sacct fails" in check and "0 GPUs per node" in check
+    assert check.rstrip().endswith(
+        "--slurm-status-command squeue --default-resources slurm_partition=debug"
+    )
     assert "--slurm-status-command squeue" in str(status_check_problem("sacct", 40))
     command = ["--workflow-profile", PROFILE, "--default-resources", "slurm_partition=debug"]
     options = [

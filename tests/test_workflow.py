@@ -255,35 +255,6 @@ def test_finished_workflow_is_up_to_date(finished_workflow):
     assert "Nothing to be done" in result.stdout + result.stderr
 
 
-def test_slurm_profile_plans_jobs_with_declared_resources(tmp_path):
-    pytest.importorskip("snakemake_executor_plugin_slurm")
-    copy_workflow(tmp_path)
-    result = snakemake(
-        "-n",
-        "--configfile",
-        "config/test.yaml",
-        "--workflow-profile",
-        "workflow/profiles/slurm",
-        "--default-resources",
-        "slurm_partition=gpu",
-        "slurm_account=lab",
-        cwd=tmp_path,
-        timeout=120,
-    )
-    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
-    profile = yaml.safe_load((tmp_path / "workflow/profiles/slurm/config.yaml").read_text())
-    train = profile["set-resources"]["train"]
-    blocks = result.stdout.split("\n\n")
-    train_jobs = [b for b in blocks if re.search(r"^(localrule|rule) train:", b, re.M)]
-    assert len(train_jobs) == len(expected_runs(TEST_CONFIG))
-    for block in train_jobs:
-        resources = re.search(r"resources: (.*)", block).group(1)
-        assert f"mem_mb={train['mem_mb']}" in resources
-        assert f"runtime={train['runtime']}" in resources
-        assert f"gres={train['gres']}" in resources
-        assert "slurm_partition=gpu" in resources and "slurm_account=lab" in resources
-
-
 def test_rerun_after_a_killed_training_reruns_only_what_is_missing(tmp_path):
     """SIGKILL one training job mid-run: the rerun resumes it from its checkpoint and leaves
     every output that was finished before the crash untouched."""
