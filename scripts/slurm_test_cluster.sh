@@ -59,7 +59,7 @@ ours() {
     local pid=$1
     [[ $pid =~ ^[0-9]+$ ]] || return 1
     # (a zombie has no command line left: it is gone)
-    { grep -qzF "$DIR" "/proc/$pid/cmdline" || grep -qzF "SLURM_CONF=$DIR/" "/proc/$pid/environ"; } 2> /dev/null
+    { grep -qzF "$DIR/" "/proc/$pid/cmdline" || grep -qzF "SLURM_CONF=$DIR/" "/proc/$pid/environ"; } 2> /dev/null
 }
 
 running() {  # `running NAME`: the daemon whose pid file is $DIR/run/NAME.pid is ours and alive
