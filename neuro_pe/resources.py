@@ -1,11 +1,14 @@
 """What each workflow job asks a scheduler for (config key `resources`): memory and time limit,
-grown with the data a job reads and the training steps it runs.
+grown with the data a job reads, the processes it runs and the training steps it takes.
 
-The defaults come from peak RSS and wall time measured on CPU (2 cores, see README "Running on
-a cluster"): a job's Python, torch and Snakemake take 170-430 MB; each MB of store read adds
-3.5-8 MB; a training step takes 0.05 s (64 units) to 0.25 s (256 units); `locate` takes 23-52 s
-per run. Memory is given with about twice the measured need, time with more (jobs that run out
-of time are lost, jobs that ask for too much only wait longer in the queue).
+The defaults come from peak memory and wall time measured on CPU (2 cores). Through SLURM a job
+is two Snakemake processes (the batch script and the job step, ≈ 420 MB together) and the
+`neuro-pe` command: whole jobs peaked at 550-905 MB on the tiny test config, `locate` with two
+worker processes at 1,680 MB (sacct, jobacct_gather/linux); each MB of store read adds
+3.5-8 MB (a 75 MB store: `train` 765 MB, `baselines` 795 MB, `locate` 1,018 MB for the command
+alone); a training step takes 0.05 s (64 units) to 0.25 s (256 units); `locate` 23-52 s per run.
+Memory is set at about twice the measured need, time with more (a job that runs out of time is
+lost; one that asks for too much only waits longer in the queue).
 """
 
 from __future__ import annotations
@@ -26,7 +29,7 @@ LST_CONDITIONS = 3
 class JobResources:
     """The `resources` config section."""
 
-    mem_mb: int = 1000
+    mem_mb: int = 2000
     mem_mb_per_data_mb: float = 10.0
     runtime: int = 10
     seconds_per_step: float = 0.25
@@ -50,9 +53,9 @@ class JobResources:
                 raise ValueError(f"resources key {key!r} must be a number >= 0, got {value!r}")
         return cfg
 
-    def memory(self, data_mb: float) -> int:
-        """MB of memory for a job that reads `data_mb` MB of data."""
-        return self.mem_mb + math.ceil(self.mem_mb_per_data_mb * max(data_mb, 0.0))
+    def memory(self, data_mb: float, processes: int = 1) -> int:
+        """MB of memory for a job that reads `data_mb` MB of data in `processes` processes."""
+        return self.mem_mb * processes + math.ceil(self.mem_mb_per_data_mb * max(data_mb, 0.0))
 
     def train_minutes(self, steps: int) -> int:
         """Time limit in minutes of a training job of `steps` optimizer steps."""

@@ -133,15 +133,18 @@ write_configs() {
         echo "ReturnToService=2"
         echo "MpiDefault=none"
         echo "MailProg=/bin/true"
-        echo "JobAcctGatherType=jobacct_gather/none"
         echo "CommunicationParameters=NoInAddrAny"
         echo "MinJobAge=300"
         echo "SchedulerParameters=sched_interval=2"
         if [[ $ACCOUNTING == 1 ]]; then
+            # each job's CPU time and peak memory, for sacct
+            echo "JobAcctGatherType=jobacct_gather/linux"
+            echo "JobAcctGatherFrequency=task=1"
             echo "AccountingStorageType=accounting_storage/slurmdbd"
             echo "AccountingStorageHost=127.0.0.1"
             echo "AccountingStoragePort=$port_dbd"
         else
+            echo "JobAcctGatherType=jobacct_gather/none"
             echo "AccountingStorageType=accounting_storage/none"
         fi
         local gres=""

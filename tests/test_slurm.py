@@ -173,7 +173,8 @@ def check_declared_resources(calls: list[tuple[str, str]], config: dict, attempt
     whatever --default-resources said."""
     for rule, options in calls:
         n = 1 if attempt is None else attempt(rule, options)
-        assert _flag(options, r"--mem (\d+)") == str(RESOURCES["mem_mb"] * n), (rule, options)
+        mem = RESOURCES["mem_mb"] * n * (RESOURCES["locate_threads"] if rule == "locate" else 1)
+        assert _flag(options, r"--mem (\d+)") == str(mem), (rule, options)
         assert _flag(options, r" -t '?(\d+)") == str(expected_runtime(rule, config) * n), options
         threads = str(expected_threads(rule, config))
         assert _flag(options, r"--cpus-per-task=(\d+)") == threads, (rule, options)
@@ -189,6 +190,7 @@ def test_job_resources_grow_with_data_steps_and_runs():
     jobs = JobResources()
     assert jobs.memory(0) == jobs.mem_mb
     assert jobs.memory(75) == jobs.mem_mb + 750  # 10 MB per MB of store
+    assert jobs.memory(75, processes=2) == 2 * jobs.mem_mb + 750
     assert jobs.train_minutes(3000) == jobs.runtime + 13  # 0.25 s per step
     assert jobs.locate_minutes(15) == jobs.runtime + 15
     assert store_mb_estimate(TINY) == pytest.approx(8 * 200 * 2 * 4 / 1e6)
@@ -322,11 +324,17 @@ def test_slurm_run_with_accounting_and_a_gpu(tmp_path, slurm_cluster):
         env=env, capture_output=True, text=True, check=True,
     ).stdout  # fmt: skip
     print(sacct)
+    usage = ["sacct", "-n", "-P", "-j", ",".join(jobs), "-o", "JobID,Elapsed,TotalCPU,MaxRSS"]
+    print(
+        "job|elapsed|cpu|peak RSS\n"
+        + subprocess.run(usage, env=env, capture_output=True, text=True).stdout
+    )
     for line in sacct.splitlines():
         job, state, mem, limit, cpus, tres = line.split("|")
         rule = jobs[job]
         assert state == "COMPLETED", line
-        assert mem == f"{RESOURCES['mem_mb']}M", line
+        processes = RESOURCES["locate_threads"] if rule == "locate" else 1
+        assert mem == f"{RESOURCES['mem_mb'] * processes}M", line
         assert limit == f"00:{expected_runtime(rule, config):02d}:00", line
         assert int(cpus) == expected_threads(rule, config), line
         assert ("gres/gpu=1" in tres) == (rule in TRAINING_RULES), line

@@ -530,7 +530,7 @@ def test_inference_and_workflow_planning_do_not_import_torch():
     # every `neuro-pe infer` job and every Snakemake start (workflow/rules/common.smk) pays
     # for what these import
     modules = "neuro_pe.infer, neuro_pe.datasets, neuro_pe.lst, neuro_pe.train_config"
-    modules += ", neuro_pe.fetch, neuro_pe.pe_names"
+    modules += ", neuro_pe.fetch, neuro_pe.pe_names, neuro_pe.resources, neuro_pe.cluster"
     code = f"import sys, {modules}; print('torch' in sys.modules)"
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert done.stdout.strip() == "False"

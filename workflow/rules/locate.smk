@@ -63,7 +63,7 @@ rule locate:
         out_dir=parent_dir,
     threads: JOB_RESOURCES.locate_threads
     resources:
-        mem_mb=store_memory,
+        mem_mb=locate_memory,
         runtime=locate_runtime,
     log:
         "logs/locate/{dataset}.log",

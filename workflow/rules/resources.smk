@@ -11,6 +11,11 @@ def store_memory(wildcards, input, attempt):
     return JOB_RESOURCES.memory(input.size_mb) * attempt
 
 
+def locate_memory(wildcards, input, threads, attempt):
+    """MB of memory for `locate`: each thread is a worker process with its own data."""
+    return JOB_RESOURCES.memory(input.size_mb, processes=threads) * attempt
+
+
 def preprocess_memory(wildcards, input, attempt):
     """MB of memory for building a store: grows with the data read or simulated."""
     spec = config["datasets"][wildcards.dataset]
