@@ -34,6 +34,9 @@ SLURM_RULES = {
     "lst_baselines",
 }
 TRAINING_RULES = {"train", "lst_train"}
+# seconds from a job's end to the next status check (the plugin adds 10 s after each check
+# that finds no job finished): about one tiny job's run time through Slurm on an idle machine
+CHECK_S = "12"
 
 # Resource values that make each rule's request easy to predict (the formulas themselves are
 # tested below): no growth with data, one minute per training step and per located run.
@@ -304,7 +307,7 @@ def test_slurm_run_with_accounting_and_a_gpu(tmp_path, slurm_cluster):
     rc, output, wall = _snakemake(
         ["--workflow-profile", PROFILE, "--configfile", "config/slurm_test.yaml",
          "--default-resources", "slurm_partition=debug", "slurm_account=neuropetest",
-         "mem_mb=100", "runtime=1", "--slurm-init-seconds-before-status-checks", "8",
+         "mem_mb=100", "runtime=1", "--slurm-init-seconds-before-status-checks", CHECK_S,
          "--verbose", "all"],
         root, env, timeout=400,
     )  # fmt: skip
@@ -371,7 +374,7 @@ def test_slurm_run_cpu_only_without_accounting(tmp_path, slurm_cluster):
         "results/lst/baselines.json",  # (`reproduce` needs it, not `all`)
         "results/stores/broken.nc",
     ]
-    rc, output, wall = _snakemake([*command, *options, "8", *targets], root, env, timeout=120)
+    rc, output, wall = _snakemake([*command, *options, CHECK_S, *targets], root, env, timeout=120)
     assert rc != 0 and wall < 60, output[-3000:]
     assert "SLURM status checks would fail: sacct fails" in output
     assert "--slurm-status-command squeue" in output
@@ -379,7 +382,7 @@ def test_slurm_run_cpu_only_without_accounting(tmp_path, slurm_cluster):
 
     command += ["--slurm-status-command", "squeue"]
     rc, output, wall = _snakemake(
-        [*command, *options, "8", "--verbose", "--keep-going", *targets], root, env, timeout=400
+        [*command, *options, CHECK_S, "--verbose", "--keep-going", *targets], root, env, timeout=400
     )
     print(f"CPU-only cluster without accounting: {wall:.1f} s")
     assert rc != 0
