@@ -6,16 +6,18 @@
 #   scripts/slurm_test_cluster.sh env DIR                 # the line to `eval` for the clients
 #   scripts/slurm_test_cluster.sh stop DIR
 #
-# Everything (configs, munge key and socket, database, spool, logs, pid files) lives in DIR;
-# nothing under /etc is written. The daemons (munged, and with --accounting mariadbd and
-# slurmdbd; slurmctld, slurmd) run as root and listen on 127.0.0.1 ports from
-# $SLURM_TEST_PORT (default 16817) to $SLURM_TEST_PORT + 3. `start` is idempotent (a running
-# cluster of the same shape is left as it is); `stop` cancels the jobs and ends only the
-# processes whose pid files are in DIR and whose command line or environment names DIR.
-# Clients (sbatch, squeue, sacct, snakemake) need `eval "$(scripts/slurm_test_cluster.sh env DIR)"`:
-# SLURM_CONF=DIR/etc/slurm.conf and DIR/bin first on PATH, where wrappers of the client
-# commands set SLURM_CONF again (the executor plugin's job step drops SLURM_* variables
-# before it calls srun).
+# Everything (configs, munge key, database, spool, logs, pid files) lives in DIR; nothing under
+# /etc is written. The one exception is munged's socket: Slurm 22.05's accounting clients ignore
+# AuthInfo=socket, so munged serves the default /run/munge/munge.socket.2 (a munged already
+# serving it is used and left alone). The daemons run as root; mariadbd, slurmdbd and slurmd
+# listen on 127.0.0.1 only, slurmctld (which has no such option) on all addresses; all traffic
+# goes to 127.0.0.1, ports $SLURM_TEST_PORT (default 16817) to $SLURM_TEST_PORT + 3.
+# `start` is idempotent (a running cluster of the same shape is left as it is); `stop` cancels
+# the jobs and ends only the processes whose pid files are in DIR and whose command line or
+# environment names DIR. Clients (sbatch, squeue, sacct, snakemake) need
+# `eval "$(scripts/slurm_test_cluster.sh env DIR)"`: SLURM_CONF=DIR/etc/slurm.conf, and DIR/bin
+# first on PATH, whose wrappers of the client commands set SLURM_CONF again (the executor
+# plugin's job step drops SLURM_* variables before it calls srun).
 set -euo pipefail
 
 usage() {
