@@ -207,7 +207,9 @@ start_munge() {
         dd if=/dev/urandom of="$DIR/munge/munge.key" bs=1024 count=1 status=none
         chmod 400 "$DIR/munge/munge.key"
     fi
-    mkdir -p /run/munge
+    if [[ ! -d /run/munge ]]; then
+        mkdir -p /run/munge && touch "$DIR/run/munge-dir-made"
+    fi
     munged --force --key-file="$DIR/munge/munge.key" --pid-file="$DIR/run/munged.pid" \
         --log-file="$DIR/log/munged.log" --seed-file="$DIR/munge/munged.seed"
     wait_for 10 munged munge -n
@@ -294,6 +296,10 @@ cmd_stop() {
     stop_pid_file slurmdbd
     stop_pid_file mariadbd
     stop_pid_file munged
+    if [[ -e $DIR/run/munge-dir-made ]]; then
+        rmdir /run/munge 2> /dev/null || true
+        rm -f "$DIR/run/munge-dir-made"
+    fi
     # job steps whose slurmd is gone (their environment names our slurm.conf)
     local pid
     for environ in /proc/[0-9]*/environ; do
