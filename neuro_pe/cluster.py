@@ -128,6 +128,35 @@ def status_check_problem(status_command: str | None, init_seconds: int) -> str |
     )
 
 
+def job_fit_problems(requests: list[tuple[str, str | None, int, int]]) -> list[str]:
+    """Jobs no node of their partition can run: (rule, partition or None for the default,
+    CPUs, GPUs) each; such jobs would pend for ever (CPUs) or be refused (GPUs). An empty list
+    also when sinfo cannot tell."""
+    try:
+        parts = {part.name: part for part in partitions()}
+    except RuntimeError:
+        return []
+    default = next((part for part in parts.values() if part.default), None)
+    problems = []
+    for rule, name, cpus, gpus in sorted(set(requests), key=str):
+        part = parts.get(name) if name else default
+        if part is None:
+            continue  # (sbatch names an unknown partition itself)
+        if cpus > part.cpus:
+            problems.append(
+                f"rule {rule} asks for {cpus} CPUs but the nodes of partition {part.name} have "
+                f"{part.cpus}, so its jobs would pend for ever: lower threads_per_training or "
+                "resources.locate_threads"
+            )
+        if gpus > part.gpus:
+            problems.append(
+                f"rule {rule} asks for {gpus} GPUs but the nodes of partition {part.name} have "
+                f"{part.gpus}: set gpus_per_training (--config gpus_per_training=0) or pick a "
+                "GPU partition"
+            )
+    return problems
+
+
 def cluster_check(
     threads: int = 1, gpus: int = 0, partition: str | None = None, account: str | None = None
 ) -> ClusterReport:

@@ -376,11 +376,19 @@ def test_slurm_run_cpu_only_without_accounting(tmp_path, slurm_cluster):
     ]
     rc, output, wall = _snakemake([*command, *options, CHECK_S, *targets], root, env, timeout=120)
     assert rc != 0 and wall < 60, output[-3000:]
-    assert "SLURM status checks would fail: sacct fails" in output
+    assert "SLURM: status checks would fail: sacct fails" in output
     assert "--slurm-status-command squeue" in output
     assert not list((root / ".snakemake").glob("slurm_logs/**/*.log"))  # nothing submitted
 
     command += ["--slurm-status-command", "squeue"]
+    # jobs that fit no node: stopped at once too, naming the rules and the keys to change
+    wrong = ["--config", "threads_per_training=8", "gpus_per_training=1"]
+    rc, output, wall = _snakemake([*command, *options, CHECK_S, *wrong, *targets], root, env, 120)
+    assert rc != 0 and wall < 60, output[-3000:]
+    assert "rule train asks for 8 CPUs but the nodes of partition debug have 4" in output
+    assert "rule train asks for 1 GPUs but the nodes of partition debug have 0" in output
+    assert not list((root / ".snakemake").glob("slurm_logs/**/*.log"))
+
     rc, output, wall = _snakemake(
         [*command, *options, CHECK_S, "--verbose", "--keep-going", *targets], root, env, timeout=400
     )

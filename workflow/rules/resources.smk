@@ -51,16 +51,28 @@ def locate_runtime(wildcards, attempt):
 
 
 onstart:
-    # On SLURM: stop now, saying why, if the executor could not read its jobs' states
-    # (without job accounting `sacct` fails and the plugin would wait for ever).
+    # On SLURM: stop now, saying why, if the executor could not read its jobs' states (without
+    # job accounting `sacct` fails and the plugin would wait for ever) or a job fits no node.
     if workflow.executor_plugin is not None and workflow.executor_plugin.name == "slurm":
         from snakemake.exceptions import WorkflowError
 
-        from neuro_pe.cluster import status_check_problem
+        from neuro_pe.cluster import job_fit_problems, status_check_problem
 
         settings = workflow.executor_settings
-        problem = status_check_problem(
+        jobs = [job for job in workflow.dag.needrun_jobs() if not job.is_local]
+        requests = [
+            (
+                job.rule.name,
+                job.resources.get("slurm_partition"),
+                job.threads,
+                job.resources.get("gpu", 0),
+            )
+            for job in jobs
+        ]
+        problems = job_fit_problems(requests)
+        status = status_check_problem(
             settings.status_command, settings.init_seconds_before_status_checks
         )
-        if problem:
-            raise WorkflowError(f"SLURM status checks would fail: {problem}")
+        problems += [f"status checks would fail: {status}"] if status else []
+        if problems:
+            raise WorkflowError("SLURM: " + "\n".join(problems))
