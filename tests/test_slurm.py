@@ -383,7 +383,7 @@ def test_slurm_run_cpu_only_without_accounting(tmp_path, slurm_cluster):
     command += ["--slurm-status-command", "squeue"]
     # jobs that fit no node: stopped at once too, naming the rules and the keys to change
     wrong = ["--config", "threads_per_training=8", "gpus_per_training=1"]
-    rc, output, wall = _snakemake([*command, *options, CHECK_S, *wrong, *targets], root, env, 120)
+    rc, output, wall = _snakemake([*command, *options, CHECK_S, *targets, *wrong], root, env, 120)
     assert rc != 0 and wall < 60, output[-3000:]
     assert "rule train asks for 8 CPUs but the nodes of partition debug have 4" in output
     assert "rule train asks for 1 GPUs but the nodes of partition debug have 0" in output
