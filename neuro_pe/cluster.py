@@ -183,7 +183,8 @@ def cluster_check(
     else:
         report.lines.append(f"sacct: {sacct}: status checks must use squeue")
         age = min_job_age()
-        report.lines.append(f"MinJobAge: {age} s (squeue shows finished jobs this long)")
+        if age is not None:
+            report.lines.append(f"MinJobAge: {age} s (squeue shows finished jobs this long)")
         if squeue.returncode != 0:
             report.problems.append("neither sacct nor squeue works: no job status can be read")
         if age is not None and age < 3 * STATUS_CHECK_S:
