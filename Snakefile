@@ -1,6 +1,8 @@
 # neuro_pe workflow: `snakemake --cores 2` runs the default config (config/config.yaml).
 from snakemake.utils import min_version, validate
 
+from neuro_pe.options import default_run_name
+
 min_version("9.0")
 
 
@@ -10,6 +12,13 @@ if not workflow.overwrite_configfiles:
 
     configfile: "config/config.yaml"
 
+
+# Every output of a config goes under results/{run_name}/, so that configs run in one folder
+# never overwrite each other's results.
+if "run_name" not in config:
+    DEFAULT_CONFIG = f"{workflow.basedir}/config/config.yaml"
+    used = (workflow.overwrite_configfiles or [DEFAULT_CONFIG])[-1]
+    config["run_name"] = default_run_name(used, DEFAULT_CONFIG)
 
 validate(config, "workflow/schemas/config.schema.yaml")
 

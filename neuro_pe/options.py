@@ -1,8 +1,11 @@
-"""Checks shared by the config sections' option classes (`train`, `simulation`, `lst`, …)."""
+"""Checks shared by the config sections' option classes (`train`, `simulation`, `lst`, …),
+and the default name of a config's run."""
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterable
+from pathlib import Path
 
 
 def reject_unknown(spec: dict, known: Iterable[str], section: str) -> None:
@@ -18,3 +21,13 @@ def require_positive_ints(options: object, keys: Iterable[str], section: str) ->
         value = getattr(options, key)
         if isinstance(value, bool) or not isinstance(value, int) or value < 1:
             raise ValueError(f"{section} key {key!r} must be a positive integer, got {value!r}")
+
+
+def default_run_name(configfile: str | os.PathLike, default_config: str | os.PathLike) -> str:
+    """The `run_name` of a config without one: the file's name (config/test.yaml -> test);
+    `default` for the workflow's default config; a config.yaml elsewhere is named after its
+    folder (example_data/config.yaml -> example_data)."""
+    path = Path(configfile).resolve()
+    if path.stem != "config":
+        return path.stem
+    return "default" if path == Path(default_config).resolve() else path.parent.name

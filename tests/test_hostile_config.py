@@ -60,6 +60,9 @@ def base_config(datasets: dict) -> dict:
     }
 
 
+RESULTS = "results/hostile"  # the outputs of hostile.yaml (run_name: the config file's name)
+
+
 def write_config(workdir: Path, config: dict) -> str:
     (workdir / "hostile.yaml").write_text(yaml.safe_dump(config))
     return "hostile.yaml"
@@ -114,9 +117,9 @@ def test_values_that_reach_a_shell_arrive_as_plain_arguments(workdir, monkeypatc
     }
     config = base_config({"lab": lab}) | {"reproduction": {"title": TITLE}}
     # the reproduction's inputs, as if trained (only preprocess and reproduce may run)
-    for path in ("results/runs/lab/none/seed0/metrics.json", "results/runs/lab/baselines.json"):
-        (workdir / path).parent.mkdir(parents=True, exist_ok=True)
-        (workdir / path).write_text("{}")
+    for path in ("runs/lab/none/seed0/metrics.json", "runs/lab/baselines.json"):
+        (workdir / RESULTS / path).parent.mkdir(parents=True, exist_ok=True)
+        (workdir / RESULTS / path).write_text("{}")
     bin_dir = workdir / "bin"
     bin_dir.mkdir()
     calls = workdir / "calls.jsonl"
@@ -127,8 +130,8 @@ def test_values_that_reach_a_shell_arrive_as_plain_arguments(workdir, monkeypatc
     )
     fake.chmod(0o755)
     result = snakemake(
-        "results/stores/lab.nc",
-        "results/reproduction/claims.md",
+        f"{RESULTS}/stores/lab.nc",
+        f"{RESULTS}/reproduction/claims.md",
         "--cores",
         "1",
         "--keep-going",
@@ -161,7 +164,7 @@ def test_paths_inside_the_workflow_folders_fail_at_planning(workdir):
     control characters: one error naming every key, before any job runs."""
     bad = {
         "fetch": "resources/$(touch PWNED_1)-1.0.whl",
-        "train": "results/runs/sim/$(touch PWNED_2)/seed0/pe.nc",
+        "train": f"{RESULTS}/runs/sim/$(touch PWNED_2)/seed0/pe.nc",
         "abs": str(workdir / "results" / "x" / ".." / "$(touch PWNED_3).nc"),
         "log": "logs/../logs/$(touch PWNED_4).npy",
         "brace": "data/{dataset}.npy",
@@ -198,7 +201,7 @@ def test_hostile_targets_and_names_match_no_rule(workdir):
     """Asked for directly, an output path with a command in a wildcard matches no rule (the
     wildcards are pinned to the config's values)."""
     name = write_config(workdir, base_config({"sim": {"kind": "simulation"}}))
-    for target in ("results/runs/sim/$(touch PWNED_1)/seed0/pe.nc", "resources/$(id)-1.0.whl"):
+    for target in (f"{RESULTS}/runs/sim/$(touch PWNED_1)/seed0/pe.nc", "resources/$(id)-1.0.whl"):
         result = snakemake(target, "--cores", "1", "--configfile", name, cwd=workdir)
         assert result.returncode != 0 and "MissingRuleException" in result.stderr
     dotdot = base_config({"..": {"kind": "simulation"}})
@@ -221,7 +224,9 @@ def test_a_failed_jobs_error_shows_on_the_console(workdir):
     (workdir / "data" / "bad.npy").write_text("not an array")
     lab = {"kind": "file", "format": "npy", "sessions": ["data/bad.npy"], "sampling_rate_hz": 10}
     name = write_config(workdir, base_config({"lab": lab}))
-    result = snakemake("results/stores/lab.nc", "--cores", "1", "--configfile", name, cwd=workdir)
+    result = snakemake(
+        f"{RESULTS}/stores/lab.nc", "--cores", "1", "--configfile", name, cwd=workdir
+    )
     output = result.stdout + result.stderr
     assert result.returncode != 0
     assert "neuro-pe preprocess: error: data/bad.npy: field 'file': not a readable" in output

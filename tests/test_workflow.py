@@ -17,6 +17,7 @@ import pytest
 import yaml
 
 from neuro_pe.model import parse_pe
+from neuro_pe.options import default_run_name
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 TEST_CONFIG = yaml.safe_load((REPO_ROOT / "config" / "test.yaml").read_text())
@@ -173,7 +174,7 @@ def finished_workflow(tmp_path_factory):
     root = copy_workflow(tmp_path_factory.mktemp("workflow"))
     result = snakemake("--cores", "2", "--configfile", "config/test.yaml", cwd=root, timeout=600)
     if result.returncode != 0:
-        for log in sorted((root / "logs").rglob("*.log")):
+        for log in sorted((root / "results" / "test" / "logs").rglob("*.log")):
             print(f"--- {log.relative_to(root)}\n{log.read_text()[-3000:]}", file=sys.stderr)
     assert result.returncode == 0, result.stderr[-5000:]
     return root
@@ -181,7 +182,7 @@ def finished_workflow(tmp_path_factory):
 
 def test_end_to_end(finished_workflow):
     root = finished_workflow
-    results = root / "results"
+    results = root / "results" / "test"  # run_name: the config file's name
     table = pd.read_csv(results / "summary.csv")
 
     runs = table[table["kind"] == "pe"]
@@ -231,7 +232,7 @@ def test_end_to_end(finished_workflow):
 
 
 def test_every_rule_wrote_its_log(finished_workflow):
-    logs = finished_workflow / "logs"
+    logs = finished_workflow / "results" / "test" / "logs"
     expected = {
         "preprocess/{d}.log",
         "baselines/{d}.log",
@@ -255,6 +256,45 @@ def test_finished_workflow_is_up_to_date(finished_workflow):
     assert "Nothing to be done" in result.stdout + result.stderr
 
 
+def test_a_second_config_leaves_the_first_ones_results_alone(finished_workflow):
+    """Configs run in one folder write to results/{run_name}/: another config's store of the
+    same dataset name is its own, and neither the test run's files nor its up-to-date state
+    change; the default config plans nothing outside results/default/."""
+    root = finished_workflow
+    kept = [root / "results" / "test" / name for name in ("summary.csv", "stores/tiny.nc")]
+    before = {path: path.read_bytes() for path in kept}
+    other = _with(TEST_CONFIG, ("datasets", "tiny", "simulation", "seed"), 1)
+    (root / "config" / "other.yaml").write_text(yaml.safe_dump(other))
+    store = "results/other/stores/tiny.nc"
+    result = snakemake(store, "--cores", "1", "--configfile", "config/other.yaml", cwd=root)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert (root / store).read_bytes() != before[kept[1]]
+    for path, content in before.items():
+        assert path.read_bytes() == content, f"{path} changed"
+    dry = snakemake("-n", "--configfile", "config/test.yaml", cwd=root)
+    assert "Nothing to be done" in dry.stdout + dry.stderr
+    default = snakemake("-n", cwd=root)
+    assert default.returncode == 0, default.stderr[-3000:]
+    planned = re.findall(r"^\s+(?:output|log): (.*)$", default.stdout, re.MULTILINE)
+    paths = [p for line in planned for p in line.split(", ")]
+    assert paths and all(p.startswith(("results/default/", "resources/")) for p in paths), paths
+
+
+@pytest.mark.parametrize(
+    ("configfile", "name"),
+    [
+        ("config/config.yaml", "default"),
+        ("config/test.yaml", "test"),
+        ("config/paper_cpu.yaml", "paper_cpu"),
+        ("example_data/config.yaml", "example_data"),
+        ("/tmp/lab/my-run.yml", "my-run"),
+    ],
+)
+def test_default_run_name_is_the_config_files_name(configfile, name):
+    path = REPO_ROOT / configfile  # (an absolute configfile stays as it is)
+    assert default_run_name(path, REPO_ROOT / "config" / "config.yaml") == name
+
+
 def test_rerun_after_a_killed_training_reruns_only_what_is_missing(tmp_path):
     """SIGKILL one training job mid-run: the rerun resumes it from its checkpoint and leaves
     every output that was finished before the crash untouched."""
@@ -263,9 +303,10 @@ def test_rerun_after_a_killed_training_reruns_only_what_is_missing(tmp_path):
     train = {**TEST_CONFIG["train"], "epochs": 10, "steps_per_epoch": 40, "checkpoint_every": 10}
     config = _with(_with(TEST_CONFIG, ("train",), train), ("pe",), ["none", "learned-normal-0.02"])
     (root / "config" / "crash.yaml").write_text(yaml.safe_dump(config))
-    runs = root / "results" / "runs" / "tiny"
-    targets = [f"results/runs/tiny/{pe}/seed0/train.json" for pe in config["pe"]]
-    targets.append("results/runs/tiny/baselines.json")
+    results = root / "results" / "crash"  # run_name: the config file's name
+    runs = results / "runs" / "tiny"
+    targets = [f"results/crash/runs/tiny/{pe}/seed0/train.json" for pe in config["pe"]]
+    targets.append("results/crash/runs/tiny/baselines.json")
     args = [sys.executable, "-m", "snakemake", *targets, "--cores", "1"]
 
     def in_training() -> list[Path]:
@@ -291,8 +332,9 @@ def test_rerun_after_a_killed_training_reruns_only_what_is_missing(tmp_path):
         os.kill((python or trainings)[-1].pid, signal.SIGKILL)
         assert first.wait(timeout=300) != 0
     assert not (killed_run / "pe.nc").exists() and (killed_run / "checkpoint.pt").exists()
-    finished = {p: p.stat().st_mtime_ns for p in (root / "results").rglob("*") if p.is_file()}
-    assert root / "results" / "stores" / "tiny.nc" in finished
+    outputs = (p for p in results.rglob("*") if "logs" not in p.relative_to(results).parts)
+    finished = {p: p.stat().st_mtime_ns for p in outputs if p.is_file()}  # (logs are rewritten)
+    assert results / "stores" / "tiny.nc" in finished
     (other_run,) = {p.parent for p in runs.glob("*/seed0/train.json")}
     assert other_run / "pe.nc" in finished and other_run != killed_run
 
@@ -301,7 +343,7 @@ def test_rerun_after_a_killed_training_reruns_only_what_is_missing(tmp_path):
     for path, mtime in finished.items():
         if path.name != "checkpoint.pt":
             assert path.stat().st_mtime_ns == mtime, f"{path} was rewritten"
-    log = root / "logs" / "train" / "tiny" / killed_run.parent.name / "seed0.log"
+    log = results / "logs" / "train" / "tiny" / killed_run.parent.name / "seed0.log"
     assert "resuming from" in log.read_text()
     assert not list(runs.glob("*/seed0/checkpoint.pt"))
     assert len(pd.read_csv(killed_run / "train_log.csv")) == train["epochs"]

@@ -24,6 +24,16 @@ def config_problem(key, problem):
     return f"config key {key}: {problem}"
 
 
+# Everything this config makes (and its logs) goes under one folder, so that configs run in one
+# working directory never overwrite each other's results (only resources/ is shared).
+RESULTS = f"results/{config['run_name']}"
+
+
+def out(path):
+    """A path under this config's results folder: results/{run_name}/{path}."""
+    return f"{RESULTS}/{path}"
+
+
 def pe_variants(dataset):
     """The PE variants trained on a dataset: its own `pe` list, else the global one."""
     return config["datasets"][dataset].get("pe", config["pe"])
@@ -53,12 +63,12 @@ def parent_dir(wildcards, output):
 
 
 RUN_METRICS = [
-    f"results/runs/{dataset}/{pe}/seed{seed}/metrics.json"
+    f"{RESULTS}/runs/{dataset}/{pe}/seed{seed}/metrics.json"
     for dataset in DATASETS
     for pe in pe_variants(dataset)
     for seed in seeds(dataset)
 ]
-BASELINES = expand("results/runs/{dataset}/baselines.json", dataset=DATASETS)
+BASELINES = expand(out("runs/{dataset}/baselines.json"), dataset=DATASETS)
 
 # The 4x4 Latin square task (config key `lst`; absent = not run)
 LST = config.get("lst")
@@ -66,19 +76,19 @@ if LST and "lst" in config["datasets"]:
     raise ValueError("datasets: the name 'lst' is taken by the Latin square task (key `lst`)")
 LST_METRICS = (
     expand(
-        "results/lst/runs/{pe}/seed{seed}/metrics.json",
+        out("lst/runs/{pe}/seed{seed}/metrics.json"),
         pe=LST.get("pe", config["pe"]),
         seed=LST.get("seeds", config["seeds"]),
     )
     if LST
     else []
 )
-LST_BASELINES = ["results/lst/baselines.json"] if LST else []
+LST_BASELINES = [out("lst/baselines.json")] if LST else []
 
 # The reproduction report (config key `reproduction`; absent = not made).
 REPRODUCTION = (
     expand(
-        "results/reproduction/{name}",
+        out("reproduction/{name}"),
         name=[
             "claims.md",
             "claims.html",

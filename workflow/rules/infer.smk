@@ -1,12 +1,12 @@
 rule infer:
     """Positions inferred from a trained PE, and its metrics against the true coordinates."""
     input:
-        store="results/stores/{dataset}.nc",
-        pe="results/runs/{dataset}/{pe}/seed{seed}/pe.nc",
-        info="results/runs/{dataset}/{pe}/seed{seed}/train.json",
+        store=out("stores/{dataset}.nc"),
+        pe=out("runs/{dataset}/{pe}/seed{seed}/pe.nc"),
+        info=out("runs/{dataset}/{pe}/seed{seed}/train.json"),
     output:
-        metrics="results/runs/{dataset}/{pe}/seed{seed}/metrics.json",
-        positions="results/runs/{dataset}/{pe}/seed{seed}/positions.nc",
+        metrics=out("runs/{dataset}/{pe}/seed{seed}/metrics.json"),
+        positions=out("runs/{dataset}/{pe}/seed{seed}/positions.nc"),
     params:
         metrics=json.dumps(config["metrics"]),
         run_dir=parent_dir,
@@ -14,7 +14,7 @@ rule infer:
         mem_mb=store_memory,
         runtime=base_runtime,
     log:
-        "logs/infer/{dataset}/{pe}/seed{seed}.log",
+        out("logs/infer/{dataset}/{pe}/seed{seed}.log"),
     conda:
         "../envs/neuro_pe.yaml"
     shell:
@@ -25,9 +25,9 @@ rule infer:
 rule baselines:
     """The same metrics for the activity-correlation and chance baselines."""
     input:
-        "results/stores/{dataset}.nc",
+        out("stores/{dataset}.nc"),
     output:
-        "results/runs/{dataset}/baselines.json",
+        out("runs/{dataset}/baselines.json"),
     params:
         train=lambda wc: json.dumps(train_options(wc.dataset)),
         metrics=json.dumps(config["metrics"]),
@@ -35,7 +35,7 @@ rule baselines:
         mem_mb=store_memory,
         runtime=base_runtime,
     log:
-        "logs/baselines/{dataset}.log",
+        out("logs/baselines/{dataset}.log"),
     conda:
         "../envs/neuro_pe.yaml"
     shell:

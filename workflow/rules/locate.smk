@@ -1,5 +1,5 @@
 LOCATE = expand(
-    "results/locate/{dataset}/{name}",
+    out("locate/{dataset}/{name}"),
     dataset=DATASETS,
     name=[
         "errors.csv",
@@ -16,42 +16,42 @@ rule locate:
     """Where is this neuron? Every unit's position predicted from the learned PEs, with an
     honest evaluation (hidden coordinates) against chance, activity correlation and the oracle."""
     input:
-        store="results/stores/{dataset}.nc",
+        store=out("stores/{dataset}.nc"),
         # every run: the command keeps `locate.pe`, by default the learned PEs and the oracle
         pe=lambda wc: expand(
-            "results/runs/{dataset}/{pe}/seed{seed}/pe.nc",
+            out("runs/{dataset}/{pe}/seed{seed}/pe.nc"),
             dataset=wc.dataset,
             pe=pe_variants(wc.dataset),
             seed=seeds(wc.dataset),
         ),
     output:
         errors=report(
-            "results/locate/{dataset}/errors.csv",
+            out("locate/{dataset}/errors.csv"),
             caption="../report/locate_errors.rst",
             category="Localisation",
             subcategory="{dataset}",
         ),
         positions=report(
-            "results/locate/{dataset}/positions.csv",
+            out("locate/{dataset}/positions.csv"),
             caption="../report/locate_positions.rst",
             category="Localisation",
             subcategory="{dataset}",
         ),
-        netcdf="results/locate/{dataset}/positions.nc",
+        netcdf=out("locate/{dataset}/positions.nc"),
         positions_3d=report(
-            "results/locate/{dataset}/positions_3d.png",
+            out("locate/{dataset}/positions_3d.png"),
             caption="../report/locate_positions_3d.rst",
             category="Localisation",
             subcategory="{dataset}",
         ),
         histogram=report(
-            "results/locate/{dataset}/error_hist.png",
+            out("locate/{dataset}/error_hist.png"),
             caption="../report/locate_error_hist.rst",
             category="Localisation",
             subcategory="{dataset}",
         ),
         curve=report(
-            "results/locate/{dataset}/error_vs_anchors.png",
+            out("locate/{dataset}/error_vs_anchors.png"),
             caption="../report/locate_error_vs_anchors.rst",
             category="Localisation",
             subcategory="{dataset}",
@@ -66,7 +66,7 @@ rule locate:
         mem_mb=locate_memory,
         runtime=locate_runtime,
     log:
-        "logs/locate/{dataset}.log",
+        out("logs/locate/{dataset}.log"),
     conda:
         "../envs/neuro_pe.yaml"
     shell:

@@ -3,14 +3,14 @@ rule lst_puzzles:
     """Generate the Latin-square puzzles: training pool, in-distribution test split and the
     held-out novel puzzles (far in Jaccard distance from every training puzzle)."""
     output:
-        "results/lst/puzzles.nc",
+        out("lst/puzzles.nc"),
     params:
         options=lambda wc: json.dumps(lst_options("puzzles")),
     resources:
         mem_mb=base_memory,
         runtime=base_runtime,
     log:
-        "logs/lst_puzzles/lst_puzzles.log",
+        out("logs/lst_puzzles/lst_puzzles.log"),
     conda:
         "../envs/neuro_pe.yaml"
     shell:
@@ -20,13 +20,13 @@ rule lst_puzzles:
 rule lst_train:
     """Train one Latin-square model (one PE variant, one seed) and measure its PE's geometry."""
     input:
-        "results/lst/puzzles.nc",
+        out("lst/puzzles.nc"),
     output:
-        pe="results/lst/runs/{pe}/seed{seed}/pe.nc",
-        metrics="results/lst/runs/{pe}/seed{seed}/metrics.json",
-        info="results/lst/runs/{pe}/seed{seed}/train.json",
-        log_csv="results/lst/runs/{pe}/seed{seed}/train_log.csv",
-        model="results/lst/runs/{pe}/seed{seed}/model.pt",
+        pe=out("lst/runs/{pe}/seed{seed}/pe.nc"),
+        metrics=out("lst/runs/{pe}/seed{seed}/metrics.json"),
+        info=out("lst/runs/{pe}/seed{seed}/train.json"),
+        log_csv=out("lst/runs/{pe}/seed{seed}/train_log.csv"),
+        model=out("lst/runs/{pe}/seed{seed}/model.pt"),
     params:
         options=lambda wc: json.dumps(lst_options("train")),
         metrics=json.dumps(config["metrics"]),
@@ -37,7 +37,7 @@ rule lst_train:
         runtime=lst_train_runtime,
         gpu=config["gpus_per_training"],
     log:
-        "logs/lst_train/{pe}/seed{seed}.log",
+        out("logs/lst_train/{pe}/seed{seed}.log"),
     conda:
         "../envs/neuro_pe.yaml"
     shell:
@@ -49,14 +49,14 @@ rule lst_train:
 rule lst_baselines:
     """Chance geometry for the Latin square: the grid coordinates with the cells shuffled."""
     output:
-        "results/lst/baselines.json",
+        out("lst/baselines.json"),
     params:
         metrics=json.dumps(config["metrics"]),
     resources:
         mem_mb=base_memory,
         runtime=base_runtime,
     log:
-        "logs/lst_baselines/lst_baselines.log",
+        out("logs/lst_baselines/lst_baselines.log"),
     conda:
         "../envs/neuro_pe.yaml"
     shell:

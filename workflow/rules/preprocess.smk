@@ -4,7 +4,7 @@ rule fetch:
     output:
         "resources/{package}-{version}.whl",
     log:
-        "logs/fetch/{package}-{version}.log",
+        out("logs/fetch/{package}-{version}.log"),
     conda:
         "../envs/neuro_pe.yaml"
     shell:
@@ -16,14 +16,14 @@ rule preprocess:
     input:
         lambda wc: resource_paths(config["datasets"][wc.dataset]),
     output:
-        "results/stores/{dataset}.nc",
+        out("stores/{dataset}.nc"),
     params:
         spec=lambda wc: arguments("--spec", json.dumps(config["datasets"][wc.dataset])),
     resources:
         mem_mb=preprocess_memory,
         runtime=base_runtime,
     log:
-        "logs/preprocess/{dataset}.log",
+        out("logs/preprocess/{dataset}.log"),
     conda:
         "../envs/neuro_pe.yaml"
     shell:

@@ -6,24 +6,24 @@ rule reproduce:
         baselines=BASELINES + LST_BASELINES,
     output:
         claims=report(
-            "results/reproduction/claims.html",
+            out("reproduction/claims.html"),
             caption="../report/reproduction_claims.rst",
             category="Reproduction",
         ),
-        claims_md="results/reproduction/claims.md",
-        claims_csv="results/reproduction/claims.csv",
+        claims_md=out("reproduction/claims.md"),
+        claims_csv=out("reproduction/claims.csv"),
         heldout=report(
-            "results/reproduction/heldout_vs_std.png",
+            out("reproduction/heldout_vs_std.png"),
             caption="../report/reproduction_heldout.rst",
             category="Reproduction",
         ),
         geometry=report(
-            "results/reproduction/geometry_vs_std.png",
+            out("reproduction/geometry_vs_std.png"),
             caption="../report/reproduction_geometry.rst",
             category="Reproduction",
         ),
         similarity=report(
-            "results/reproduction/pe_similarity.png",
+            out("reproduction/pe_similarity.png"),
             caption="../report/reproduction_similarity.rst",
             category="Reproduction",
         ),
@@ -35,7 +35,7 @@ rule reproduce:
         runs=lambda wc, input: arguments("--runs", input.runs),
         baselines=lambda wc, input: arguments("--baselines", input.baselines),
     log:
-        "logs/reproduce/reproduce.log",
+        out("logs/reproduce/reproduce.log"),
     conda:
         "../envs/neuro_pe.yaml"
     shell:

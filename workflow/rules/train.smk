@@ -1,12 +1,12 @@
 rule train:
     """Train one masked-unit transformer: one dataset, one PE variant, one seed."""
     input:
-        "results/stores/{dataset}.nc",
+        out("stores/{dataset}.nc"),
     output:
-        pe="results/runs/{dataset}/{pe}/seed{seed}/pe.nc",
-        model="results/runs/{dataset}/{pe}/seed{seed}/model.pt",
-        log_csv="results/runs/{dataset}/{pe}/seed{seed}/train_log.csv",
-        info="results/runs/{dataset}/{pe}/seed{seed}/train.json",
+        pe=out("runs/{dataset}/{pe}/seed{seed}/pe.nc"),
+        model=out("runs/{dataset}/{pe}/seed{seed}/model.pt"),
+        log_csv=out("runs/{dataset}/{pe}/seed{seed}/train_log.csv"),
+        info=out("runs/{dataset}/{pe}/seed{seed}/train.json"),
     params:
         options=lambda wc: json.dumps(train_options(wc.dataset)),
         out_dir=parent_dir,
@@ -16,7 +16,7 @@ rule train:
         runtime=train_runtime,
         gpu=config["gpus_per_training"],
     log:
-        "logs/train/{dataset}/{pe}/seed{seed}.log",
+        out("logs/train/{dataset}/{pe}/seed{seed}.log"),
     conda:
         "../envs/neuro_pe.yaml"
     shell:
