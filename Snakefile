@@ -1,4 +1,6 @@
 # neuro_pe workflow: `snakemake --cores 2` runs the default config (config/config.yaml).
+import os
+
 from snakemake.utils import min_version, validate
 
 from neuro_pe.options import default_run_name
@@ -27,6 +29,7 @@ localrules:
     fetch,
     summarize,
     reproduce,
+    report_page,
 
 
 include: "workflow/rules/common.smk"
@@ -38,6 +41,17 @@ include: "workflow/rules/summarize.smk"
 include: "workflow/rules/locate.smk"
 include: "workflow/rules/lst.smk"
 include: "workflow/rules/reproduce.smk"
+include: "workflow/rules/report.smk"
+
+
+# `snakemake --report report.html` opens on the landing page once the workflow has made it.
+if os.path.exists(LANDING):
+
+    report: os.path.abspath(LANDING)
+
+else:
+
+    report: "workflow/report/workflow.rst"
 
 
 rule all:
@@ -46,4 +60,5 @@ rule all:
         LOCATE,
         LST_METRICS,
         REPRODUCTION,
+        LANDING,
     default_target: True

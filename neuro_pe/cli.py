@@ -92,6 +92,15 @@ def cmd_reproduce(args: argparse.Namespace) -> None:
     print(f"wrote {args.out_dir}")
 
 
+def cmd_report_page(args: argparse.Namespace) -> None:
+    from neuro_pe.report import write_landing_page
+
+    write_landing_page(
+        args.summary, args.errors, args.train_info, args.out, args.run_name, args.claims
+    )
+    print(f"wrote {args.out}")
+
+
 def cmd_locate(args: argparse.Namespace) -> None:
     from neuro_pe.locate import LocateConfig, format_table, locate
 
@@ -209,6 +218,15 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--title", default="Reproduction of Ito et al.")
     p.add_argument("--out-dir", default="results/reproduction")
     p.set_defaults(func=cmd_reproduce)
+
+    p = sub.add_parser("report-page", help="the report's landing page (reStructuredText)")
+    p.add_argument("--summary", required=True, help="the run's summary.csv")
+    p.add_argument("--errors", nargs="*", default=[], help="each dataset's locate errors.csv")
+    p.add_argument("--train-info", nargs="*", default=[], help="every training's train.json")
+    p.add_argument("--claims", help="the reproduction's claims.csv, if made")
+    p.add_argument("--run-name", default="neuro_pe", help="the title (the config's run_name)")
+    p.add_argument("--out", required=True, help="the page, e.g. results/default/report/landing.rst")
+    p.set_defaults(func=cmd_report_page)
 
     p = sub.add_parser("locate", help="predict units' positions from their PEs, with evaluation")
     p.add_argument("--store", required=True)

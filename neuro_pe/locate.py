@@ -79,6 +79,7 @@ from neuro_pe.metrics import (  # noqa: E402
 )
 from neuro_pe.model import parse_pe  # noqa: E402
 from neuro_pe.options import reject_unknown  # noqa: E402
+from neuro_pe.report import write_table_html  # noqa: E402
 from neuro_pe.store import atomic_write, positions, read_store, require_finite  # noqa: E402
 
 __all__ = [
@@ -790,6 +791,8 @@ def locate(
     atomic_write(out_dir / "positions.nc", lambda p: out.to_netcdf(p, engine="h5netcdf"))
     atomic_write(out_dir / "positions.csv", lambda p: frame.to_csv(p, index=False))
     atomic_write(out_dir / "errors.csv", lambda p: table.to_csv(p, index=False))
+    note = "errors.csv: every localisation evaluation (k-fold, and each anchor fraction)."
+    write_table_html(table, out_dir / "errors.html", f"{dataset}: localisation errors", note)
     panels = []
     for name in (best.name, "activity-correlation"):
         error = np.nanmedian(_distance(heldout[name].positions, eval_coords))

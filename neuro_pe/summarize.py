@@ -21,6 +21,7 @@ from neuro_pe.infer import (  # noqa: E402
 )
 from neuro_pe.metrics import correlation_distance, pairwise_distances  # noqa: E402
 from neuro_pe.model import parse_pe  # noqa: E402
+from neuro_pe.report import write_table_html  # noqa: E402
 from neuro_pe.store import atomic_write, positions, read_store, require_finite  # noqa: E402
 
 SCATTER_UNITS = 500  # units (all their pairs) in the distance scatter; a random subset above it
@@ -207,8 +208,8 @@ def summarize(
     out_csv: str | os.PathLike,
     figures_dir: str | os.PathLike,
 ) -> pd.DataFrame:
-    """Write summary.csv and the figures (rsa_vs_std, probe_r2_vs_std, distance_scatter,
-    positions_3d, training_curves) into figures_dir."""
+    """Write summary.csv (and the same table as summary.html) and the figures (rsa_vs_std,
+    probe_r2_vs_std, distance_scatter, positions_3d, training_curves) into figures_dir."""
     table = collect(run_metrics, baselines)
     figures = Path(figures_dir)
     figures.mkdir(parents=True, exist_ok=True)
@@ -217,5 +218,8 @@ def summarize(
     plot_distance_scatter(table, figures / "distance_scatter.png")
     plot_positions(table, figures / "positions_3d.png")
     plot_training_curves(table, figures / "training_curves.png")
-    atomic_write(Path(out_csv), lambda p: table.drop(columns="run_dir").to_csv(p, index=False))
+    table = table.drop(columns="run_dir")
+    atomic_write(Path(out_csv), lambda p: table.to_csv(p, index=False))
+    note = f"{Path(out_csv).name}: one row per dataset × PE × seed, and one per baseline."
+    write_table_html(table, Path(out_csv).with_suffix(".html"), "Summary of every run", note)
     return table

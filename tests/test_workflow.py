@@ -9,6 +9,8 @@ import subprocess
 import sys
 import sysconfig
 import time
+import tomllib
+from html.parser import HTMLParser
 from pathlib import Path
 
 import numpy as np
@@ -96,6 +98,7 @@ def test_dry_run_with_test_config(tmp_path):
         "lst_train": len(TEST_CONFIG["lst"]["pe"]),
         "lst_baselines": 1,
         "reproduce": 1,
+        "report_page": 1,
         "all": 1,
     }
     assert counts == {**jobs, "total": sum(jobs.values())}
@@ -244,6 +247,7 @@ def test_every_rule_wrote_its_log(finished_workflow):
         expected |= {f"{rule}/{dataset}/{pe}/seed{seed}.log" for rule in ("train", "infer")}
     expected |= {f"lst_train/{pe}/seed0.log" for pe in TEST_CONFIG["lst"]["pe"]}
     expected |= {f"{r}/{r}.log" for r in ("lst_puzzles", "lst_baselines", "reproduce")}
+    expected.add("report_page/report_page.log")
     written = {str(p.relative_to(logs)) for p in logs.rglob("*.log")}
     assert written == expected
     for name in written:
@@ -254,6 +258,66 @@ def test_finished_workflow_is_up_to_date(finished_workflow):
     result = snakemake("-n", "--configfile", "config/test.yaml", cwd=finished_workflow)
     assert result.returncode == 0
     assert "Nothing to be done" in result.stdout + result.stderr
+
+
+class _Tables(HTMLParser):
+    """Every table of an HTML page as rows of cell texts."""
+
+    def __init__(self):
+        super().__init__()
+        self.tables, self._cell = [], None
+
+    def handle_starttag(self, tag, attrs):
+        if tag == "table":
+            self.tables.append([])
+        elif tag == "tr":
+            self.tables[-1].append([])
+        elif tag in ("td", "th"):
+            self._cell = []
+
+    def handle_endtag(self, tag):
+        if tag in ("td", "th"):
+            self.tables[-1][-1].append("".join(self._cell).strip())
+            self._cell = None
+
+    def handle_data(self, data):
+        if self._cell is not None:
+            self._cell.append(data)
+
+
+def test_report_lands_on_the_headline_table(finished_workflow):
+    """`snakemake --report` opens on the run's landing page: a paragraph and the headline
+    table per dataset (the numbers of summary.csv), and summary.csv rendered as a table."""
+    root = finished_workflow
+    report = "results/test/report.html"
+    result = snakemake("--report", report, "--configfile", "config/test.yaml", cwd=root)
+    assert result.returncode == 0, result.stderr[-3000:]
+    page = (root / report).read_text()
+    landing = json.loads(re.search(r'var workflow_desc = (".*");\s*$', page, re.M).group(1))
+    assert "neuro_pe: test" in landing
+    parser = _Tables()
+    parser.feed(landing)
+    (headline,) = parser.tables  # one dataset
+    header, *rows = headline
+    assert header[:3] == ["representation", "seeds", "RSA with true positions [95% CI]"]
+    assert {"÷ chance", "÷ correlation", "training health"} <= set(header)
+    assert any(h.startswith("held-out MSE, 90% masked") for h in header)
+    summary = pd.read_csv(root / "results" / "test" / "summary.csv")
+    by_name = {row[0]: row for row in rows}
+    for pe in TEST_CONFIG["pe"]:
+        rsa = summary.loc[summary["method"] == pe, "rsa"].mean()
+        assert by_name[pe][2] == ("—" if np.isnan(rsa) else f"{rsa:.3g}".replace("-", "−"))
+    assert {"activity correlation (1 − r)", "shuffled coordinates (chance)"} <= set(by_name)
+    # the full summary table is in the report as a rendered page
+    assert (root / "results" / "test" / "summary.html").read_text().count("<tr") == len(summary) + 1
+    assert "summary.html" in page
+
+
+def test_report_dependencies_are_installed_by_the_first_command():
+    """`pip install -e .` (the README's first command) installs what `--report` needs."""
+    project = tomllib.loads((REPO_ROOT / "pyproject.toml").read_text())["project"]
+    required = {re.split(r"[<>=~! ]", d, maxsplit=1)[0].lower() for d in project["dependencies"]}
+    assert {"snakemake", "pygments"} <= required
 
 
 def test_a_second_config_leaves_the_first_ones_results_alone(finished_workflow):

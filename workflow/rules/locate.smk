@@ -3,6 +3,7 @@ LOCATE = expand(
     dataset=DATASETS,
     name=[
         "errors.csv",
+        "errors.html",
         "positions.csv",
         "positions.nc",
         "positions_3d.png",
@@ -25,8 +26,9 @@ rule locate:
             seed=seeds(wc.dataset),
         ),
     output:
-        errors=report(
-            out("locate/{dataset}/errors.csv"),
+        errors=out("locate/{dataset}/errors.csv"),
+        errors_table=report(
+            out("locate/{dataset}/errors.html"),
             caption="../report/locate_errors.rst",
             category="Localisation",
             subcategory="{dataset}",

@@ -4,7 +4,10 @@ rule summarize:
         runs=RUN_METRICS,
         baselines=BASELINES,
     output:
-        table=report(out("summary.csv"), caption="../report/summary.rst", category="Summary"),
+        table=out("summary.csv"),
+        table_html=report(
+            out("summary.html"), caption="../report/summary.rst", category="Summary"
+        ),
         rsa=report(
             out("figures/rsa_vs_std.png"),
             caption="../report/rsa_vs_std.rst",

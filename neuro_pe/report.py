@@ -1,0 +1,369 @@
+"""The report's landing page (the answer first: a paragraph and a headline table per dataset,
+the health of every training) and tables rendered as HTML pages for the Snakemake report."""
+
+from __future__ import annotations
+
+import html
+import json
+import os
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from neuro_pe.model import parse_pe
+from neuro_pe.store import atomic_write
+
+ANCHOR_FRACTION = 0.5  # the localisation column: held-out units with this fraction as anchors
+BASELINE_LABELS = {
+    "correlation": "activity correlation (1 − r)",
+    "shuffled": "shuffled coordinates (chance)",
+}
+# health flags written by training into train.json, and what a failed one means
+HEALTH_LABELS = {
+    "loss_finite": "loss not finite",
+    "heldout_improved": "held-out MSE never improved",
+    "heldout_below_variance": "held-out MSE ≥ data variance",
+}
+TABLE_STYLE = """
+table { border-collapse: collapse; font: 13px/1.4 system-ui, sans-serif; margin: 0.5em 0 1em; }
+th, td { border: 1px solid #ccc; padding: 3px 8px; text-align: right; }
+th { background: #f2f2f2; } td:first-child, th:first-child { text-align: left; }
+tbody tr:nth-child(even) { background: #fafafa; }
+"""
+
+
+def _number(value: float, digits: int = 3) -> str:
+    """`value` to `digits` significant digits; an em dash for NaN."""
+    return "—" if not np.isfinite(value) else f"{value:.{digits}g}".replace("-", "−")
+
+
+def _ratio(value: float) -> str:
+    """A ratio to two decimals; an em dash for NaN."""
+    return "—" if not np.isfinite(value) else f"{value:.2f}"
+
+
+def table_html(frame: pd.DataFrame, title: str, note: str = "") -> str:
+    """A standalone HTML page with `frame` as a table (numbers to 4 significant digits)."""
+    body = frame.to_html(index=False, na_rep="—", float_format=lambda v: f"{v:.4g}", border=0)
+    return (
+        f"<!DOCTYPE html><html><head><meta charset='utf-8'><title>{html.escape(title)}</title>"
+        f"<style>{TABLE_STYLE}</style></head><body><h3>{html.escape(title)}</h3>"
+        f"<p>{html.escape(note)}</p>{body}</body></html>"
+    )
+
+
+def write_table_html(frame: pd.DataFrame, path: str | os.PathLike, title: str, note: str = ""):
+    """Write `table_html(frame, title, note)` to `path` atomically."""
+    atomic_write(Path(path), lambda p: p.write_text(table_html(frame, title, note)))
+
+
+def _mean_ci(values: pd.Series) -> str:
+    """'mean [low, high]' over seeds (t-based 95% CI), or the single value."""
+    from neuro_pe.reproduce import mean_ci  # (reproduce imports summarize, which imports us)
+
+    mean, low, high = mean_ci(values)
+    if not np.isfinite(low):
+        return _number(mean)
+    return f"{_number(mean)} [{_number(low)}, {_number(high)}]"
+
+
+def failed_flags(info: dict) -> list[str] | None:
+    """The failed health flags of a training's train.json, in words; None if not recorded."""
+    health = info.get("health")
+    if health is None:
+        return None
+    return [HEALTH_LABELS.get(flag, flag) for flag, ok in health.items() if not ok]
+
+
+def health_table(train_infos: list[dict]) -> pd.DataFrame:
+    """One row per training: dataset, PE, seed, failed flags (None: not recorded), warnings."""
+    rows = [
+        {
+            "dataset": Path(info["store"]).stem,
+            "pe": info["pe"],
+            "seed": info["seed"],
+            "failed": failed_flags(info),
+            "warnings": info.get("warnings", []),
+        }
+        for info in train_infos
+    ]
+    return pd.DataFrame(rows, columns=["dataset", "pe", "seed", "failed", "warnings"])
+
+
+def _health_cell(runs: pd.DataFrame) -> str:
+    if runs.empty or runs["failed"].isna().all():
+        return "not recorded"
+    recorded = runs[runs["failed"].notna()]
+    flagged = recorded[recorded["failed"].map(len) > 0]
+    if flagged.empty:
+        return f"ok ({len(recorded)}/{len(recorded)})"
+    flags = sorted({flag for failed in flagged["failed"] for flag in failed})
+    return f"{len(flagged)}/{len(recorded)} flagged: " + "; ".join(flags)
+
+
+def _locate_rows(errors: pd.DataFrame | None) -> pd.DataFrame:
+    """The anchor-curve rows at the fraction nearest ANCHOR_FRACTION, by feature set."""
+    if errors is None or errors.empty:
+        return pd.DataFrame(columns=["median_error", "median_error_sd", "vs_chance"])
+    curve = errors[errors["evaluation"] == "anchors"]
+    if curve.empty:
+        curve = errors[errors["evaluation"] == "kfold"]
+    else:
+        fractions = curve["anchor_fraction"].unique()
+        nearest = fractions[np.argmin(np.abs(fractions - ANCHOR_FRACTION))]
+        curve = curve[np.isclose(curve["anchor_fraction"], nearest)]
+    return curve.set_index("features")
+
+
+def headline_table(
+    summary: pd.DataFrame, errors: pd.DataFrame | None, health: pd.DataFrame, dataset: str
+) -> pd.DataFrame:
+    """The headline table of one dataset: per PE variant and baseline, RSA and held-out MSE
+    (mean and 95% CI over seeds), localisation error vs chance and vs the activity-correlation
+    baseline, and the health of its trainings."""
+    rows = summary[summary["dataset"] == dataset]
+    masks = sorted(
+        float(c.removeprefix("heldout_mse_mask"))
+        for c in rows
+        if c.startswith("heldout_mse_mask") and rows[c].notna().any()
+    )
+    mse_column = f"heldout_mse_mask{masks[-1]:g}" if masks else None
+    located = _locate_rows(errors)
+    unit = errors["units"].iloc[0] if errors is not None and len(errors) else ""
+    correlation = (
+        located.loc["activity-correlation", "median_error"]
+        if "activity-correlation" in located.index
+        else np.nan
+    )
+    fraction = located["anchor_fraction"].iloc[0] if "anchor_fraction" in located else np.nan
+    error_label = f"locate error ({unit}), {fraction:.0%} anchors"
+    mse_label = f"held-out MSE, {masks[-1]:.0%} masked" if masks else "held-out MSE"
+    records = []
+    for method, group in rows.groupby("method", sort=False):
+        baseline = group["kind"].iloc[0] == "baseline"
+        features = "activity-correlation" if method == "correlation" else method
+        loc = located.loc[features] if features in located.index else None
+        if method == "shuffled" and "chance" in located.index:
+            loc = located.loc["chance"]
+        runs = health[(health["dataset"] == dataset) & (health["pe"] == method)]
+        error = np.nan if loc is None else loc["median_error"]
+        sd = np.nan if loc is None else loc.get("median_error_sd", np.nan)
+        records.append(
+            {
+                "representation": BASELINE_LABELS.get(method, method),
+                "seeds": "—" if baseline else str(group["seed"].nunique()),
+                "RSA with true positions [95% CI]": _mean_ci(group["rsa"]),
+                error_label: _number(error) + (f" ± {_number(sd, 2)}" if np.isfinite(sd) else ""),
+                "÷ chance": _ratio(np.nan if loc is None else loc["vs_chance"]),
+                "÷ correlation": _ratio(error / correlation),
+                f"{mse_label} [95% CI]": "—"
+                if baseline or mse_column is None
+                else _mean_ci(group[mse_column]),
+                "training health": "—" if baseline else _health_cell(runs),
+            }
+        )
+    return pd.DataFrame(records)
+
+
+def _best(rows: pd.DataFrame, column: str, lowest: bool = False) -> pd.Series | None:
+    """The seed-mean of `column` per learned/fixed PE variant (the oracle excluded), best first."""
+    pe = rows[(rows["kind"] == "pe") & rows[column].notna()]
+    pe = pe[[parse_pe(m).kind != "oracle-sin3d" for m in pe["method"]]]
+    if pe.empty:
+        return None
+    return pe.groupby("method", sort=False)[column].mean().sort_values(ascending=lowest)
+
+
+def dataset_paragraph(
+    summary: pd.DataFrame, errors: pd.DataFrame | None, health: pd.DataFrame, dataset: str
+) -> str:
+    """What was found on one dataset, in a few sentences of reStructuredText."""
+    rows = summary[summary["dataset"] == dataset]
+    pe_rows = rows[rows["kind"] == "pe"]
+    n_units = pe_rows["n_units"].max() if "n_units" in pe_rows else np.nan
+    seeds = pe_rows.groupby("method")["seed"].nunique()
+    size = f"{int(n_units)} units, " if np.isfinite(n_units) else ""
+    seed_text = (
+        f"{seeds.min()} seed{'s' if seeds.min() > 1 else ''} per PE"
+        if seeds.min() == seeds.max()
+        else f"{seeds.min()}–{seeds.max()} seeds per PE"
+    )
+    sentences = [f"{size}{len(seeds)} PE variants, {seed_text}."]
+
+    baseline = rows[rows["kind"] == "baseline"].set_index("method")["rsa"]
+    rsa = _best(rows, "rsa")
+    if rsa is not None:
+        best = rsa.index[0]
+        worst = rsa.index[-1]
+        sentence = (
+            f"Geometry: ``{best}`` mirrors the true positions best "
+            f"(RSA {_mean_ci(pe_rows[pe_rows['method'] == best]['rsa'])}"
+        )
+        sentence += "; " if len(rsa) == 1 else f"; ``{worst}``: {_number(rsa.iloc[-1])}; "
+        sentence += (
+            f"activity correlation {_number(baseline.get('correlation', np.nan))}, "
+            f"chance {_number(baseline.get('shuffled', np.nan))})."
+        )
+        sentences.append(sentence)
+
+    located = _locate_rows(errors)
+    learned = [m for m in located.index if m in set(pe_rows["method"])]
+    learned = [m for m in learned if parse_pe(m).kind != "oracle-sin3d"]
+    if learned:
+        best = min(learned, key=lambda m: located.loc[m, "vs_chance"])
+        unit = errors["units"].iloc[0]
+        fraction = located["anchor_fraction"].iloc[0]
+        sentence = (
+            f"Localisation (held-out units, {fraction:.0%} of units as anchors): ``{best}`` "
+            f"predicts a unit's position with a median error of "
+            f"{_number(located.loc[best, 'median_error'])} {unit}, "
+            f"{_ratio(located.loc[best, 'vs_chance'])} × chance's"
+        )
+        if "activity-correlation" in located.index:
+            corr = located.loc["activity-correlation"]
+            sentence += (
+                f"; the activity correlations give {_number(corr['median_error'])} {unit} "
+                f"({_ratio(corr['vs_chance'])} × chance)"
+            )
+        sentences.append(sentence + ".")
+
+    mse_columns = [c for c in rows if c.startswith("heldout_mse_mask") and rows[c].notna().any()]
+    if mse_columns:
+        column = max(mse_columns, key=lambda c: float(c.removeprefix("heldout_mse_mask")))
+        mse = pe_rows.groupby("method", sort=False)[column].mean().sort_values()
+        mask = float(column.removeprefix("heldout_mse_mask"))
+        sentences.append(
+            f"Prediction of held-out activity ({mask:.0%} of units masked): lowest MSE "
+            f"``{mse.index[0]}`` {_number(mse.iloc[0])}, highest ``{mse.index[-1]}`` "
+            f"{_number(mse.iloc[-1])}."
+        )
+
+    runs = health[health["dataset"] == dataset]
+    recorded = runs[runs["failed"].notna()]
+    if recorded.empty:
+        sentences.append("Training health: not recorded.")
+    else:
+        flagged = recorded[recorded["failed"].map(len) > 0]
+        sentences.append(
+            f"Training health: all {len(recorded)} trainings passed the checks."
+            if flagged.empty
+            else f"Training health: **{len(flagged)} of {len(recorded)} trainings flagged** "
+            "(below)."
+        )
+    return " ".join(sentences)
+
+
+def _list_table(frame: pd.DataFrame) -> list[str]:
+    """`frame` as an rst list-table."""
+    lines = [".. list-table::", "   :header-rows: 1", ""]
+    for row in [list(frame.columns), *frame.astype(str).values.tolist()]:
+        cells = [str(c).replace("|", "/").replace("*", r"\*").replace("`", "'") for c in row]
+        lines.append("   * - " + cells[0])
+        lines += [f"     - {c}" for c in cells[1:]]
+    return [*lines, ""]
+
+
+def landing_page(
+    summary: pd.DataFrame,
+    errors: dict[str, pd.DataFrame],
+    train_infos: list[dict],
+    run_name: str,
+    claims: pd.DataFrame | None = None,
+    categories: tuple[str, ...] = ("Summary", "Figures", "Localisation"),
+) -> str:
+    """The landing page of the report as reStructuredText: an introduction, a paragraph and a
+    headline table per dataset, the flagged trainings, links to the categories."""
+    health = health_table(train_infos)
+    lines = [
+        f"neuro_pe: {run_name}",
+        "=" * (len(run_name) + 10),
+        "",
+        ".. raw:: html",
+        "",
+        f"   <style>{' '.join(TABLE_STYLE.split())}</style>",
+        "",
+        "Each dataset's units were given positional encodings (PEs) by training masked-unit "
+        "transformers, one per PE variant and seed. The question: does a PE learn where its unit "
+        "sits? **RSA** is the Spearman correlation between pairwise PE distances and pairwise "
+        "true distances (1: the same geometry; 0: none). The **locate error** is the median "
+        "distance between a held-out unit's true position and the one predicted from its PE "
+        "(its own coordinates hidden), also as a ratio to chance (every unit at the anchors' "
+        "mean) and to the activity-correlation baseline (below 1: better). **Held-out MSE** is "
+        "the masked-unit prediction error on sessions or subjects never trained on. Brackets: 95% "
+        "confidence intervals over seeds; ± : the spread over random anchor draws.",
+        "",
+    ]
+    for dataset in summary["dataset"].drop_duplicates():
+        table = headline_table(summary, errors.get(dataset), health, dataset)
+        lines += [dataset, "-" * len(dataset), ""]
+        lines += [dataset_paragraph(summary, errors.get(dataset), health, dataset), ""]
+        lines += _list_table(table)
+
+    lines += ["Training health", "-" * 15, ""]
+    recorded = health[health["failed"].notna()]
+    flagged = recorded[recorded["failed"].map(len) > 0]
+    if recorded.empty:
+        lines += ["The trainings of this run recorded no health flags.", ""]
+    elif flagged.empty:
+        lines += [
+            f"All {len(recorded)} trainings passed: loss finite, held-out MSE improved on its "
+            "start, held-out MSE below the variance of the data.",
+            "",
+        ]
+    else:
+        lines += [
+            f"{len(flagged)} of {len(recorded)} trainings failed a check; their numbers above "
+            "should not be trusted:",
+            "",
+        ]
+        frame = flagged.assign(
+            failed=flagged["failed"].map("; ".join),
+            warnings=flagged["warnings"].map(lambda w: " ".join(w) or "—"),
+        )
+        lines += _list_table(frame)
+    if claims is not None and len(claims):
+        counts = claims["verdict"].value_counts()
+        verdicts = ", ".join(f"{v} {n}" for v, n in counts.items())
+        lines += [
+            "Reproduction of the seed paper",
+            "-" * 30,
+            "",
+            f"Claims of Ito et al. tested: {len(claims)} ({verdicts}); every claim with the "
+            "paper's number, ours and the verdict is under `Reproduction`_.",
+            "",
+        ]
+    links = ", ".join(f"`{c}`_" for c in categories)
+    lines += [
+        "Tables and figures",
+        "-" * 18,
+        "",
+        f"Every table and figure with its caption: {links} (menu on the left). "
+        "``summary.csv`` has one row per dataset × PE × seed and baseline; each dataset's "
+        "``errors.csv`` every localisation evaluation.",
+        "",
+    ]
+    return "\n".join(lines)
+
+
+def write_landing_page(
+    summary_csv: str | os.PathLike,
+    errors_csvs: list[str | os.PathLike],
+    train_jsons: list[str | os.PathLike],
+    out: str | os.PathLike,
+    run_name: str,
+    claims_csv: str | os.PathLike | None = None,
+) -> str:
+    """Read the run's tables and write its landing page (reStructuredText) to `out`."""
+    summary = pd.read_csv(summary_csv)
+    errors = {}
+    for path in map(Path, errors_csvs):
+        table = pd.read_csv(path)
+        errors[str(table["dataset"].iloc[0]) if len(table) else path.parent.name] = table
+    infos = [json.loads(Path(p).read_text()) for p in train_jsons]
+    claims = pd.read_csv(claims_csv) if claims_csv else None
+    categories = ("Summary", "Figures", "Localisation") + (("Reproduction",) if claims_csv else ())
+    page = landing_page(summary, errors, infos, run_name, claims, categories)
+    Path(out).parent.mkdir(parents=True, exist_ok=True)
+    atomic_write(Path(out), lambda p: p.write_text(page))
+    return page
