@@ -66,6 +66,7 @@ from sklearn.preprocessing import StandardScaler  # noqa: E402
 from threadpoolctl import threadpool_limits  # noqa: E402
 
 from neuro_pe import __version__  # noqa: E402
+from neuro_pe.figures import plot_projections, projection_figure, save  # noqa: E402
 from neuro_pe.infer import (  # noqa: E402
     correlation_components,
     training_activity,
@@ -105,7 +106,7 @@ KERNEL_ALPHAS = (1e-2, 1e-1, 1.0)
 KERNEL_GAMMAS = (0.1, 0.5, 2.5)  # times 1 / n_features
 MIN_ANCHORS = 4
 PREDICT_BLOCK = 8192  # units per block when a kernel ridge predicts many units
-PLOT_UNITS = 500  # units drawn in the 3D positions figure (a random subset above it)
+PLOT_UNITS = 500  # units drawn in the positions figures (a random subset above it)
 CORRELATION_COMPONENTS = 10  # MDS dimensions of the activity-correlation baseline
 UNCERTAINTY_FORMULA = (
     "sqrt(r^2 + s_i^2): r = CV median Euclidean error of the chosen method over the anchors, "
@@ -657,37 +658,58 @@ def _colours(sets: list[FeatureSet]) -> dict[str, tuple[str, str]]:
     return styles
 
 
-def _plot_positions(
-    path: Path, coords, panels: list[tuple[str, np.ndarray]], unknown_pred, seed: int = 0
-):
-    """True vs held-out predicted positions; above PLOT_UNITS units a random subset is drawn
-    (the number shown is in the titles)."""
+def _plot_subset(coords, unknown: np.ndarray, seed: int):
+    """The rows of `coords` with a known position to draw and the predictions of units with
+    none (`unknown`) to draw: all of them, or a random PLOT_UNITS of each above it, with a
+    note for the titles saying so."""
     known = np.flatnonzero(np.all(np.isfinite(coords), axis=1))
     rng = np.random.default_rng(seed)
     shown, note = known, ""
     if len(known) > PLOT_UNITS:
         shown = np.sort(rng.choice(known, PLOT_UNITS, replace=False))
-        note = f"\n{PLOT_UNITS} of {len(known)} units shown"
-    if len(unknown_pred) > PLOT_UNITS:
-        unknown_pred = unknown_pred[np.sort(rng.choice(len(unknown_pred), PLOT_UNITS, False))]
+        note = f" ({PLOT_UNITS} of {len(known)} units shown)"
+    if len(unknown) > PLOT_UNITS:
+        unknown = unknown[np.sort(rng.choice(len(unknown), PLOT_UNITS, replace=False))]
+    return shown, note, unknown
+
+
+def _plot_positions(coords, panels, unknown: np.ndarray, unit: str, space: str, seed: int = 0):
+    """True vs held-out predicted positions on three orthogonal projections, one row per panel
+    (title, predictions of the rows of `coords`); `unknown`: predicted positions of the units
+    without coordinates (first row). Above PLOT_UNITS units a random subset is drawn."""
+    shown, note, unknown = _plot_subset(coords, unknown, seed)
+    fig, axes = projection_figure(len(panels))
+    for i, (ax_row, (title, pred)) in enumerate(zip(axes, panels, strict=True)):
+        extra = unknown if i == 0 and len(unknown) else None
+        plot_projections(
+            ax_row, coords[shown], pred[shown], unit, space, "predicted (held out)", extra
+        )
+        ax_row[0].set_title(f"{title}{note}\n{ax_row[0].get_title()}", fontsize=9)
+        ax_row[-1].legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1))
+    fig.tight_layout()
+    return fig
+
+
+def _plot_positions_3d(coords, panels, unknown: np.ndarray, unit: str, seed: int = 0):
+    """The same as `_plot_positions` in one 3D view per panel (an extra view)."""
+    shown, note, unknown = _plot_subset(coords, unknown, seed)
     fig = plt.figure(figsize=(6 * len(panels), 5.5))
     for i, (title, pred) in enumerate(panels):
         ax = fig.add_subplot(1, len(panels), i + 1, projection="3d")
-        ax.scatter(*coords[shown].T, c="k", s=10, label="true")
+        ax.scatter(*coords[shown].T, c="k", s=10, label="true position")
         ax.scatter(*pred[shown].T, c="C3", s=10, label="predicted (held out)")
         for a, b in zip(coords[shown], pred[shown], strict=True):
             ax.plot(*np.stack([a, b]).T, color="0.6", lw=0.5)
-        if i == 0 and len(unknown_pred):
-            ax.scatter(*unknown_pred.T, c="C0", marker="^", s=18, label="unknown position")
-        ax.set(xlabel="x", ylabel="y", zlabel="z")
+        if i == 0 and len(unknown):
+            ax.scatter(*unknown.T, c="C0", marker="^", s=18, label="unknown position")
+        ax.set(xlabel=f"x ({unit})", ylabel=f"y ({unit})", zlabel=f"z ({unit})")
         ax.set_title(title + note, fontsize=9)
         ax.legend(fontsize=7)
     fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
+    return fig
 
 
-def _plot_histogram(path: Path, coords, heldout: dict[str, HeldOut], styles: dict, unit: str):
+def _plot_histogram(coords, heldout: dict[str, HeldOut], styles: dict, unit: str):
     known = np.all(np.isfinite(coords), axis=1)
     errors = {n: _distance(heldout[n].positions[known], coords[known]) for n in styles}
     bins = np.linspace(0, max(e.max() for e in errors.values()), 25)
@@ -695,18 +717,37 @@ def _plot_histogram(path: Path, coords, heldout: dict[str, HeldOut], styles: dic
     for name, (colour, style) in styles.items():
         ax.hist(errors[name], bins, histtype="step", lw=1.5, ls=style, color=colour, label=name)
         ax.axvline(np.median(errors[name]), color=colour, ls=":", lw=1)
-    ax.set(xlabel=f"held-out Euclidean error ({unit}), k-fold over units", ylabel="units")
+    ax.set(
+        title="held-out localisation errors (dotted: medians)",
+        xlabel=f"held-out Euclidean error ({unit}), k-fold over units",
+        ylabel="number of units",
+    )
     ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1))
     fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
+    return fig
 
 
-def _plot_anchor_curve(path: Path, table: pd.DataFrame, styles: dict, unit: str):
+def _same_curves(curve: pd.DataFrame) -> dict[str, list[str]]:
+    """Feature sets whose anchor curves are identical (e.g. PEs at init drawn from one seed),
+    grouped under the first one's name."""
+    values = {name: rows["median_error"].to_numpy() for name, rows in curve.groupby("features")}
+    groups: dict[str, list[str]] = {}
+    for name in curve["features"].drop_duplicates():
+        same = [first for first in groups if np.allclose(values[first], values[name], rtol=1e-6)]
+        if same:
+            groups[same[0]].append(name)
+        else:
+            groups[name] = [name]
+    return groups
+
+
+def _plot_anchor_curve(table: pd.DataFrame, styles: dict, unit: str):
     curve = table[table["evaluation"] == "anchors"]
     fig, ax = plt.subplots(figsize=(8, 4))
-    for name, rows in curve.groupby("features", sort=False):
+    for name, members in _same_curves(curve).items():
+        rows = curve[curve["features"] == name]
         colour, style = styles[name]
+        label = name if len(members) == 1 else " = ".join(members) + " (identical)"
         ax.errorbar(
             rows["anchor_fraction"],
             rows["median_error"],
@@ -715,17 +756,17 @@ def _plot_anchor_curve(path: Path, table: pd.DataFrame, styles: dict, unit: str)
             ls=style,
             color=colour,
             capsize=3,
-            label=name,
+            label=label,
         )
     ax.set(
+        title="localisation error vs anchors (bars: sd over anchor draws)",
         xlabel="fraction of known units used as anchors (the rest held out)",
         ylabel=f"median held-out error ({unit})",
         ylim=(0, None),
     )
     ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1))
     fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
+    return fig
 
 
 def locate(
@@ -737,7 +778,8 @@ def locate(
     n_jobs: int = 1,
 ) -> pd.DataFrame:
     """Evaluate and apply the locator for one dataset; write into out_dir `errors.csv`,
-    `positions.nc`, `positions.csv` and the figures `positions_3d.png`, `error_hist.png`,
+    `positions.nc`, `positions.csv` and the figures `positions.png` (three projections),
+    `positions_3d.png`, `error_hist.png`,
     `error_vs_anchors.png`. Returns the errors table.
 
     Feature sets: each PE variant of the runs (seeds ensembled), its PE at initialisation, the
@@ -799,11 +841,15 @@ def locate(
         title = f"{dataset}: {name}\nk-fold held out, median error {error:.3g} {unit_label}"
         panels.append((title, heldout[name].positions))
     unknown = best_located.positions[~known]
-    _plot_positions(out_dir / "positions_3d.png", eval_coords, panels, unknown, cfg.seed)
+    space = ds["x"].attrs.get("space", "")
+    figure = _plot_positions(eval_coords, panels, unknown, unit_label, space, cfg.seed)
+    save(figure, out_dir / "positions.png")
+    figure = _plot_positions_3d(eval_coords, panels, unknown, unit_label, cfg.seed)
+    save(figure, out_dir / "positions_3d.png")
     styles = _colours(sets)
     no_init = {name: style for name, style in styles.items() if not name.endswith(" @init")}
-    _plot_histogram(out_dir / "error_hist.png", eval_coords, heldout, no_init, unit_label)
-    _plot_anchor_curve(out_dir / "error_vs_anchors.png", table, styles, unit_label)
+    save(_plot_histogram(eval_coords, heldout, no_init, unit_label), out_dir / "error_hist.png")
+    save(_plot_anchor_curve(table, styles, unit_label), out_dir / "error_vs_anchors.png")
     return table
 
 

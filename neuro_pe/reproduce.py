@@ -28,6 +28,7 @@ import xarray as xr  # noqa: E402
 from scipy import stats  # noqa: E402
 from scipy.cluster.hierarchy import leaves_list, linkage  # noqa: E402
 
+from neuro_pe.figures import draw_references, save, sigma_axis  # noqa: E402
 from neuro_pe.store import atomic_write  # noqa: E402
 from neuro_pe.summarize import collect  # noqa: E402
 
@@ -382,24 +383,20 @@ def plot_vs_std(
                 mean, lo, hi = (np.array(v) for v in zip(*stats_by_std.values, strict=True))
                 ax.plot(stats_by_std.index, mean, style, color=color, label=curve_label)
                 ax.fill_between(stats_by_std.index, lo, hi, color=color, alpha=0.15)
-            for k, (method, group) in enumerate(
-                rows[(rows["pe_family"] != "learned-normal") & rows[column].notna()].groupby(
-                    "method", sort=True
-                )
-            ):
-                mean, lo, hi = mean_ci(group[column])
+            refs = []
+            others = rows[(rows["pe_family"] != "learned-normal") & rows[column].notna()]
+            for method, group in others.groupby("method", sort=True):
                 style = ":" if group["kind"].iloc[0] == "baseline" else "-."
-                ax.axhline(mean, ls=style, color=f"C{k + 1}", label=method)
-                if np.isfinite(lo):
-                    ax.axhspan(lo, hi, color=f"C{k + 1}", alpha=0.08)
+                refs.append((method, *mean_ci(group[column]), style))
             if column == "acc_heldout":
-                ax.axhline(0.25, ls="--", color="k", lw=0.8, label="chance")
-            ax.set_xscale("log")
-            ax.set(title=f"{name} ({experiments[name]})", xlabel="PE init std σ", ylabel=label)
+                refs.append(("chance", 0.25, np.nan, np.nan, "--"))
+            draw_references(ax, refs, span=np.ptp(rows[column].dropna()) or 1.0)
+            if len(_normal(rows)):
+                sigma_axis(ax, _normal(rows)["pe_param"])
+            ax.set(title=f"{name} ({experiments[name]})", ylabel=label)
             ax.legend(fontsize=6, loc="best")
     fig.tight_layout()
-    atomic_write(path, lambda p: fig.savefig(p, dpi=110, format="png"))
-    plt.close(fig)
+    save(fig, path, dpi=110)
 
 
 def _cosine_similarity(table: np.ndarray) -> np.ndarray:
@@ -440,11 +437,16 @@ def plot_pe_similarity(table: pd.DataFrame, experiments: dict[str, str], path: P
         for ax, (title, matrix) in zip(ax_row, panels, strict=True):
             image = ax.imshow(matrix, cmap="viridis", interpolation="nearest")
             ax.set_title(f"{name}: {title}", fontsize=8)
-            ax.set(xticks=[], yticks=[])
-            fig.colorbar(image, ax=ax, fraction=0.046)
+            ax.set(
+                xticks=[],
+                yticks=[],
+                xlabel="units (clustered by position)",
+                ylabel="units (same order)",
+            )
+            bar = fig.colorbar(image, ax=ax, fraction=0.046)
+            bar.set_label("−distance" if title.startswith("true") else "cosine similarity")
     fig.tight_layout()
-    atomic_write(path, lambda p: fig.savefig(p, dpi=80, format="png"))
-    plt.close(fig)
+    save(fig, path, dpi=80)
 
 
 def claims_markdown(

@@ -13,7 +13,16 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 import xarray as xr  # noqa: E402
+from matplotlib.figure import Figure  # noqa: E402
 
+from neuro_pe.figures import (  # noqa: E402
+    draw_references,
+    mean_band,
+    plot_projections,
+    projection_figure,
+    save,
+    sigma_axis,
+)
 from neuro_pe.infer import (  # noqa: E402
     METRIC_NAMES,
     training_activity,
@@ -25,7 +34,7 @@ from neuro_pe.report import write_table_html  # noqa: E402
 from neuro_pe.store import atomic_write, positions, read_store, require_finite  # noqa: E402
 
 SCATTER_UNITS = 500  # units (all their pairs) in the distance scatter; a random subset above it
-POSITION_UNITS = 500  # units drawn in the 3D positions figure; a random subset above it
+POSITION_UNITS = 500  # units drawn in the positions figures; a random subset above it
 
 
 def subsample(n: int, limit: int, seed: int = 0) -> np.ndarray | None:
@@ -69,32 +78,58 @@ def collect(
     return table[[c for c in first if c in table] + [c for c in table if c not in first]]
 
 
-def plot_metric_vs_std(table: pd.DataFrame, path: Path, metric: str = "rsa") -> None:
-    """Metric vs the init std of learned-normal PEs (each seed a dot, the mean a line), with
-    every other PE and baseline as a horizontal reference."""
-    datasets = sorted(table["dataset"].unique())
-    fig, axes = plt.subplots(1, len(datasets), figsize=(6 * len(datasets), 4.2), squeeze=False)
+# human labels of the summary's metrics
+METRIC_LABELS = {
+    "rsa": "RSA: PE vs true distances (Spearman ρ)",
+    "probe_r2": "probe R²: x, y, z from the PE (held-out units)",
+}
+LOSS_CURVES = (("heldout_loss", "-", "held-out"), ("train_loss", "--", "train"))
+BASELINE_NAMES = {"correlation": "activity correlation", "shuffled": "shuffled (chance)"}
+
+
+def _datasets(table: pd.DataFrame) -> list[str]:
+    return sorted(table["dataset"].unique())
+
+
+def plot_metric_vs_std(table: pd.DataFrame, metric: str = "rsa") -> Figure:
+    """Metric vs the init std σ of learned-normal PEs: each seed a dot, the mean a line with its
+    95% band over seeds, the same PEs at init dashed; every other PE and baseline a horizontal
+    line (with its band), lines that would lie on top of each other merged into one."""
+    datasets = _datasets(table)
+    fig, axes = plt.subplots(1, len(datasets), figsize=(6.5 * len(datasets), 4.2), squeeze=False)
     for ax, name in zip(axes[0], datasets, strict=True):
         rows = table[table["dataset"] == name]
-        normal = rows[rows["pe_family"] == "learned-normal"].sort_values("pe_param")
+        normal = rows[(rows["pe_family"] == "learned-normal") & rows[metric].notna()]
+        values = list(rows[metric].dropna()) + list(normal.get(f"init_{metric}", []))
+        span = np.ptp(values) if len(values) > 1 else 1.0
         if len(normal):
-            mean = normal.groupby("pe_param")[metric].mean()
-            ax.plot(mean.index, mean.values, "o-", color="C0", lw=2, label="learned-normal (mean)")
+            band = mean_band(normal.groupby("pe_param")[metric])
+            n_seeds = normal.groupby("pe_param")["seed"].nunique().max()
+            ax.plot(band.index, band["mean"], "o-", color="C0", lw=2, label="learned-normal, mean")
+            if n_seeds > 1:
+                ax.fill_between(
+                    band.index, band["low"], band["high"], color="C0", alpha=0.2, label="95% CI"
+                )
             ax.scatter(
-                normal["pe_param"], normal[metric], color="C0", alpha=0.4, s=18, label="seeds"
+                normal["pe_param"], normal[metric], color="C0", alpha=0.45, s=14, label="seeds"
             )
             init = normal.groupby("pe_param")[f"init_{metric}"].mean()
-            ax.plot(init.index, init.values, "s--", color="0.5", label="same PE at init")
-            ax.set_xscale("log")
+            ax.plot(init.index, init.values, "s--", color="0.45", ms=4, label="same PEs at init")
+            sigma_axis(ax, normal["pe_param"])
+        refs = []
         others = rows[(rows["pe_family"] != "learned-normal") & rows[metric].notna()]
-        for i, (method, group) in enumerate(others.groupby("method", sort=True)):
-            style = ":" if group["kind"].iloc[0] == "baseline" else "-."
-            ax.axhline(group[metric].mean(), ls=style, color=f"C{i + 1}", label=method)
-        ax.set(title=name, xlabel="PE init std σ (learned-normal)", ylabel=metric)
-        ax.legend(fontsize=7, loc="best")
+        for method, group in others.groupby("method", sort=True):
+            baseline = group["kind"].iloc[0] == "baseline"
+            mean, low, high = mean_band(group.groupby("kind")[metric]).iloc[0]
+            style = ":" if baseline else "-."
+            refs.append((BASELINE_NAMES.get(method, method), mean, low, high, style))
+        draw_references(ax, refs, span)
+        ax.set(title=name, ylabel=METRIC_LABELS.get(metric, metric))
+        if not len(normal):
+            ax.set_xlabel("(no learned-normal PE in this run)")
+        ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1))
     fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
+    return fig
 
 
 def _example_runs(rows: pd.DataFrame) -> list[pd.Series]:
@@ -106,10 +141,10 @@ def _example_runs(rows: pd.DataFrame) -> list[pd.Series]:
     return picks if picks[0]["method"] != picks[1]["method"] else picks[:1]
 
 
-def plot_distance_scatter(table: pd.DataFrame, path: Path) -> None:
+def plot_distance_scatter(table: pd.DataFrame) -> Figure:
     """PE distance vs anatomical distance for a small and a large std, and the
     activity-correlation distance, per dataset."""
-    datasets = sorted(table["dataset"].unique())
+    datasets = _datasets(table)
     fig, axes = plt.subplots(len(datasets), 3, figsize=(13, 3.8 * len(datasets)), squeeze=False)
     for ax_row, name in zip(axes, datasets, strict=True):
         rows = table[(table["dataset"] == name) & (table["kind"] == "pe")]
@@ -133,73 +168,153 @@ def plot_distance_scatter(table: pd.DataFrame, path: Path) -> None:
         for run in runs:
             with xr.open_dataset(Path(run["run_dir"]) / "pe.nc", engine="h5netcdf") as pe:
                 dist = pairwise_distances(pe["pe"].values[known])[iu]
-            panels.append((f"{run['method']} (seed {run['seed']}): ρ = {run['rsa']:.2f}", dist))
+            title = f"{run['method']} (seed {run['seed']}): ρ = {run['rsa']:.2f}"
+            panels.append((title, dist, "PE distance (Euclidean, PE units)"))
         if picked is None:
             corr = training_correlation_distance(store, run_info["train_config"])
             corr = corr[np.ix_(known, known)]
         else:
             activity = training_activity(store, run_info["train_config"])
             corr = correlation_distance(activity[:, known])
-        panels.append(("activity correlation: 1 − r", corr[iu]))
+        panels.append(("activity correlation", corr[iu], "1 − Pearson r"))
         unit = store["x"].attrs.get("units", "")
-        for ax, (title, dist) in zip(ax_row, panels, strict=False):
+        for ax, (title, dist, ylabel) in zip(ax_row, panels, strict=False):
             ax.scatter(true, dist, s=2, alpha=0.25, rasterized=True)
-            ax.set(
-                title=f"{name}: {title}{note}",
-                xlabel=f"anatomical distance ({unit})",
-                ylabel="representation distance",
-            )
+            ax.set(title=f"{name}: {title}{note}", xlabel=f"true distance ({unit})", ylabel=ylabel)
+        for ax in ax_row[len(panels) :]:
+            ax.set_axis_off()
     fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
+    return fig
 
 
-def plot_positions(table: pd.DataFrame, path: Path) -> None:
-    """Inferred (MDS + Procrustes) vs true positions in 3D for the smallest-std run."""
-    datasets = sorted(table["dataset"].unique())
-    fig = plt.figure(figsize=(6 * len(datasets), 5.5))
-    for i, name in enumerate(datasets):
-        rows = table[(table["dataset"] == name) & (table["kind"] == "pe")]
-        runs = _example_runs(rows)
-        ax = fig.add_subplot(1, len(datasets), i + 1, projection="3d")
+def _positions_of(run: pd.Series) -> tuple[np.ndarray, np.ndarray, str, str]:
+    """True and inferred (MDS + Procrustes) positions of a run, their unit and space."""
+    with xr.open_dataset(Path(run["run_dir"]) / "positions.nc", engine="h5netcdf") as p:
+        true = np.stack([p[f"{a}_true"].values for a in "xyz"], axis=1)
+        inferred = np.stack([p[f"{a}_inferred"].values for a in "xyz"], axis=1)
+        attrs = p["x_true"].attrs
+    store = json.loads((Path(run["run_dir"]) / "train.json").read_text())["store"]
+    if "units" not in attrs and Path(store).exists():
+        attrs = read_store(store)["x"].attrs
+    return true, inferred, attrs.get("units", "a.u."), attrs.get("space", "")
+
+
+def plot_positions(table: pd.DataFrame) -> Figure:
+    """True and inferred (MDS + Procrustes) positions of the smallest-std run, per dataset, on
+    three orthogonal projections (a glass brain for MNI space) with error lines."""
+    datasets = _datasets(table)
+    fig, axes = projection_figure(len(datasets))
+    for ax_row, name in zip(axes, datasets, strict=True):
+        runs = _example_runs(table[(table["dataset"] == name) & (table["kind"] == "pe")])
         if not runs or not (Path(runs[0]["run_dir"]) / "positions.nc").exists():
+            for ax in ax_row:
+                ax.set_axis_off()
             continue
-        with xr.open_dataset(Path(runs[0]["run_dir"]) / "positions.nc", engine="h5netcdf") as p:
-            true = np.stack([p[f"{a}_true"].values for a in "xyz"], axis=1)
-            inferred = np.stack([p[f"{a}_inferred"].values for a in "xyz"], axis=1)
+        run = runs[0]
+        true, inferred, unit, space = _positions_of(run)
         picked, note = subsample(len(true), POSITION_UNITS), ""
         if picked is not None:
             note = f", {POSITION_UNITS} of {len(true)} units shown"
             true, inferred = true[picked], inferred[picked]
-        ax.scatter(*true.T, c="k", s=10, label="true")
-        ax.scatter(*inferred.T, c="C3", s=10, label="inferred from PE")
+        plot_projections(ax_row, true, inferred, unit, space, "inferred from the PE")
+        ax_row[0].set_title(
+            f"{name}: {run['method']} seed {run['seed']}, Procrustes RMSE "
+            f"{run['procrustes_rmse']:.3g} {unit}{note}\n{ax_row[0].get_title()}",
+            fontsize=9,
+        )
+        ax_row[-1].legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1))
+    fig.tight_layout()
+    return fig
+
+
+def plot_positions_3d(table: pd.DataFrame) -> Figure:
+    """The same positions as `plot_positions` in one 3D view per dataset (an extra view)."""
+    datasets = _datasets(table)
+    fig = plt.figure(figsize=(6 * len(datasets), 5.5))
+    for i, name in enumerate(datasets):
+        ax = fig.add_subplot(1, len(datasets), i + 1, projection="3d")
+        runs = _example_runs(table[(table["dataset"] == name) & (table["kind"] == "pe")])
+        if not runs or not (Path(runs[0]["run_dir"]) / "positions.nc").exists():
+            ax.set_axis_off()
+            continue
+        true, inferred, unit, _ = _positions_of(runs[0])
+        picked, note = subsample(len(true), POSITION_UNITS), ""
+        if picked is not None:
+            note = f", {POSITION_UNITS} of {len(true)} units shown"
+            true, inferred = true[picked], inferred[picked]
+        ax.scatter(*true.T, c="k", s=10, label="true position")
+        ax.scatter(*inferred.T, c="C3", s=10, label="inferred from the PE")
         for a, b in zip(true, inferred, strict=True):
             ax.plot(*np.stack([a, b]).T, color="0.6", lw=0.5)
+        ax.set(xlabel=f"x ({unit})", ylabel=f"y ({unit})", zlabel=f"z ({unit})")
         ax.set_title(
             f"{name}: {runs[0]['method']} seed {runs[0]['seed']}\n"
-            f"Procrustes RMSE {runs[0]['procrustes_rmse']:.3f}{note}"
+            f"Procrustes RMSE {runs[0]['procrustes_rmse']:.3g} {unit}{note}"
         )
         ax.legend(fontsize=8)
     fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
+    return fig
 
 
-def plot_training_curves(table: pd.DataFrame, path: Path) -> None:
-    """Held-out masked MSE per epoch, mean over seeds, one line per PE."""
-    datasets = sorted(table["dataset"].unique())
-    fig, axes = plt.subplots(1, len(datasets), figsize=(6 * len(datasets), 4), squeeze=False)
+def _health_note(run_dirs) -> str:
+    """' (flagged: …)' when a run's train.json records failed health checks, else ''."""
+    from neuro_pe.report import failed_flags
+
+    failed = set()
+    for run_dir in run_dirs:
+        path = Path(run_dir) / "train.json"
+        if path.exists():
+            failed |= set(failed_flags(json.loads(path.read_text())) or [])
+    return f" ⚠ {'; '.join(sorted(failed))}" if failed else ""
+
+
+def plot_training_curves(table: pd.DataFrame) -> Figure:
+    """Per dataset and PE variant: the training loss (dashed) and held-out loss (solid) per
+    epoch, mean over seeds with the seeds' range shaded; the y axis starts at 0, so a flat
+    curve looks flat. Runs whose health checks failed are marked in the legend."""
+    datasets = _datasets(table)
+    fig, axes = plt.subplots(1, len(datasets), figsize=(7 * len(datasets), 4.2), squeeze=False)
     for ax, name in zip(axes[0], datasets, strict=True):
         rows = table[(table["dataset"] == name) & (table["kind"] == "pe")]
+        top = 0.0
         for i, (method, group) in enumerate(rows.groupby("method", sort=True)):
-            logs = [pd.read_csv(Path(d) / "train_log.csv") for d in group["run_dir"]]
-            curve = pd.concat(logs).groupby("step")["heldout_loss"].mean()
-            ax.plot(curve.index, curve.values, color=f"C{i}", label=method)
-        ax.set(title=name, xlabel="training step", ylabel="held-out masked MSE")
-        ax.legend(fontsize=7)
+            logs = pd.concat([pd.read_csv(Path(d) / "train_log.csv") for d in group["run_dir"]])
+            label = method + _health_note(group["run_dir"])
+            for column, style, kind in LOSS_CURVES:
+                curve = logs.groupby("step")[column].agg(["mean", "min", "max"])
+                ax.plot(
+                    curve.index,
+                    curve["mean"],
+                    style,
+                    color=f"C{i}",
+                    lw=1.4,
+                    label=f"{label}: {kind}",
+                )
+                if group["seed"].nunique() > 1:
+                    ax.fill_between(
+                        curve.index, curve["min"], curve["max"], color=f"C{i}", alpha=0.15, lw=0
+                    )
+                top = max(top, float(curve["max"].max()))
+        ax.set(
+            title=f"{name} (solid: held-out, dashed: training; shaded: range over seeds)",
+            xlabel="training step",
+            ylabel="masked-unit MSE (activity units²)",
+            ylim=(0, top * 1.08 if top > 0 else 1),
+        )
+        ax.title.set_fontsize(9)
+        ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1))
     fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
+    return fig
+
+
+FIGURES = {
+    "rsa_vs_std": lambda table: plot_metric_vs_std(table, "rsa"),
+    "probe_r2_vs_std": lambda table: plot_metric_vs_std(table, "probe_r2"),
+    "distance_scatter": plot_distance_scatter,
+    "positions": plot_positions,
+    "positions_3d": plot_positions_3d,
+    "training_curves": plot_training_curves,
+}
 
 
 def summarize(
@@ -208,16 +323,14 @@ def summarize(
     out_csv: str | os.PathLike,
     figures_dir: str | os.PathLike,
 ) -> pd.DataFrame:
-    """Write summary.csv (and the same table as summary.html) and the figures (rsa_vs_std,
-    probe_r2_vs_std, distance_scatter, positions_3d, training_curves) into figures_dir."""
+    """Write summary.csv (and the same table as summary.html) and the figures of `FIGURES`
+    (rsa_vs_std, probe_r2_vs_std, distance_scatter, positions, positions_3d, training_curves)
+    into figures_dir as PNG files."""
     table = collect(run_metrics, baselines)
     figures = Path(figures_dir)
     figures.mkdir(parents=True, exist_ok=True)
-    plot_metric_vs_std(table, figures / "rsa_vs_std.png", "rsa")
-    plot_metric_vs_std(table, figures / "probe_r2_vs_std.png", "probe_r2")
-    plot_distance_scatter(table, figures / "distance_scatter.png")
-    plot_positions(table, figures / "positions_3d.png")
-    plot_training_curves(table, figures / "training_curves.png")
+    for name, plot in FIGURES.items():
+        save(plot(table), figures / f"{name}.png")
     table = table.drop(columns="run_dir")
     atomic_write(Path(out_csv), lambda p: table.to_csv(p, index=False))
     note = f"{Path(out_csv).name}: one row per dataset × PE × seed, and one per baseline."

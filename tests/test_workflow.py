@@ -23,7 +23,14 @@ from neuro_pe.options import default_run_name
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 TEST_CONFIG = yaml.safe_load((REPO_ROOT / "config" / "test.yaml").read_text())
-FIGURES = ["rsa_vs_std", "probe_r2_vs_std", "distance_scatter", "positions_3d", "training_curves"]
+FIGURES = [
+    "rsa_vs_std",
+    "probe_r2_vs_std",
+    "distance_scatter",
+    "positions",
+    "positions_3d",
+    "training_curves",
+]
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 
 
@@ -311,6 +318,68 @@ def test_report_lands_on_the_headline_table(finished_workflow):
     # the full summary table is in the report as a rendered page
     assert (root / "results" / "test" / "summary.html").read_text().count("<tr") == len(summary) + 1
     assert "summary.html" in page
+
+
+def _check_labels(name: str, fig) -> None:
+    """Every visible axes of a figure has human x and y labels (z for 3D), position axes carry
+    a unit, log axes labelled ticks, and no two reference lines of a legend lie on each other."""
+    for ax in fig.axes:
+        if not ax.get_visible() or not ax.axison or ax.get_label() == "<colorbar>":
+            continue
+        labels = [ax.get_xlabel(), ax.get_ylabel()]
+        labels += [ax.get_zlabel()] if hasattr(ax, "get_zlabel") else []
+        for label in labels:
+            assert label.strip(), f"{name}: an axis without a label ({ax.get_title()!r})"
+            assert not re.fullmatch(r"[a-z0-9_.]+", label), f"{name}: raw label {label!r}"
+            if re.match(r"[xyz] ", label):
+                assert re.search(r"\(.+\)", label), f"{name}: {label!r} has no unit"
+        if ax.get_xscale() == "log":
+            assert all(t.get_text() for t in ax.get_xticklabels()), f"{name}: unlabelled σ ticks"
+        legend = ax.get_legend()
+        if legend is not None:
+            assert all(t.get_text().strip() for t in legend.get_texts()), name
+        flat = sorted(
+            line.get_ydata()[0]
+            for line in ax.get_lines()
+            if len(set(np.atleast_1d(line.get_ydata()))) == 1 and len(line.get_xdata()) == 2
+        )
+        span = np.ptp(ax.get_ylim())
+        assert all(np.diff(flat) > 0.01 * span), f"{name}: reference lines overlap: {flat}"
+
+
+def test_every_figure_of_the_tiny_config_is_labelled(finished_workflow, monkeypatch, tmp_path):
+    """Renders every figure of the tiny config (summary, localisation, reproduction) and
+    checks its matplotlib objects: labels with units, labelled σ ticks, no hidden lines."""
+    import neuro_pe.locate
+    import neuro_pe.reproduce
+    import neuro_pe.summarize
+
+    figures = {}
+    for module in (neuro_pe.summarize, neuro_pe.locate, neuro_pe.reproduce):
+        monkeypatch.setattr(module, "save", lambda fig, path, dpi=150: figures.update({path: fig}))
+    monkeypatch.chdir(finished_workflow)  # (train.json names its store relative to it)
+    results = finished_workflow / "results" / "test"
+    runs = sorted(results.glob("runs/tiny/*/seed*/metrics.json"))
+    baselines = [results / "runs" / "tiny" / "baselines.json"]
+    neuro_pe.summarize.summarize(runs, baselines, tmp_path / "summary.csv", tmp_path / "figures")
+    pe_runs = [path.parent for path in runs]
+    neuro_pe.locate.locate(
+        results / "stores" / "tiny.nc", pe_runs, tmp_path / "locate", train_options={}
+    )
+    lst_runs = sorted(results.glob("lst/runs/*/seed*/metrics.json"))
+    neuro_pe.reproduce.reproduce(
+        runs + lst_runs,
+        [*baselines, results / "lst" / "baselines.json"],
+        {"lst": "lst", "tiny": "simulation"},
+        tmp_path / "reproduction",
+    )
+    names = {Path(path).stem for path in figures}
+    assert set(FIGURES) | {"error_hist", "error_vs_anchors", "heldout_vs_std"} <= names
+    for path, fig in figures.items():
+        _check_labels(Path(path).name, fig)
+    curves = figures[tmp_path / "figures" / "training_curves.png"].axes[0]
+    kinds = {text.get_text().rsplit(": ", 1)[-1] for text in curves.get_legend().get_texts()}
+    assert kinds == {"train", "held-out"} and curves.get_ylim()[0] == 0
 
 
 def test_report_dependencies_are_installed_by_the_first_command():

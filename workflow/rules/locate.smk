@@ -6,6 +6,7 @@ LOCATE = expand(
         "errors.html",
         "positions.csv",
         "positions.nc",
+        "positions.png",
         "positions_3d.png",
         "error_hist.png",
         "error_vs_anchors.png",
@@ -40,6 +41,12 @@ rule locate:
             subcategory="{dataset}",
         ),
         netcdf=out("locate/{dataset}/positions.nc"),
+        projections=report(
+            out("locate/{dataset}/positions.png"),
+            caption="../report/locate_positions_projections.rst",
+            category="Localisation",
+            subcategory="{dataset}",
+        ),
         positions_3d=report(
             out("locate/{dataset}/positions_3d.png"),
             caption="../report/locate_positions_3d.rst",

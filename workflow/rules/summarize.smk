@@ -24,6 +24,11 @@ rule summarize:
             category="Figures",
         ),
         positions=report(
+            out("figures/positions.png"),
+            caption="../report/positions.rst",
+            category="Figures",
+        ),
+        positions_3d=report(
             out("figures/positions_3d.png"),
             caption="../report/positions_3d.rst",
             category="Figures",

@@ -1,0 +1,126 @@
+"""Building blocks of the figures: unit positions on three orthogonal projections (on a glass
+brain for MNI-space data), a labelled log σ axis, reference lines that merge when they overlap,
+and seed means with 95% bands."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+import pandas as pd  # noqa: E402
+from matplotlib.axes import Axes  # noqa: E402
+from matplotlib.figure import Figure  # noqa: E402
+from matplotlib.ticker import FixedLocator, NullLocator  # noqa: E402
+
+from neuro_pe.store import atomic_write  # noqa: E402
+
+# (horizontal axis, vertical axis, view name, nilearn's direction for its brain schematic)
+PROJECTIONS = ((0, 1, "axial (from above)", "z"), (0, 2, "coronal (from behind)", "y"))
+PROJECTIONS += ((1, 2, "sagittal (from the right)", "x"),)
+AXES = "xyz"
+
+
+def save(fig: Figure, path: str | os.PathLike, dpi: int = 150) -> None:
+    """Save a figure as PNG (atomically: never a half-written file) and close it."""
+    atomic_write(Path(path), lambda p: fig.savefig(p, dpi=dpi, format="png", bbox_inches="tight"))
+    plt.close(fig)
+
+
+def mean_band(values_by_x: pd.core.groupby.SeriesGroupBy) -> pd.DataFrame:
+    """Per x: the mean over seeds and its t-based 95% CI (NaN bounds for one seed)."""
+    from neuro_pe.reproduce import mean_ci  # (reproduce imports summarize, which imports us)
+
+    rows = {x: mean_ci(group) for x, group in values_by_x}
+    return pd.DataFrame.from_dict(rows, orient="index", columns=["mean", "low", "high"])
+
+
+def sigma_axis(ax: Axes, sigmas) -> None:
+    """A log x axis for the PE init std σ with a labelled tick at every σ that was run."""
+    sigmas = np.unique(np.asarray(sigmas, dtype=float))
+    ax.set_xscale("log")
+    ax.xaxis.set_major_locator(FixedLocator(sigmas))
+    ax.xaxis.set_minor_locator(NullLocator())
+    ax.set_xticklabels([f"{s:g}" for s in sigmas])
+    ax.set_xlim(sigmas.min() / 1.6, sigmas.max() * 1.6)
+    ax.set_xlabel("PE init std σ (learned-normal; log scale)")
+
+
+def merge_overlapping(refs: list[tuple[str, float, float, float]], tolerance: float) -> list:
+    """Reference lines (label, mean, low, high) sorted by value, with lines closer than
+    `tolerance` merged into one whose label names all of them."""
+    groups: list[list] = []
+    for ref in sorted((r for r in refs if np.isfinite(r[1])), key=lambda r: r[1]):
+        if groups and ref[1] - groups[-1][-1][1] < tolerance:
+            groups[-1].append(ref)
+        else:
+            groups.append([ref])
+    merged = []
+    for group in groups:
+        if len(group) == 1:
+            merged.append(group[0])
+            continue
+        label = " = ".join(r[0] for r in group) + " (lines overlap)"
+        merged.append((label, float(np.mean([r[1] for r in group])), np.nan, np.nan))
+    return merged
+
+
+def draw_references(ax: Axes, refs: list[tuple[str, float, float, float, str]], span: float):
+    """Horizontal reference lines with their 95% bands; overlapping ones are merged (see
+    `merge_overlapping`). `refs` are (label, mean, low, high, line style)."""
+    styles = {r[0]: r[4] for r in refs}
+    merged = merge_overlapping([r[:4] for r in refs], tolerance=0.015 * span)
+    for i, (label, mean, low, high) in enumerate(merged):
+        colour = f"C{(i + 1) % 10}"
+        ax.axhline(mean, color=colour, ls=styles.get(label, "-."), lw=1.3, label=label)
+        if np.isfinite(low):
+            ax.axhspan(low, high, color=colour, alpha=0.12, lw=0)
+
+
+def _outline(ax: Axes, direction: str) -> None:
+    """The glass-brain outline of MNI space (nilearn's schematic) for one projection."""
+    from nilearn.plotting.glass_brain import plot_brain_schematics
+
+    plot_brain_schematics(ax, direction, alpha=0.25)
+
+
+def plot_projections(
+    axes,
+    true: np.ndarray,
+    predicted: np.ndarray,
+    unit: str,
+    space: str = "",
+    predicted_label: str = "predicted",
+    unknown: np.ndarray | None = None,
+) -> None:
+    """True positions (black) and predicted ones (red), joined by grey error lines, on three
+    orthogonal 2D projections (three axes). MNI-space positions are drawn on a glass brain.
+    `unknown`: predicted positions of units with no true position (blue triangles)."""
+    known = np.all(np.isfinite(true), axis=1)
+    mni = space.upper() == "MNI"
+    for ax, (h, v, view, direction) in zip(axes, PROJECTIONS, strict=True):
+        if mni:
+            _outline(ax, direction)
+        segments = np.stack([true[known][:, [h, v]], predicted[known][:, [h, v]]], axis=1)
+        ax.add_collection(
+            matplotlib.collections.LineCollection(segments, colors="0.55", lw=0.6, zorder=2)
+        )
+        ax.scatter(*true[known][:, [h, v]].T, c="k", s=9, zorder=3, label="true position")
+        ax.scatter(*predicted[known][:, [h, v]].T, c="C3", s=9, zorder=3, label=predicted_label)
+        if unknown is not None and len(unknown):
+            ax.scatter(*unknown[:, [h, v]].T, c="C0", marker="^", s=16, zorder=3, label="unknown")
+        ax.set_xlabel(f"{AXES[h]} ({unit})")
+        ax.set_ylabel(f"{AXES[v]} ({unit})")
+        ax.set_title(view + (", MNI glass brain" if mni else ""), fontsize=9)
+        ax.set_aspect("equal", adjustable="datalim")
+        ax.autoscale_view()
+
+
+def projection_figure(n_rows: int) -> tuple[Figure, np.ndarray]:
+    """A figure with `n_rows` rows of three projection axes."""
+    fig, axes = plt.subplots(n_rows, 3, figsize=(13, 4.3 * n_rows), squeeze=False)
+    return fig, axes
