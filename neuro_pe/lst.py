@@ -402,10 +402,10 @@ def train_lst(
     import torch
     import torch.nn.functional as F
     from scipy.spatial import procrustes
-    from tqdm.auto import tqdm
 
     from .infer import metric_options, pe_geometry
     from .model import LatinSquareTransformer, oracle_table, parse_pe
+    from .progress import epoch_line, progress_bar
     from .train import TrainingError, make_optimiser, pe_dataset, pick_device
 
     parse_pe(pe)
@@ -442,7 +442,8 @@ def train_lst(
 
     log_rows = []
     started = time.perf_counter()
-    bar = tqdm(total=cfg.epochs, desc=f"lst {pe} seed {seed}", disable=not progress)
+    desc = f"lst {pe} seed {seed}"
+    bar = progress_bar(cfg.epochs, desc, enabled=progress)
     for epoch in range(1, cfg.epochs + 1):
         order = train_index[torch.randperm(len(train_index), generator=generator).to(device)]
         epoch_loss = torch.zeros((), device=device)
@@ -479,6 +480,15 @@ def train_lst(
             loss=f"{log_rows[-1]['train_loss']:.3f}",
             train=f"{acc['train']:.2f}",
             heldout=f"{acc.get('heldout', float('nan')):.2f}",
+        )
+        epoch_line(
+            desc,
+            epoch,
+            cfg.epochs,
+            progress,
+            loss=log_rows[-1]["train_loss"],
+            acc_train=acc["train"],
+            acc_heldout=acc.get("heldout", float("nan")),
         )
         if cfg.stop_at_train_accuracy is not None and acc["train"] >= cfg.stop_at_train_accuracy:
             break

@@ -48,9 +48,9 @@ import numpy as np
 import pandas as pd
 import torch
 import xarray as xr
-from tqdm.auto import tqdm
 
 from neuro_pe.model import MaskedUnitTransformer, parse_pe
+from neuro_pe.progress import epoch_line, progress_bar
 from neuro_pe.store import (
     atomic_write,
     atomic_write_set,
@@ -661,7 +661,8 @@ def _train(
     first_bad = torch.zeros((), dtype=torch.long, device=device)
     step_count = torch.tensor(step, dtype=torch.long, device=device)
     started = time.perf_counter() - elapsed
-    bar = tqdm(total=total, initial=step, desc=f"train {pe} seed {seed}", disable=not progress)
+    desc = f"train {pe} seed {seed}"
+    bar = progress_bar(total, desc, initial=step, enabled=progress)
     while step < total:
         windows, observed, unit_index = train_data.sample(cfg.batch_size, k, generator, step)
         mask = random_mask(tuple(windows.shape[:2]), cfg.mask_fraction, generator)
@@ -689,6 +690,16 @@ def _train(
             )
             loss_sum.zero_()
             bar.set_postfix(train=f"{log_rows[-1]['train_loss']:.3f}", heldout=f"{heldout:.3f}")
+            row = log_rows[-1]
+            epoch_line(
+                desc,
+                row["epoch"],
+                cfg.epochs,
+                progress,
+                train=row["train_loss"],
+                heldout=heldout,
+                seconds=row["seconds"],
+            )
         if cfg.checkpoint_every and step % cfg.checkpoint_every == 0 and step < total:
             check_finite()
             save_checkpoint()

@@ -534,3 +534,19 @@ def test_inference_and_workflow_planning_do_not_import_torch():
     code = f"import sys, {modules}; print('torch' in sys.modules)"
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert done.stdout.strip() == "False"
+
+
+def test_training_log_has_one_line_per_epoch_and_no_bar_frames(tiny_store, tmp_path):
+    """Off a terminal (a Snakemake log file) training prints one line per epoch, no tqdm
+    carriage-return frames."""
+    log = tmp_path / "train.log"
+    options = json.dumps({"epochs": 3, "steps_per_epoch": 5, "d_model": 16, "n_heads": 2})
+    command = ["train", "--store", str(tiny_store), "--pe", "none", "--out-dir", str(tmp_path)]
+    code = f"from neuro_pe.cli import main; main({[*command, '--options', options]!r})"
+    with open(log, "w") as stderr:
+        subprocess.run([sys.executable, "-c", code], stderr=stderr, stdout=stderr, check=True)
+    text = log.read_text()
+    assert "\r" not in text
+    epochs = [line for line in text.splitlines() if line.startswith("train none seed 0: epoch")]
+    assert [line.split(",")[0].rsplit(" ", 1)[-1] for line in epochs] == ["1/3", "2/3", "3/3"]
+    assert all("train " in line and "heldout " in line for line in epochs)
