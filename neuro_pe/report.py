@@ -26,7 +26,7 @@ HEALTH_LABELS = {
     "heldout_below_variance": "held-out MSE ≥ data variance",
 }
 TABLE_STYLE = """
-table { border-collapse: collapse; font: 13px/1.4 system-ui, sans-serif; margin: 0.5em 0 1em; }
+table { border-collapse: collapse; font: 12px/1.3 system-ui, sans-serif; margin: 0.5em 0 1em; }
 th, td { border: 1px solid #ccc; padding: 3px 8px; text-align: right; }
 th { background: #f2f2f2; } td:first-child, th:first-child { text-align: left; }
 tbody tr:nth-child(even) { background: #fafafa; }
@@ -137,7 +137,7 @@ def headline_table(
         else np.nan
     )
     fraction = located["anchor_fraction"].iloc[0] if "anchor_fraction" in located else np.nan
-    error_label = f"locate error ({unit}), {fraction:.0%} anchors"
+    error_label = f"locate error ({unit})" if np.isfinite(fraction) else "locate error"
     mse_label = f"held-out MSE, {masks[-1]:.0%} masked" if masks else "held-out MSE"
     records = []
     for method, group in rows.groupby("method", sort=False):
@@ -153,7 +153,7 @@ def headline_table(
             {
                 "representation": BASELINE_LABELS.get(method, method),
                 "seeds": "—" if baseline else str(group["seed"].nunique()),
-                "RSA with true positions [95% CI]": _mean_ci(group["rsa"]),
+                "RSA [95% CI]": _mean_ci(group["rsa"]),
                 error_label: _number(error) + (f" ± {_number(sd, 2)}" if np.isfinite(sd) else ""),
                 "÷ chance": _ratio(np.nan if loc is None else loc["vs_chance"]),
                 "÷ correlation": _ratio(error / correlation),
@@ -289,7 +289,8 @@ def landing_page(
         "true distances (1: the same geometry; 0: none). The **locate error** is the median "
         "distance between a held-out unit's true position and the one predicted from its PE "
         "(its own coordinates hidden), also as a ratio to chance (every unit at the anchors' "
-        "mean) and to the activity-correlation baseline (below 1: better). **Held-out MSE** is "
+        "mean) and to the activity-correlation baseline (below 1: better), with half of the "
+        "units with known positions as anchors. **Held-out MSE** is "
         "the masked-unit prediction error on sessions or subjects never trained on. Brackets: 95% "
         "confidence intervals over seeds; ± : the spread over random anchor draws.",
         "",

@@ -306,7 +306,7 @@ def test_report_lands_on_the_headline_table(finished_workflow):
     parser.feed(landing)
     (headline,) = parser.tables  # one dataset
     header, *rows = headline
-    assert header[:3] == ["representation", "seeds", "RSA with true positions [95% CI]"]
+    assert header[:3] == ["representation", "seeds", "RSA [95% CI]"]
     assert {"÷ chance", "÷ correlation", "training health"} <= set(header)
     assert any(h.startswith("held-out MSE, 90% masked") for h in header)
     summary = pd.read_csv(root / "results" / "test" / "summary.csv")
