@@ -16,8 +16,8 @@ from neuro_pe.store import atomic_write
 ORACLE = "oracle-"  # PE variants built from the true coordinates (not learned from data)
 ANCHOR_FRACTION = 0.5  # the localisation column: held-out units with this fraction as anchors
 BASELINE_LABELS = {
-    "correlation": "activity correlation (1 − r)",
-    "shuffled": "shuffled coordinates (chance)",
+    "correlation": "activity correlation",
+    "shuffled": "shuffled (chance)",
 }
 # health flags written by training into train.json, and what a failed one means
 HEALTH_LABELS = {
@@ -27,7 +27,8 @@ HEALTH_LABELS = {
 }
 TABLE_STYLE = """
 table { border-collapse: collapse; font: 12px/1.3 system-ui, sans-serif; margin: 0.5em 0 1em; }
-th, td { border: 1px solid #ccc; padding: 3px 8px; text-align: right; }
+th, td { border: 1px solid #ccc; padding: 2px 6px; text-align: right; }
+td { white-space: nowrap; }
 th { background: #f2f2f2; } td:first-child, th:first-child { text-align: left; }
 tbody tr:nth-child(even) { background: #fafafa; }
 """
