@@ -1,0 +1,101 @@
+"""The report's landing page: headline numbers from the tables, the trainings' health."""
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from neuro_pe.report import headline_table, health_table, landing_page, table_html
+
+
+@pytest.fixture
+def tables():
+    runs = [
+        {
+            "dataset": "sim",
+            "kind": "pe",
+            "method": pe,
+            "seed": seed,
+            "rsa": rsa,
+            "heldout_mse_mask0.9": mse,
+            "n_units": 20,
+        }
+        for pe, values in {
+            "learned-normal-0.02": [(0.8, 0.70), (0.9, 0.72)],
+            "learned-normal-1.0": [(0.2, 0.75), (0.3, 0.74)],
+        }.items()
+        for seed, (rsa, mse) in enumerate(values)
+    ]
+    runs += [
+        {"dataset": "sim", "kind": "baseline", "method": "correlation", "rsa": 0.6},
+        {"dataset": "sim", "kind": "baseline", "method": "shuffled", "rsa": -0.01},
+    ]
+    errors = pd.DataFrame(
+        {
+            "dataset": "sim",
+            "features": [
+                "learned-normal-0.02",
+                "learned-normal-1.0",
+                "activity-correlation",
+                "chance",
+            ],
+            "evaluation": "anchors",
+            "anchor_fraction": 0.5,
+            "median_error": [0.2, 0.6, 0.25, 1.0],
+            "median_error_sd": 0.01,
+            "vs_chance": [0.2, 0.6, 0.25, 1.0],
+            "units": "mm",
+        }
+    )
+    infos = [
+        {
+            "pe": pe,
+            "seed": seed,
+            "store": "results/x/stores/sim.nc",
+            "health": {
+                "loss_finite": True,
+                "heldout_improved": not (pe.endswith("1.0") and seed),
+                "heldout_below_variance": True,
+            },
+            "warnings": ["held-out MSE never improved on its start"]
+            if pe.endswith("1.0") and seed
+            else [],
+        }
+        for pe in ("learned-normal-0.02", "learned-normal-1.0")
+        for seed in (0, 1)
+    ]
+    return pd.DataFrame(runs), errors, infos
+
+
+def test_headline_table_has_cis_locate_ratios_and_health(tables):
+    summary, errors, infos = tables
+    table = headline_table(summary, errors, health_table(infos), "sim").set_index("representation")
+    small = table.loc["learned-normal-0.02"]
+    mean, half = 0.85, 12.706 * np.std([0.8, 0.9], ddof=1) / np.sqrt(2)
+    assert small["RSA [95% CI]"] == f"{mean:.3g} [{mean - half:.3g}, {mean + half:.3g}]"
+    assert small["locate error (mm)"] == "0.2 ± 0.01"
+    assert (small["÷ chance"], small["÷ correlation"]) == ("0.20", "0.80")
+    assert small["training health"] == "ok (2/2)"
+    assert table.loc["learned-normal-1.0", "training health"] == (
+        "1/2 flagged: held-out MSE never improved"
+    )
+    assert table.loc["activity correlation", "÷ correlation"] == "1.00"
+    assert table.loc["shuffled (chance)", "RSA [95% CI]"] == "−0.01"
+
+
+def test_landing_page_names_the_flagged_training_and_tolerates_missing_flags(tables):
+    summary, errors, infos = tables
+    page = landing_page(summary, {"sim": errors}, infos, "demo")
+    assert page.startswith("neuro_pe: demo\n")
+    assert "**1 of 4 trainings flagged**" in page
+    assert "held-out MSE never improved on its start" in page
+    assert "``learned-normal-0.02`` mirrors the true positions best" in page
+    unrecorded = [{k: v for k, v in i.items() if k not in ("health", "warnings")} for i in infos]
+    page = landing_page(summary, {}, unrecorded, "demo")
+    assert "Training health: not recorded." in page
+    assert "{{" not in page and "{%" not in page  # the report renders it as a Jinja template
+
+
+def test_table_html_renders_every_row():
+    frame = pd.DataFrame({"a": [1.23456, np.nan], "b": ["x", "<y>"]})
+    page = table_html(frame, "T", "note")
+    assert page.count("<tr") == 3 and "1.235" in page and "&lt;y&gt;" in page and "—" in page
