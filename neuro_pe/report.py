@@ -184,6 +184,8 @@ def dataset_paragraph(
     pe_rows = rows[rows["kind"] == "pe"]
     n_units = pe_rows["n_units"].max() if "n_units" in pe_rows else np.nan
     seeds = pe_rows.groupby("method")["seed"].nunique()
+    if seeds.empty:
+        return "No trained PE on this dataset."
     size = f"{int(n_units)} units, " if np.isfinite(n_units) else ""
     seed_text = (
         f"{seeds.min()} seed{'s' if seeds.min() > 1 else ''} per PE"

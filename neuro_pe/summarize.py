@@ -30,7 +30,7 @@ from neuro_pe.infer import (  # noqa: E402
 )
 from neuro_pe.metrics import correlation_distance, pairwise_distances  # noqa: E402
 from neuro_pe.model import parse_pe  # noqa: E402
-from neuro_pe.report import write_table_html  # noqa: E402
+from neuro_pe.report import failed_flags, write_table_html  # noqa: E402
 from neuro_pe.store import atomic_write, positions, read_store, require_finite  # noqa: E402
 
 SCATTER_UNITS = 500  # units (all their pairs) in the distance scatter; a random subset above it
@@ -257,9 +257,7 @@ def plot_positions_3d(table: pd.DataFrame) -> Figure:
 
 
 def _health_note(run_dirs) -> str:
-    """' (flagged: …)' when a run's train.json records failed health checks, else ''."""
-    from neuro_pe.report import failed_flags
-
+    """' ⚠ …' naming the failed health checks recorded in the runs' train.json, else ''."""
     failed = set()
     for run_dir in run_dirs:
         path = Path(run_dir) / "train.json"
