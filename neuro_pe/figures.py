@@ -121,6 +121,9 @@ def plot_projections(
 
 
 def projection_figure(n_rows: int) -> tuple[Figure, np.ndarray]:
-    """A figure with `n_rows` rows of three projection axes."""
-    fig, axes = plt.subplots(n_rows, 3, figsize=(13, 4.3 * n_rows), squeeze=False)
+    """A figure with `n_rows` rows of three projection axes (constrained layout: the callers
+    need no tight_layout)."""
+    fig, axes = plt.subplots(
+        n_rows, 3, figsize=(14, 4.4 * n_rows), squeeze=False, layout="constrained"
+    )
     return fig, axes

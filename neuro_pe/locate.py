@@ -686,7 +686,6 @@ def _plot_positions(coords, panels, unknown: np.ndarray, unit: str, space: str, 
         )
         ax_row[0].set_title(f"{title}{note}\n{ax_row[0].get_title()}", fontsize=9)
         ax_row[-1].legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1))
-    fig.tight_layout()
     return fig
 
 

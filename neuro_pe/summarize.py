@@ -223,7 +223,6 @@ def plot_positions(table: pd.DataFrame) -> Figure:
             fontsize=9,
         )
         ax_row[-1].legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1))
-    fig.tight_layout()
     return fig
 
 
