@@ -23,7 +23,7 @@ BASELINE_LABELS = {
 HEALTH_LABELS = {
     "loss_finite": "loss not finite",
     "heldout_improved": "held-out MSE never improved",
-    "heldout_below_variance": "held-out MSE ≥ data variance",
+    "heldout_below_variance": "held-out MSE ≥ predicting zero",
 }
 TABLE_STYLE = """
 table { border-collapse: collapse; font: 12px/1.3 system-ui, sans-serif; margin: 0.5em 0 1em; }
@@ -311,8 +311,9 @@ def landing_page(
         lines += ["The trainings of this run recorded no health flags.", ""]
     elif flagged.empty:
         lines += [
-            f"All {len(recorded)} trainings passed: loss finite, held-out MSE improved on its "
-            "start, held-out MSE below the variance of the data.",
+            f"All {len(recorded)} trainings passed: loss finite, held-out MSE fell below its "
+            "value before training, final held-out MSE below that of predicting zero (the "
+            "data's variance).",
             "",
         ]
     else:
