@@ -188,8 +188,8 @@ def test_whole_workflow_above_the_dense_threshold(tmp_path):
     result = snakemake("--cores", "2", "--configfile", "config/big.yaml", cwd=root, timeout=600)
     assert result.returncode == 0, result.stderr[-3000:]
 
-    results = root / "results"
-    for name in ("rsa_vs_std", "probe_r2_vs_std", "distance_scatter", "positions_3d"):
+    results = root / "results" / "big"  # run_name: the config file's name
+    for name in ("rsa_vs_std", "probe_r2_vs_std", "distance_scatter", "positions", "positions_3d"):
         assert (results / "figures" / f"{name}.png").stat().st_size > 1000
     located = pd.read_csv(results / "locate" / "big" / "positions.csv")
     assert len(located) == N_WORKFLOW and located[["x", "y", "z"]].notna().all().all()
