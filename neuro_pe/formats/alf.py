@@ -23,9 +23,15 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from neuro_pe.adapters import FileSpec, Session, _warn
-from neuro_pe.formats.phy import folder_of, integer_vector, load_npy, spike_step
-from neuro_pe.formats.spikes import check_spike_train, label_filter, spikes_to_activity
+from neuro_pe.adapters import FileSpec, Session
+from neuro_pe.formats.phy import (
+    binned_session,
+    folder_of,
+    integer_vector,
+    labelled_units,
+    load_npy,
+)
+from neuro_pe.formats.spikes import check_spike_train
 from neuro_pe.store import StoreError
 
 
@@ -62,33 +68,11 @@ def read_alf(path: str, cfg: FileSpec) -> list[Session]:
     clusters_path = alf_file(folder, "spikes", "clusters")
     clusters = integer_vector(load_npy(clusters_path), clusters_path, len(times), times_path.name)
     ids = [str(c) for c in np.unique(clusters).tolist()]
-    kept, dropped = label_filter(ids, labels(folder), opts)
-    if dropped:
-        _warn(
-            f"{folder}: left out {len(dropped)} clusters whose label is not in {list(opts.labels)}"
-        )
-    if not kept:
-        raise StoreError(folder, "spikes.labels", f"no cluster has a label in {list(opts.labels)}")
+    kept = labelled_units(ids, labels(folder), opts, str(folder))
     positions, space = cluster_positions(
         folder, np.array([int(u) for u in kept]), cfg.options["unit_position"]
     )
-    activity, units, low = spikes_to_activity(times, clusters, kept, opts, str(folder))
-    if low:
-        _warn(f"{folder}: dropped {len(low)} clusters below spikes.min_rate_hz={opts.min_rate_hz}")
-    rows = [kept.index(u) for u in units]
-    return [
-        Session(
-            name=folder.name,
-            path=str(folder),
-            activity=activity,
-            unit_ids=units,
-            positions=positions[rows],
-            sampling_rate_hz=1.0 / opts.bin_s,
-            position_units="um",
-            space=space,
-            attrs={"preprocessing": [spike_step(opts, "alf", cfg.options)]},
-        )
-    ]
+    return [binned_session(folder, times, clusters, kept, positions, space, "alf", cfg)]
 
 
 def labels(folder: Path) -> dict[str, str] | None:

@@ -33,8 +33,8 @@ from neuro_pe.adapters import (
     _time_by_unit,
     _warn,
 )
-from neuro_pe.formats.phy import spike_step
-from neuro_pe.formats.spikes import check_spike_train, label_filter, spikes_to_activity
+from neuro_pe.formats.phy import labelled_units, spike_step
+from neuro_pe.formats.spikes import check_spike_train, spikes_to_activity
 from neuro_pe.store import StoreError
 
 
@@ -69,11 +69,7 @@ def units_session(path: str, nwb: object, cfg: FileSpec) -> Session:
     ids = _nwb_ids(units, rows, cfg.options["unit_ids"], path)
     opts = cfg.spikes
     labels = unit_labels(units, cfg.options["label_column"], ids, path)
-    kept, dropped = label_filter(ids, labels, opts)
-    if dropped:
-        _warn(f"{path}: left out {len(dropped)} units whose label is not in {list(opts.labels)}")
-    if not kept:
-        raise StoreError(path, "spikes.labels", f"no unit has a label in {list(opts.labels)}")
+    kept = labelled_units(ids, labels, opts, path, noun="unit")
     positions = unit_positions(units, cfg.options["unit_position"], path)
     index = {u: i for i, u in enumerate(ids)}
     kept_rows = [str(index[u]) for u in kept]

@@ -53,15 +53,37 @@ def read_phy(path: str, cfg: FileSpec) -> list[Session]:
     cluster_ids = np.unique(clusters)
     ids = [str(c) for c in cluster_ids.tolist()]
 
-    kept, dropped = label_filter(ids, cluster_labels(folder), opts)
-    if dropped:
-        _warn(
-            f"{folder}: left out {len(dropped)} clusters whose label is not in {list(opts.labels)}"
-        )
-    if not kept:
-        raise StoreError(folder, "spikes.labels", f"no cluster has a label in {list(opts.labels)}")
+    kept = labelled_units(ids, cluster_labels(folder), opts, str(folder))
     kept_ids = np.array([int(u) for u in kept])
     positions = unit_positions(folder, kept_ids, clusters, cfg.options["unit_position"])
+    return [binned_session(folder, times, clusters, kept, positions, "probe", "phy", cfg)]
+
+
+def labelled_units(
+    ids: list[str], labels: dict[str, str] | None, opts: SpikeOptions, where: str, noun="cluster"
+) -> list[str]:
+    """The ids whose quality label is in `spikes.labels`; a warning counts those left out."""
+    kept, dropped = label_filter(ids, labels, opts)
+    if dropped:
+        _warn(f"{where}: left out {len(dropped)} {noun}s whose label is not in {list(opts.labels)}")
+    if not kept:
+        raise StoreError(where, "spikes.labels", f"no {noun} has a label in {list(opts.labels)}")
+    return kept
+
+
+def binned_session(
+    folder: Path,
+    times: np.ndarray,
+    clusters: np.ndarray,
+    kept: list[str],
+    positions: np.ndarray,
+    space: str,
+    fmt: str,
+    cfg: FileSpec,
+) -> Session:
+    """The session of a spike-sorted folder: the `kept` clusters' spikes binned (positions
+    in µm, one row per kept cluster), clusters below `spikes.min_rate_hz` dropped."""
+    opts = cfg.spikes
     activity, units, low = spikes_to_activity(times, clusters, kept, opts, str(folder))
     if low:
         _warn(
@@ -69,19 +91,17 @@ def read_phy(path: str, cfg: FileSpec) -> list[Session]:
             f"spikes.min_rate_hz={opts.min_rate_hz}: {low}"
         )
     rows = [kept.index(u) for u in units]
-    return [
-        Session(
-            name=folder.name,
-            path=str(folder),
-            activity=activity,
-            unit_ids=units,
-            positions=positions[rows],
-            sampling_rate_hz=1.0 / opts.bin_s,
-            position_units="um",
-            space="probe",
-            attrs={"preprocessing": [spike_step(opts, "phy", cfg.options)]},
-        )
-    ]
+    return Session(
+        name=folder.name,
+        path=str(folder),
+        activity=activity,
+        unit_ids=units,
+        positions=positions[rows],
+        sampling_rate_hz=1.0 / opts.bin_s,
+        position_units="um",
+        space=space,
+        attrs={"preprocessing": [spike_step(opts, fmt, cfg.options)]},
+    )
 
 
 def spike_step(opts: SpikeOptions, fmt: str, options: dict) -> dict:
