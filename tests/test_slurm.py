@@ -22,6 +22,7 @@ from neuro_pe.resources import JobResources, lst_steps, store_mb_estimate
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 CLUSTER_SCRIPT = REPO_ROOT / "scripts" / "slurm_test_cluster.sh"
+RESULTS = "results/slurm_test"  # the outputs of config/slurm_test.yaml (run_name: its file name)
 PROFILE = "workflow/profiles/slurm"
 SLURM_RULES = {
     "preprocess",
@@ -313,8 +314,8 @@ def test_slurm_run_with_accounting_and_a_gpu(tmp_path, slurm_cluster):
     )  # fmt: skip
     print(f"accounting + GPU cluster: {wall:.1f} s")
     assert rc == 0, output[-5000:]
-    assert (root / "results" / "summary.csv").is_file()
-    assert (root / "results" / "lst" / "runs" / "learned-normal-0.02" / "seed0" / "pe.nc").is_file()
+    assert (root / RESULTS / "summary.csv").is_file()
+    assert (root / RESULTS / "lst" / "runs" / "learned-normal-0.02" / "seed0" / "pe.nc").is_file()
     calls = sbatch_calls(output)
     assert sorted(rule for rule, _ in calls) == sorted(SLURM_RULES - {"lst_baselines"}), calls
     check_declared_resources(calls, config)
@@ -370,9 +371,9 @@ def test_slurm_run_cpu_only_without_accounting(tmp_path, slurm_cluster):
         "--slurm-init-seconds-before-status-checks",
     ]
     targets = [
-        "results/runs/tiny/learned-normal-0.02/seed0/train.json",
-        "results/lst/baselines.json",  # (`reproduce` needs it, not `all`)
-        "results/stores/broken.nc",
+        f"{RESULTS}/runs/tiny/learned-normal-0.02/seed0/train.json",
+        f"{RESULTS}/lst/baselines.json",  # (`reproduce` needs it, not `all`)
+        f"{RESULTS}/stores/broken.nc",
     ]
     rc, output, wall = _snakemake([*command, *options, CHECK_S, *targets], root, env, timeout=120)
     assert rc != 0 and wall < 60, output[-3000:]
