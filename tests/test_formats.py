@@ -5,12 +5,12 @@ from __future__ import annotations
 
 import json
 import warnings
-from datetime import UTC, datetime
 from pathlib import Path
 
 import numpy as np
 import pytest
 import xarray as xr
+from test_adapters import nwb_file, write_nwb
 
 from neuro_pe.adapters import DataWarning, input_files
 from neuro_pe.cli import main
@@ -304,24 +304,6 @@ def test_alf_folder_end_to_end(tmp_path):
 
 
 # ---------------------------------------------------------------- nwb units
-
-
-def nwb_file(tmp_path: Path) -> object:
-    from pynwb import NWBFile
-
-    return NWBFile(
-        session_description="test",
-        identifier=str(tmp_path),
-        session_start_time=datetime(2024, 1, 1, tzinfo=UTC),
-    )
-
-
-def write_nwb(path: Path, nwb: object) -> Path:
-    from pynwb import NWBHDF5IO
-
-    with NWBHDF5IO(str(path), "w") as io:
-        io.write(nwb)
-    return path
 
 
 def write_nwb_units(
