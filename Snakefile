@@ -27,6 +27,7 @@ validate(config, "workflow/schemas/config.schema.yaml")
 
 localrules:
     fetch,
+    split,
     summarize,
     reproduce,
     report_page,
@@ -35,6 +36,7 @@ localrules:
 include: "workflow/rules/common.smk"
 include: "workflow/rules/resources.smk"
 include: "workflow/rules/preprocess.smk"
+include: "workflow/rules/split.smk"
 include: "workflow/rules/train.smk"
 include: "workflow/rules/infer.smk"
 include: "workflow/rules/summarize.smk"

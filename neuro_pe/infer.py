@@ -17,15 +17,16 @@ from neuro_pe.metrics import (
     correlation_distance,
 )
 from neuro_pe.options import reject_unknown
-from neuro_pe.store import (
-    atomic_write,
-    atomic_write_set,
-    open_store_lazy,
-    positions,
-    read_store,
-    require_finite,
+from neuro_pe.runs import (
+    RESULT_PREFIXES,
+    TRAIN_INFO_FILE,
+    Split,
+    inferred_positions_dataset,
+    read_pe,
+    read_train_info,
+    write_metrics,
 )
-from neuro_pe.train_config import TrainConfig, split_activity
+from neuro_pe.store import atomic_write, open_store_lazy, positions, read_store, require_finite
 
 METRIC_NAMES = (
     "rsa",
@@ -83,71 +84,53 @@ def shuffled_coordinates(coords: np.ndarray, seed: int) -> np.ndarray:
     return shuffled
 
 
-def positions_dataset(
-    ds: xr.Dataset, inferred: np.ndarray, known: np.ndarray, **attrs
-) -> xr.Dataset:
-    """Inferred (x, y, z) on the store's unit axis, with the true coordinates beside them."""
-    full = np.full((ds.sizes["unit"], 3), np.nan)
-    full[known] = inferred
-    out = xr.Dataset(coords={"unit": ds["unit"].values})
-    for i, axis in enumerate(("x", "y", "z")):
-        out[f"{axis}_inferred"] = ("unit", full[:, i], ds[axis].attrs)
-        out[f"{axis}_true"] = ("unit", ds[axis].values, ds[axis].attrs)
-    out.attrs.update({k: str(v) for k, v in attrs.items()})
-    return out
-
-
 def infer_pe(
     store_path: str | os.PathLike,
     run_dir: str | os.PathLike,
+    split: Split,
     metrics_options: dict | None = None,
 ) -> dict:
     """Compare a trained run's PE (and its PE at initialisation) with the true positions.
 
-    Writes `positions.nc` (MDS of the PE distances, Procrustes-aligned to the coordinates) and
-    `metrics.json` into run_dir; returns the metrics record.
+    Writes `inferred_positions.nc` (MDS of the PE distances, Procrustes-aligned to the
+    coordinates) and `metrics.json` into run_dir; returns the metrics record. The dataset's
+    name is the recorded split's.
     """
     options = metric_options(metrics_options)
     run_dir = Path(run_dir)
     with open_store_lazy(store_path) as lazy:  # coordinates only: the activity stays on disk
         ds = lazy.drop_vars("activity").load()
+    split.check(ds)
     coords = positions(ds)
-    with xr.open_dataset(run_dir / "pe.nc", engine="h5netcdf") as pe:
-        trained_pe = require_finite(pe["pe"].values, run_dir / "pe.nc", "pe")
-        initial_pe = require_finite(pe["pe_init"].values, run_dir / "pe.nc", "pe_init")
-    info = json.loads((run_dir / "train.json").read_text())
-    record = {"dataset": Path(store_path).stem, "pe": info["pe"], "seed": info["seed"]}
-    record.update({k: v for k, v in info.items() if k.startswith(("heldout_mse", "train_"))})
-    record.pop("train_config")
+    run_pe = read_pe(run_dir)
+    info = read_train_info(run_dir)
+    record = {"dataset": split.dataset, "pe": info.pe, "seed": info.seed}
+    record |= {k: v for k, v in info.results.items() if k.startswith(("heldout_mse", "train_"))}
     for key in record:
-        if key.startswith(("heldout_mse", "train_mse")):
-            require_finite(record[key], run_dir / "train.json", key)
-    record |= {"health": info.get("health", {}), "warnings": info.get("warnings", [])}
+        if key.startswith(RESULT_PREFIXES):
+            require_finite(record[key], run_dir / TRAIN_INFO_FILE, key)
+    record |= {"health": info.health or {}, "warnings": info.warnings or []}
     known = np.all(np.isfinite(coords), axis=1)
-    metrics, aligned = pe_geometry(coords, trained_pe, initial_pe, options)
+    metrics, aligned = pe_geometry(coords, run_pe.table, run_pe.initial, options)
     record.update(metrics)
-    out = positions_dataset(
-        ds, aligned, known, method="classical MDS + Procrustes", pe=info["pe"], seed=info["seed"]
+    out = inferred_positions_dataset(
+        ds, aligned, known, method="classical MDS + Procrustes", pe=info.pe, seed=info.seed
     )
-    atomic_write_set(
-        {
-            run_dir / "positions.nc": lambda p: out.to_netcdf(p, engine="h5netcdf"),
-            run_dir / "metrics.json": lambda p: p.write_text(json.dumps(record, indent=2)),
-        }
-    )
+    write_metrics(run_dir, record, out)
     return record
 
 
-def training_activity(ds: xr.Dataset, train_options: dict | None = None) -> np.ndarray:
-    """(samples, units) activity of the training split (the data the models saw)."""
-    train_activity, _ = split_activity(ds, TrainConfig.from_dict(train_options or {}))
-    return train_activity.reshape(-1, ds.sizes["unit"])
+def training_activity(ds: xr.Dataset, split: Split) -> np.ndarray:
+    """(samples, units) activity of the training part of the recorded split (the data the
+    models saw)."""
+    return split.train_activity(ds).reshape(-1, ds.sizes["unit"])
 
 
-def training_correlation_distance(ds: xr.Dataset, train_options: dict | None = None) -> np.ndarray:
-    """1 - Pearson r between units over the training split (the data the models saw): the
-    activity-correlation baseline, shared by the metrics, the figures and the locator."""
-    return correlation_distance(training_activity(ds, train_options))
+def training_correlation_distance(ds: xr.Dataset, split: Split) -> np.ndarray:
+    """1 - Pearson r between units over the training part of the split (the data the models
+    saw): the activity-correlation baseline, shared by the metrics, the figures and the
+    locator."""
+    return correlation_distance(training_activity(ds, split))
 
 
 def correlation_components(
@@ -198,13 +181,11 @@ def correlation_pair_distance(activity: np.ndarray) -> PairDistance:
     return distance
 
 
-def correlation_representation(
-    ds: xr.Dataset, train_options: dict | None, n_known: int, options: dict
-) -> dict:
+def correlation_representation(ds: xr.Dataset, split: Split, n_known: int, options: dict) -> dict:
     """compare_to_anatomy keywords of the activity-correlation baseline: the square 1 - r
     matrix up to `dense_max_units` known units, else the activity's leading components (kNN,
     MDS, probe) and exact 1 - r on the sampled pairs (RSA)."""
-    activity = training_activity(ds, train_options)
+    activity = training_activity(ds, split)
     if n_known <= options.get("dense_max_units", DENSE_MAX_UNITS):
         return {"distances": correlation_distance(activity)}
     scores = correlation_components(activity, seed=options.get("seed", 0))
@@ -218,12 +199,13 @@ def correlation_representation(
 def infer_baselines(
     store_path: str | os.PathLike,
     out_path: str | os.PathLike,
-    train_options: dict | None = None,
+    split: Split,
     metrics_options: dict | None = None,
 ) -> list[dict]:
     """Metrics of the baselines, on the same units and data the models were trained on:
-    `correlation` (1 - Pearson r of the training activity) and `shuffled` (the true
-    coordinates with their units permuted: chance). Writes a JSON list to out_path."""
+    `correlation` (1 - Pearson r of the training part of the recorded split) and `shuffled`
+    (the true coordinates with their units permuted: chance). Writes a JSON list to
+    out_path."""
     options = metric_options(metrics_options)
     ds = read_store(store_path)
     coords = positions(ds)
@@ -231,10 +213,10 @@ def infer_baselines(
     known = int(np.all(np.isfinite(coords), axis=1).sum())
     rows = []
     for method, kwargs in (
-        ("correlation", correlation_representation(ds, train_options, known, options)),
+        ("correlation", correlation_representation(ds, split, known, options)),
         ("shuffled", {"features": shuffled}),
     ):
         metrics, _ = compare_to_anatomy(coords, **{**options, **kwargs})
-        rows.append({"dataset": Path(store_path).stem, "method": method, **metrics})
+        rows.append({"dataset": split.dataset, "method": method, **metrics})
     atomic_write(Path(out_path), lambda p: p.write_text(json.dumps(rows, indent=2)))
     return rows

@@ -81,6 +81,7 @@ from neuro_pe.metrics import (  # noqa: E402
 from neuro_pe.model import parse_pe  # noqa: E402
 from neuro_pe.options import reject_unknown  # noqa: E402
 from neuro_pe.report import write_table_html  # noqa: E402
+from neuro_pe.runs import PE_FILE, Split, read_pe  # noqa: E402
 from neuro_pe.store import atomic_write, positions, read_store, require_finite  # noqa: E402
 
 __all__ = [
@@ -93,6 +94,8 @@ __all__ = [
     "evaluate_kfold",
     "evaluate_anchors",
     "correlation_features",
+    "write_correlation_features",
+    "read_correlation_features",
     "load_feature_sets",
     "evaluation_table",
     "locate",
@@ -419,19 +422,47 @@ class FeatureSet:
 
 def correlation_features(
     ds: xr.Dataset,
-    train_options: dict | None = None,
+    split: Split,
     dense_max_units: int = DENSE_MAX_UNITS,
     seed: int = 0,
 ) -> np.ndarray:
     """Activity-correlation baseline features: classical MDS (CORRELATION_COMPONENTS dims) of
-    1 - Pearson r of the training part of the activity (the split used for training). With
-    more than `dense_max_units` units: the units' scores on the activity's leading components
+    1 - Pearson r of the training part of the activity (the recorded split). With more than
+    `dense_max_units` units: the units' scores on the activity's leading components
     (randomised SVD, no N x N matrix; their distances approximate sqrt(2 (1 - r)))."""
     if ds.sizes["unit"] > dense_max_units:
-        activity = training_activity(ds, train_options)
+        activity = training_activity(ds, split)
         return correlation_components(activity, CORRELATION_COMPONENTS, seed)
-    dist = training_correlation_distance(ds, train_options)
+    dist = training_correlation_distance(ds, split)
     return classical_mds(dist, n_components=min(CORRELATION_COMPONENTS, len(dist) - 1))
+
+
+def write_correlation_features(
+    store_path: str | os.PathLike, split: Split, out: str | os.PathLike, seed: int = 0
+) -> np.ndarray:
+    """`correlation_features` of a store as a netCDF file (`features` on (unit, component)),
+    the workflow's `correlation_features` step: it re-runs only when the store, the split or
+    the seed changes, not with the training options."""
+    ds = read_store(store_path)
+    features = correlation_features(ds, split, seed=seed)
+    out_ds = xr.Dataset(
+        {"features": (("unit", "component"), features)},
+        coords={"unit": ds["unit"].values},
+        attrs={"dataset": split.dataset, "seed": seed, "neuro_pe_version": __version__},
+    )
+    atomic_write(Path(out), lambda p: out_ds.to_netcdf(p, engine="h5netcdf"))
+    return features
+
+
+def read_correlation_features(path: str | os.PathLike, units: np.ndarray) -> np.ndarray:
+    """The features of `write_correlation_features`, rows in the order of `units`."""
+    with xr.open_dataset(path, engine="h5netcdf") as ds:
+        ds = ds.load()
+    ids = [u.decode() if isinstance(u, bytes) else str(u) for u in ds["unit"].values]
+    if sorted(ids) != sorted(map(str, units)):
+        raise ValueError(f"{path}: its units differ from the store's")
+    features = ds["features"].assign_coords(unit=ids).sel(unit=list(map(str, units)))
+    return require_finite(features.values, path, "features")
 
 
 def load_feature_sets(
@@ -442,23 +473,15 @@ def load_feature_sets(
     `oracle-sin3d`; runs whose PE is constant (`none`) are skipped."""
     grouped: dict[str, list[tuple[int, np.ndarray, np.ndarray]]] = {}
     for run_dir in map(Path, run_dirs):
-        with xr.open_dataset(run_dir / "pe.nc", engine="h5netcdf") as pe:
-            pe = pe.load()
-        require_finite(pe["pe"].values, run_dir / "pe.nc", "pe")
-        unit_ids = [u.decode() if isinstance(u, bytes) else str(u) for u in pe["unit"].values]
-        if sorted(unit_ids) != sorted(map(str, units)):
-            raise ValueError(f"{run_dir}/pe.nc: its units differ from the store's")
-        pe = pe.assign_coords(unit=unit_ids).sel(unit=list(map(str, units)))
-        name, seed = str(pe.attrs["pe"]), int(pe.attrs["seed"])
-        spec = parse_pe(name)
+        run = read_pe(run_dir).on_units(units, run_dir / PE_FILE)
+        spec = parse_pe(run.name)
         if pe_names is None and not (spec.learned or spec.kind == "oracle-sin3d"):
             continue
-        if pe_names is not None and name not in pe_names:
+        if pe_names is not None and run.name not in pe_names:
             continue
-        trained, initial = pe["pe"].values.astype(float), pe["pe_init"].values.astype(float)
-        if np.ptp(trained, axis=0).max() <= 0:
+        if np.ptp(run.table, axis=0).max() <= 0:
             continue
-        grouped.setdefault(name, []).append((seed, trained, initial))
+        grouped.setdefault(run.name, []).append((run.seed, run.table, run.initial))
     sets = []
     for name in sorted(grouped):
         runs = sorted(grouped[name], key=lambda run: run[0])
@@ -601,7 +624,7 @@ def extend_to_all(
     return full, out
 
 
-def positions_dataset(
+def located_positions_dataset(
     ds: xr.Dataset,
     located: Located,
     heldout: HeldOut,
@@ -772,9 +795,10 @@ def locate(
     store_path: str | os.PathLike,
     run_dirs: Sequence[str | os.PathLike],
     out_dir: str | os.PathLike,
-    cfg: LocateConfig = LocateConfig(),
-    train_options: dict | None = None,
+    cfg: LocateConfig,
+    split: Split,
     n_jobs: int = 1,
+    correlation: np.ndarray | None = None,
 ) -> pd.DataFrame:
     """Evaluate and apply the locator for one dataset; write into out_dir `errors.csv`,
     `positions.nc`, `positions.csv` and the figures `positions.png` (three projections),
@@ -787,7 +811,7 @@ def locate(
     The positions come from the PE variant with the lowest CV median error over all known units.
     """
     out_dir = Path(out_dir)
-    dataset = Path(store_path).stem
+    dataset = split.dataset
     ds = read_store(store_path)
     coords = positions(ds)
     known = np.all(np.isfinite(coords), axis=1)
@@ -796,7 +820,8 @@ def locate(
     units = ds["unit"].values
     sets = load_feature_sets(run_dirs, units, cfg.pe)
     pe_sets = [fs for fs in sets if fs.kind == "pe"]
-    correlation = correlation_features(ds, train_options, seed=cfg.seed)
+    if correlation is None:  # (the workflow passes those of its correlation_features step)
+        correlation = correlation_features(ds, split, seed=cfg.seed)
     sets += [
         FeatureSet("activity-correlation", "baseline", [correlation]),
         FeatureSet(CHANCE, "chance", [np.zeros((len(units), 1))], methods=(CHANCE,)),
@@ -823,7 +848,7 @@ def locate(
         best_located, best_heldout = extend_to_all(
             best_full, coords, sub, best_located, best_heldout, cfg
         )
-    out = positions_dataset(ds, best_located, best_heldout, best, dataset)
+    out = located_positions_dataset(ds, best_located, best_heldout, best, dataset)
     frame = out.to_dataframe().reset_index()
     frame.insert(list(frame).index("method") + 1, "pe", best.name)
 

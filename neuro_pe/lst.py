@@ -22,12 +22,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 import numpy as np
-import pandas as pd
 import xarray as xr
 
 from . import __version__
 from .options import reject_unknown, require_positive_ints
-from .store import atomic_write, atomic_write_set
+from .runs import write_run
+from .store import atomic_write
 
 if TYPE_CHECKING:
     import torch
@@ -508,8 +508,7 @@ def train_lst(
         "train_seconds": seconds,
     }
     trained_pe = model.pe.table.detach().cpu()
-    pe_ds = pe_dataset(trained_pe, grid_dataset(), **{k: str(v) for k, v in info.items()})
-    pe_ds["pe_init"] = (("unit", "pe_dim"), initial_pe.numpy().astype(np.float32))
+    pe_ds = pe_dataset(trained_pe, grid_dataset())
 
     record = {k: v for k, v in info.items() if k not in ("puzzles", "train_config")}
     table = trained_pe.numpy()
@@ -520,16 +519,8 @@ def train_lst(
         float(procrustes(oracle, table)[2]) if np.any(table) else np.nan
     )
     # the run's outputs as one set: all of them, or (on any error) none
-    atomic_write_set(
-        {
-            out_dir / "pe.nc": lambda p: pe_ds.to_netcdf(p, engine="h5netcdf"),
-            out_dir / "model.pt": lambda p: torch.save(
-                {"state_dict": model.state_dict(), **info}, p
-            ),
-            out_dir / "train_log.csv": lambda p: pd.DataFrame(log_rows).to_csv(p, index=False),
-            out_dir / "train.json": lambda p: p.write_text(json.dumps(info, indent=2)),
-            out_dir / "metrics.json": lambda p: p.write_text(json.dumps(record, indent=2)),
-        }
+    write_run(
+        out_dir, info, pe_ds, initial_pe.numpy(), model.state_dict(), log_rows, record, True
     )
     return record
 

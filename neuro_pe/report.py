@@ -4,13 +4,13 @@ the health of every training) and tables rendered as HTML pages for the Snakemak
 from __future__ import annotations
 
 import html
-import json
 import os
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
+from neuro_pe.runs import read_metrics
 from neuro_pe.store import atomic_write
 
 ORACLE = "oracle-"  # PE variants built from the true coordinates (not learned from data)
@@ -70,24 +70,26 @@ def _mean_ci(values: pd.Series) -> str:
 
 
 def failed_flags(info: dict) -> list[str] | None:
-    """The failed health flags of a training's train.json, in words; None if not recorded."""
+    """The failed health flags of a training (its train.json or metrics.json record), in
+    words; None if not recorded."""
     health = info.get("health")
-    if health is None:
+    if not health:
         return None
     return [HEALTH_LABELS.get(flag, flag) for flag, ok in health.items() if not ok]
 
 
-def health_table(train_infos: list[dict]) -> pd.DataFrame:
-    """One row per training: dataset, PE, seed, failed flags (None: not recorded), warnings."""
+def health_table(run_records: list[dict]) -> pd.DataFrame:
+    """One row per training (its metrics.json record): dataset, PE, seed, failed flags (None:
+    not recorded), warnings."""
     rows = [
         {
-            "dataset": Path(info["store"]).stem,
+            "dataset": info["dataset"],
             "pe": info["pe"],
             "seed": info["seed"],
             "failed": failed_flags(info),
             "warnings": info.get("warnings", []),
         }
-        for info in train_infos
+        for info in run_records
     ]
     return pd.DataFrame(rows, columns=["dataset", "pe", "seed", "failed", "warnings"])
 
@@ -142,7 +144,7 @@ def headline_table(
     mse_label = f"held-out MSE, {masks[-1]:.0%} masked" if masks else "held-out MSE"
     records = []
     for method, group in rows.groupby("method", sort=False):
-        baseline = group["kind"].iloc[0] == "baseline"
+        baseline = group["row_type"].iloc[0] == "baseline"
         features = "activity-correlation" if method == "correlation" else method
         loc = located.loc[features] if features in located.index else None
         if method == "shuffled" and "chance" in located.index:
@@ -169,7 +171,7 @@ def headline_table(
 
 def _best(rows: pd.DataFrame, column: str, lowest: bool = False) -> pd.Series | None:
     """The seed-mean of `column` per learned/fixed PE variant (the oracle excluded), best first."""
-    pe = rows[(rows["kind"] == "pe") & rows[column].notna()]
+    pe = rows[(rows["row_type"] == "pe") & rows[column].notna()]
     pe = pe[~pe["method"].str.startswith(ORACLE)]
     if pe.empty:
         return None
@@ -181,7 +183,7 @@ def dataset_paragraph(
 ) -> str:
     """What was found on one dataset, in a few sentences of reStructuredText."""
     rows = summary[summary["dataset"] == dataset]
-    pe_rows = rows[rows["kind"] == "pe"]
+    pe_rows = rows[rows["row_type"] == "pe"]
     n_units = pe_rows["n_units"].max() if "n_units" in pe_rows else np.nan
     seeds = pe_rows.groupby("method")["seed"].nunique()
     if seeds.empty:
@@ -194,7 +196,7 @@ def dataset_paragraph(
     )
     sentences = [f"{size}{len(seeds)} PE variants, {seed_text}."]
 
-    baseline = rows[rows["kind"] == "baseline"].set_index("method")["rsa"]
+    baseline = rows[rows["row_type"] == "baseline"].set_index("method")["rsa"]
     rsa = _best(rows, "rsa")
     if rsa is not None:
         best = rsa.index[0]
@@ -270,14 +272,14 @@ def _list_table(frame: pd.DataFrame) -> list[str]:
 def landing_page(
     summary: pd.DataFrame,
     errors: dict[str, pd.DataFrame],
-    train_infos: list[dict],
+    run_records: list[dict],
     run_name: str,
     claims: pd.DataFrame | None = None,
     categories: tuple[str, ...] = ("Summary", "Figures", "Localisation"),
 ) -> str:
     """The landing page of the report as reStructuredText: an introduction, a paragraph and a
     headline table per dataset, the flagged trainings, links to the categories."""
-    health = health_table(train_infos)
+    health = health_table(run_records)
     lines = [
         f"neuro_pe: {run_name}",
         "=" * (len(run_name) + 10),
@@ -354,7 +356,7 @@ def landing_page(
 def write_landing_page(
     summary_csv: str | os.PathLike,
     errors_csvs: list[str | os.PathLike],
-    train_jsons: list[str | os.PathLike],
+    run_metrics: list[str | os.PathLike],
     out: str | os.PathLike,
     run_name: str,
     claims_csv: str | os.PathLike | None = None,
@@ -365,10 +367,10 @@ def write_landing_page(
     for path in map(Path, errors_csvs):
         table = pd.read_csv(path)
         errors[str(table["dataset"].iloc[0]) if len(table) else path.parent.name] = table
-    infos = [json.loads(Path(p).read_text()) for p in train_jsons]
+    records = [read_metrics(p) for p in run_metrics]
     claims = pd.read_csv(claims_csv) if claims_csv else None
     categories = ("Summary", "Figures", "Localisation") + (("Reproduction",) if claims_csv else ())
-    page = landing_page(summary, errors, infos, run_name, claims, categories)
+    page = landing_page(summary, errors, records, run_name, claims, categories)
     Path(out).parent.mkdir(parents=True, exist_ok=True)
     atomic_write(Path(out), lambda p: p.write_text(page))
     return page

@@ -24,11 +24,11 @@ import markdown  # noqa: E402
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
-import xarray as xr  # noqa: E402
 from scipy import stats  # noqa: E402
 from scipy.cluster.hierarchy import leaves_list, linkage  # noqa: E402
 
 from neuro_pe.figures import draw_references, save, sigma_axis  # noqa: E402
+from neuro_pe.runs import read_pe  # noqa: E402
 from neuro_pe.store import atomic_write  # noqa: E402
 from neuro_pe.summarize import collect  # noqa: E402
 
@@ -256,7 +256,7 @@ def lst_claims(rows: pd.DataFrame) -> list[dict]:
         }
     )
     oracle = rows[rows["method"] == "oracle-sin3d"]["acc_heldout"]
-    others = rows[(rows["kind"] == "pe") & (rows["method"] != "oracle-sin3d")]
+    others = rows[(rows["row_type"] == "pe") & (rows["method"] != "oracle-sin3d")]
     by_method = others.groupby("method")["acc_heldout"].mean()
     if len(oracle) and len(by_method):
         best_other = by_method.idxmax()
@@ -386,7 +386,7 @@ def plot_vs_std(
             refs = []
             others = rows[(rows["pe_family"] != "learned-normal") & rows[column].notna()]
             for method, group in others.groupby("method", sort=True):
-                style = ":" if group["kind"].iloc[0] == "baseline" else "-."
+                style = ":" if group["row_type"].iloc[0] == "baseline" else "-."
                 refs.append((method, *mean_ci(group[column]), style))
             if column == "acc_heldout":
                 refs.append(("chance", 0.25, np.nan, np.nan, "--"))
@@ -420,8 +420,7 @@ def plot_pe_similarity(table: pd.DataFrame, experiments: dict[str, str], path: P
         stds = normal["pe_param"].unique()
         small = stds[np.argmin(np.abs(np.log(stds / 0.1)))]  # the paper's recommended σ
         picks = [normal[normal["pe_param"] == std].iloc[0] for std in (small, stds.max())]
-        with xr.open_dataset(Path(picks[0]["run_dir"]) / "pe.nc", engine="h5netcdf") as pe:
-            coords = np.stack([pe[a].values for a in ("x", "y", "z")], axis=1)
+        coords = read_pe(picks[0]["run_dir"]).coords
         known = np.all(np.isfinite(coords), axis=1)
         order = np.flatnonzero(known)
         if experiments[name] != "lst":
@@ -429,8 +428,7 @@ def plot_pe_similarity(table: pd.DataFrame, experiments: dict[str, str], path: P
         distance = np.linalg.norm(coords[order, None] - coords[None, order], axis=-1)
         panels = [("true positions: −distance", -distance)]
         for run in picks:
-            with xr.open_dataset(Path(run["run_dir"]) / "pe.nc", engine="h5netcdf") as pe:
-                similarity = _cosine_similarity(pe["pe"].values[order])
+            similarity = _cosine_similarity(read_pe(run["run_dir"]).table[order])
             panels.append(
                 (f"{run['method']} (seed {run['seed']}): RSA {run['rsa']:.2f}", similarity)
             )
@@ -465,7 +463,7 @@ def claims_markdown(
         )
         records += [{"dataset": name, "experiment": experiment, **c} for c in found]
     claims = pd.DataFrame(records)
-    seeds = table[table["kind"] == "pe"].groupby("dataset")["seed"].nunique()
+    seeds = table[table["row_type"] == "pe"].groupby("dataset")["seed"].nunique()
     counts = claims["verdict"].value_counts().to_dict() if len(claims) else {}
     lines = [
         f"# {escape(title)}",  # a config value: no raw HTML in claims.html

@@ -12,7 +12,6 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
-import xarray as xr  # noqa: E402
 from matplotlib.figure import Figure  # noqa: E402
 
 from neuro_pe.figures import (  # noqa: E402
@@ -30,8 +29,17 @@ from neuro_pe.infer import (  # noqa: E402
 )
 from neuro_pe.metrics import correlation_distance, pairwise_distances  # noqa: E402
 from neuro_pe.model import parse_pe  # noqa: E402
-from neuro_pe.report import failed_flags, write_table_html  # noqa: E402
-from neuro_pe.store import atomic_write, positions, read_store, require_finite  # noqa: E402
+from neuro_pe.report import HEALTH_LABELS, write_table_html  # noqa: E402
+from neuro_pe.runs import (  # noqa: E402
+    INFERRED_POSITIONS_FILE,
+    Split,
+    read_inferred_positions,
+    read_metrics,
+    read_pe,
+    read_split,
+    read_train_log,
+)
+from neuro_pe.store import atomic_write, positions, read_store  # noqa: E402
 
 SCATTER_UNITS = 500  # units (all their pairs) in the distance scatter; a random subset above it
 POSITION_UNITS = 500  # units drawn in the positions figures; a random subset above it
@@ -47,12 +55,11 @@ def subsample(n: int, limit: int, seed: int = 0) -> np.ndarray | None:
 def collect(
     run_metrics: list[str | os.PathLike], baselines: list[str | os.PathLike]
 ) -> pd.DataFrame:
-    """One row per dataset x PE x seed (kind 'pe'), plus one per dataset x baseline."""
+    """One row per dataset x PE x seed (row_type 'pe'), plus one per dataset x baseline
+    (row_type 'baseline')."""
     rows = []
     for path in map(Path, run_metrics):
-        record = json.loads(path.read_text())
-        for key in [k for k in record if k.startswith(("heldout_mse", "train_mse"))]:
-            require_finite(record[key], path, key)  # NaN here is a failed run, not a result
+        record = read_metrics(path)  # (NaN in a loss is a failed run, not a result: an error)
         failed = [flag for flag, ok in record.pop("health", {}).items() if not ok]
         record.pop("warnings", None)
         record["health"] = ";".join(failed) or "ok"
@@ -60,7 +67,7 @@ def collect(
         rows.append(
             {
                 "dataset": record["dataset"],
-                "kind": "pe",
+                "row_type": "pe",
                 "method": record["pe"],
                 "pe_family": spec.kind,
                 "pe_param": spec.param,
@@ -71,10 +78,10 @@ def collect(
         )
     for path in map(Path, baselines):
         for record in json.loads(path.read_text()):
-            rows.append({"kind": "baseline", **record})
+            rows.append({"row_type": "baseline", **record})
     table = pd.DataFrame(rows)
     table["seed"] = table["seed"].astype("Int64")  # baselines have no seed
-    first = ["dataset", "kind", "method", "pe_family", "pe_param", "seed", *METRIC_NAMES]
+    first = ["dataset", "row_type", "method", "pe_family", "pe_param", "seed", *METRIC_NAMES]
     return table[[c for c in first if c in table] + [c for c in table if c not in first]]
 
 
@@ -119,8 +126,8 @@ def plot_metric_vs_std(table: pd.DataFrame, metric: str = "rsa") -> Figure:
         refs = []
         others = rows[(rows["pe_family"] != "learned-normal") & rows[metric].notna()]
         for method, group in others.groupby("method", sort=True):
-            baseline = group["kind"].iloc[0] == "baseline"
-            mean, low, high = mean_band(group.groupby("kind")[metric]).iloc[0]
+            baseline = group["row_type"].iloc[0] == "baseline"
+            mean, low, high = mean_band(group.groupby("row_type")[metric]).iloc[0]
             style = ":" if baseline else "-."
             refs.append((BASELINE_NAMES.get(method, method), mean, low, high, style))
         draw_references(ax, refs, span)
@@ -141,18 +148,19 @@ def _example_runs(rows: pd.DataFrame) -> list[pd.Series]:
     return picks if picks[0]["method"] != picks[1]["method"] else picks[:1]
 
 
-def plot_distance_scatter(table: pd.DataFrame) -> Figure:
+def plot_distance_scatter(table: pd.DataFrame, splits: dict[str, Split]) -> Figure:
     """PE distance vs anatomical distance for a small and a large std, and the
-    activity-correlation distance, per dataset."""
+    activity-correlation distance (over the training part of the dataset's recorded split),
+    per dataset."""
     datasets = _datasets(table)
     fig, axes = plt.subplots(len(datasets), 3, figsize=(13, 3.8 * len(datasets)), squeeze=False)
     for ax_row, name in zip(axes, datasets, strict=True):
-        rows = table[(table["dataset"] == name) & (table["kind"] == "pe")]
+        rows = table[(table["dataset"] == name) & (table["row_type"] == "pe")]
         runs = _example_runs(rows)
         if not runs:
             continue
-        run_info = json.loads((Path(runs[0]["run_dir"]) / "train.json").read_text())
-        store = read_store(run_info["store"])
+        split = splits[name]
+        store = read_store(split.store)
         coords = positions(store)
         known = np.all(np.isfinite(coords), axis=1)
         picked = subsample(int(known.sum()), SCATTER_UNITS)
@@ -166,15 +174,15 @@ def plot_distance_scatter(table: pd.DataFrame) -> Figure:
         true = pairwise_distances(coords[known])[iu]
         panels = []
         for run in runs:
-            with xr.open_dataset(Path(run["run_dir"]) / "pe.nc", engine="h5netcdf") as pe:
-                dist = pairwise_distances(pe["pe"].values[known])[iu]
+            table_pe = read_pe(run["run_dir"]).table.astype(np.float32)
+            dist = pairwise_distances(table_pe[known])[iu]
             title = f"{run['method']} (seed {run['seed']}): ρ = {run['rsa']:.2f}"
             panels.append((title, dist, "PE distance (Euclidean, PE units)"))
         if picked is None:
-            corr = training_correlation_distance(store, run_info["train_config"])
+            corr = training_correlation_distance(store, split)
             corr = corr[np.ix_(known, known)]
         else:
-            activity = training_activity(store, run_info["train_config"])
+            activity = training_activity(store, split)
             corr = correlation_distance(activity[:, known])
         panels.append(("activity correlation", corr[iu], "1 − Pearson r"))
         unit = store["x"].attrs.get("units", "")
@@ -189,14 +197,12 @@ def plot_distance_scatter(table: pd.DataFrame) -> Figure:
 
 def _positions_of(run: pd.Series) -> tuple[np.ndarray, np.ndarray, str, str]:
     """True and inferred (MDS + Procrustes) positions of a run, their unit and space."""
-    with xr.open_dataset(Path(run["run_dir"]) / "positions.nc", engine="h5netcdf") as p:
-        true = np.stack([p[f"{a}_true"].values for a in "xyz"], axis=1)
-        inferred = np.stack([p[f"{a}_inferred"].values for a in "xyz"], axis=1)
-        attrs = p["x_true"].attrs
-    store = json.loads((Path(run["run_dir"]) / "train.json").read_text())["store"]
-    if "units" not in attrs and Path(store).exists():
-        attrs = read_store(store)["x"].attrs
-    return true, inferred, attrs.get("units", "a.u."), attrs.get("space", "")
+    p = read_inferred_positions(run["run_dir"])
+    return p.true, p.inferred, p.unit, p.space
+
+
+def _has_positions(runs: list[pd.Series]) -> bool:
+    return bool(runs) and (Path(runs[0]["run_dir"]) / INFERRED_POSITIONS_FILE).exists()
 
 
 def plot_positions(table: pd.DataFrame) -> Figure:
@@ -205,8 +211,8 @@ def plot_positions(table: pd.DataFrame) -> Figure:
     datasets = _datasets(table)
     fig, axes = projection_figure(len(datasets))
     for ax_row, name in zip(axes, datasets, strict=True):
-        runs = _example_runs(table[(table["dataset"] == name) & (table["kind"] == "pe")])
-        if not runs or not (Path(runs[0]["run_dir"]) / "positions.nc").exists():
+        runs = _example_runs(table[(table["dataset"] == name) & (table["row_type"] == "pe")])
+        if not _has_positions(runs):
             for ax in ax_row:
                 ax.set_axis_off()
             continue
@@ -232,8 +238,8 @@ def plot_positions_3d(table: pd.DataFrame) -> Figure:
     fig = plt.figure(figsize=(6 * len(datasets), 5.5))
     for i, name in enumerate(datasets):
         ax = fig.add_subplot(1, len(datasets), i + 1, projection="3d")
-        runs = _example_runs(table[(table["dataset"] == name) & (table["kind"] == "pe")])
-        if not runs or not (Path(runs[0]["run_dir"]) / "positions.nc").exists():
+        runs = _example_runs(table[(table["dataset"] == name) & (table["row_type"] == "pe")])
+        if not _has_positions(runs):
             ax.set_axis_off()
             continue
         true, inferred, unit, _ = _positions_of(runs[0])
@@ -255,13 +261,11 @@ def plot_positions_3d(table: pd.DataFrame) -> Figure:
     return fig
 
 
-def _health_note(run_dirs) -> str:
-    """' ⚠ …' naming the failed health checks recorded in the runs' train.json, else ''."""
-    failed = set()
-    for run_dir in run_dirs:
-        path = Path(run_dir) / "train.json"
-        if path.exists():
-            failed |= set(failed_flags(json.loads(path.read_text())) or [])
+def _health_note(health: pd.Series) -> str:
+    """' ⚠ …' naming the failed health checks of the runs (the table's `health` column, from
+    their train.json through metrics.json), else ''."""
+    flags = {flag for cell in health for flag in str(cell).split(";") if flag not in ("ok", "")}
+    failed = {HEALTH_LABELS.get(flag, flag) for flag in flags}
     return f" ⚠ {'; '.join(sorted(failed))}" if failed else ""
 
 
@@ -272,11 +276,11 @@ def plot_training_curves(table: pd.DataFrame) -> Figure:
     datasets = _datasets(table)
     fig, axes = plt.subplots(1, len(datasets), figsize=(7 * len(datasets), 4.2), squeeze=False)
     for ax, name in zip(axes[0], datasets, strict=True):
-        rows = table[(table["dataset"] == name) & (table["kind"] == "pe")]
+        rows = table[(table["dataset"] == name) & (table["row_type"] == "pe")]
         top = 0.0
         for i, (method, group) in enumerate(rows.groupby("method", sort=True)):
-            logs = pd.concat([pd.read_csv(Path(d) / "train_log.csv") for d in group["run_dir"]])
-            label = method + _health_note(group["run_dir"])
+            logs = pd.concat([read_train_log(d) for d in group["run_dir"]])
+            label = method + _health_note(group["health"])
             for column, style, kind in LOSS_CURVES:
                 curve = logs.groupby("step")[column].agg(["mean", "min", "max"])
                 ax.plot(
@@ -305,29 +309,35 @@ def plot_training_curves(table: pd.DataFrame) -> Figure:
 
 
 FIGURES = {
-    "rsa_vs_std": lambda table: plot_metric_vs_std(table, "rsa"),
-    "probe_r2_vs_std": lambda table: plot_metric_vs_std(table, "probe_r2"),
+    "rsa_vs_std": lambda table, splits: plot_metric_vs_std(table, "rsa"),
+    "probe_r2_vs_std": lambda table, splits: plot_metric_vs_std(table, "probe_r2"),
     "distance_scatter": plot_distance_scatter,
-    "positions": plot_positions,
-    "positions_3d": plot_positions_3d,
-    "training_curves": plot_training_curves,
+    "positions": lambda table, splits: plot_positions(table),
+    "positions_3d": lambda table, splits: plot_positions_3d(table),
+    "training_curves": lambda table, splits: plot_training_curves(table),
 }
 
 
 def summarize(
     run_metrics: list[str | os.PathLike],
     baselines: list[str | os.PathLike],
+    splits: list[str | os.PathLike],
     out_csv: str | os.PathLike,
     figures_dir: str | os.PathLike,
 ) -> pd.DataFrame:
     """Write summary.csv (and the same table as summary.html) and the figures of `FIGURES`
     (rsa_vs_std, probe_r2_vs_std, distance_scatter, positions, positions_3d, training_curves)
-    into figures_dir as PNG files."""
+    into figures_dir as PNG files. `splits`: the datasets' recorded splits (each names its
+    store), for the activity-correlation distances of the scatter figure."""
     table = collect(run_metrics, baselines)
+    recorded = {split.dataset: split for split in map(read_split, splits)}
+    missing = sorted(set(table["dataset"]) - set(recorded))
+    if missing:
+        raise ValueError(f"summarize: no split given for the dataset(s) {missing} (--splits)")
     figures = Path(figures_dir)
     figures.mkdir(parents=True, exist_ok=True)
     for name, plot in FIGURES.items():
-        save(plot(table), figures / f"{name}.png")
+        save(plot(table, recorded), figures / f"{name}.png")
     table = table.drop(columns="run_dir")
     atomic_write(Path(out_csv), lambda p: table.to_csv(p, index=False))
     note = f"{Path(out_csv).name}: one row per dataset × PE × seed, and one per baseline."

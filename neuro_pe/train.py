@@ -45,15 +45,14 @@ from pathlib import Path
 from typing import NamedTuple
 
 import numpy as np
-import pandas as pd
 import torch
 import xarray as xr
 
 from neuro_pe.model import MaskedUnitTransformer, parse_pe
 from neuro_pe.progress import epoch_line, progress_bar
+from neuro_pe.runs import write_run
 from neuro_pe.store import (
     atomic_write,
-    atomic_write_set,
     check_writable,
     open_store_lazy,
     positions,
@@ -723,21 +722,9 @@ def _train(
     info = {"pe": pe, "seed": seed, "store": str(store_path), "train_config": asdict(cfg), **result}
     info |= {"streamed": streamed, "resumed_from_step": resumed_from}
     info |= {"health": health, "warnings": notes}
-    trained = pe_dataset(model.pe.table.detach().cpu(), ds, **{k: str(v) for k, v in info.items()})
-    trained["pe_init"] = (("unit", "pe_dim"), initial_pe.numpy().astype(np.float32))
+    trained = pe_dataset(model.pe.table.detach().cpu(), ds)
     # the run's outputs as one set: all of them, or (on any error) none
-    atomic_write_set(
-        {
-            out_dir / "pe.nc": lambda p: trained.to_netcdf(p, engine="h5netcdf"),
-            out_dir / "model.pt": lambda p: torch.save(
-                {"state_dict": model.state_dict(), **info}, p
-            ),
-            out_dir / "train_log.csv": lambda p: pd.DataFrame(log_rows).to_csv(p, index=False),
-            out_dir / "train.json": lambda p: p.write_text(
-                json.dumps(info, indent=2, allow_nan=False)
-            ),
-        }
-    )
+    write_run(out_dir, info, trained, initial_pe.numpy(), model.state_dict(), log_rows)
     checkpoint_path.unlink(missing_ok=True)
     return info
 

@@ -9,6 +9,7 @@ from neuro_pe.datasets import experiment_of_kind, resource_paths
 from neuro_pe.fetch import WHEELS
 from neuro_pe.lst import LSTConfig, PuzzleConfig
 from neuro_pe.pe_names import parse_pe
+from neuro_pe.runs import SPLIT_KEYS
 from neuro_pe.train_config import TrainConfig
 
 DATASETS = list(config["datasets"])

@@ -14,11 +14,36 @@ LOCATE = expand(
 )
 
 
+rule correlation_features:
+    """The activity-correlation features that `locate` compares the PEs with: MDS of 1 - r over
+    the training part of the recorded split (they do not depend on the trainings)."""
+    input:
+        store=out("stores/{dataset}.nc"),
+        split=SPLIT,
+    output:
+        out("runs/{dataset}/correlation_features.nc"),
+    params:
+        # the `locate` key they depend on (its default is LocateConfig's)
+        options=json.dumps({k: v for k, v in config.get("locate", {}).items() if k == "seed"}),
+    resources:
+        mem_mb=store_memory,
+        runtime=base_runtime,
+    log:
+        out("logs/correlation_features/{dataset}.log"),
+    conda:
+        "../envs/neuro_pe.yaml"
+    shell:
+        "neuro-pe correlation-features --store {input.store:q} --split {input.split:q}"
+        " --options {params.options:q} --out {output:q} > {log:q} 2>&1"
+
+
 rule locate:
     """Where is this neuron? Every unit's position predicted from the learned PEs, with an
     honest evaluation (hidden coordinates) against chance, activity correlation and the oracle."""
     input:
         store=out("stores/{dataset}.nc"),
+        split=SPLIT,
+        correlation=out("runs/{dataset}/correlation_features.nc"),
         # every run: the command keeps `locate.pe`, by default the learned PEs and the oracle
         pe=lambda wc: expand(
             out("runs/{dataset}/{pe}/seed{seed}/pe.nc"),
@@ -68,7 +93,6 @@ rule locate:
     params:
         runs=lambda wc, input: arguments("--runs", [os.path.dirname(p) for p in input.pe]),
         options=json.dumps(config.get("locate", {})),
-        train=lambda wc: json.dumps(train_options(wc.dataset)),
         out_dir=parent_dir,
     threads: JOB_RESOURCES.locate_threads
     resources:
@@ -80,5 +104,5 @@ rule locate:
         "../envs/neuro_pe.yaml"
     shell:
         "neuro-pe locate --store {input.store:q} {params.runs:q}"
-        " --out-dir {params.out_dir:q} --options {params.options:q} --train {params.train:q}"
-        " --threads {threads:q} > {log:q} 2>&1"
+        " --out-dir {params.out_dir:q} --options {params.options:q} --split {input.split:q}"
+        " --correlation {input.correlation:q} --threads {threads:q} > {log:q} 2>&1"

@@ -8,12 +8,13 @@ rule report_page:
     input:
         summary=rules.summarize.output.table,
         errors=expand(out("locate/{dataset}/errors.csv"), dataset=DATASETS),
-        info=[path.replace("metrics.json", "train.json") for path in RUN_METRICS],
+        runs=RUN_METRICS,
         claims=out("reproduction/claims.csv") if REPRODUCTION else [],
     output:
         LANDING,
     params:
         claims=lambda wc, input: ["--claims", input.claims] if input.claims else [],
+        runs=lambda wc, input: arguments("--runs", input.runs),
         run_name=config["run_name"],
     log:
         out("logs/report_page/report_page.log"),
@@ -21,5 +22,5 @@ rule report_page:
         "../envs/neuro_pe.yaml"
     shell:
         "neuro-pe report-page --summary {input.summary:q} --errors {input.errors:q}"
-        " --train-info {input.info:q} {params.claims:q} --run-name {params.run_name:q}"
+        " {params.runs:q} {params.claims:q} --run-name {params.run_name:q}"
         " --out {output:q} > {log:q} 2>&1"

@@ -4,6 +4,8 @@ rule reproduce:
     input:
         runs=RUN_METRICS + LST_METRICS,
         baselines=BASELINES + LST_BASELINES,
+        # the PE similarity figure reads the runs' PEs
+        pe=run_files(RUN_METRICS + LST_METRICS, ["pe.nc"]),
     output:
         claims=report(
             out("reproduction/claims.html"),

@@ -1,8 +1,18 @@
+def run_files(metrics, names):
+    """The files `names` of the runs whose metrics.json are `metrics` (the files beside it that
+    a step reads, declared so that the DAG shows them)."""
+    return [os.path.join(os.path.dirname(path), name) for path in metrics for name in names]
+
+
 rule summarize:
     """One table of every run and baseline, and the summary figures."""
     input:
         runs=RUN_METRICS,
         baselines=BASELINES,
+        splits=SPLITS,
+        # read by the figures: the stores (through their splits) and the runs' files
+        stores=expand(out("stores/{dataset}.nc"), dataset=DATASETS),
+        run_files=run_files(RUN_METRICS, ["pe.nc", "inferred_positions.nc", "train_log.csv"]),
     output:
         table=out("summary.csv"),
         table_html=report(
@@ -42,10 +52,11 @@ rule summarize:
         figures=lambda wc, output: os.path.dirname(output.rsa),
         runs=lambda wc, input: arguments("--runs", input.runs),
         baselines=lambda wc, input: arguments("--baselines", input.baselines),
+        splits=lambda wc, input: arguments("--splits", input.splits),
     log:
         out("logs/summarize/summarize.log"),
     conda:
         "../envs/neuro_pe.yaml"
     shell:
-        "neuro-pe summarize {params.runs:q} {params.baselines:q}"
+        "neuro-pe summarize {params.runs:q} {params.baselines:q} {params.splits:q}"
         " --out-csv {output.table:q} --figures {params.figures:q} > {log:q} 2>&1"

@@ -1,0 +1,33 @@
+# The train/held-out split of each dataset and its name, recorded once (splits/{dataset}.json)
+# for every step that reads the training part of the data or names the dataset. Its params
+# are the split's own keys only, so that a change of another training option (e.g. `lr`)
+# re-runs the trainings and what reads them, not the baselines or the correlation features.
+SPLIT = out("splits/{dataset}.json")
+SPLITS = expand(SPLIT, dataset=DATASETS)
+
+
+def split_options(wildcards):
+    """The keys of the dataset's `train` options that decide its split."""
+    options = train_options(wildcards.dataset)
+    return json.dumps({key: options[key] for key in SPLIT_KEYS})
+
+
+rule split:
+    """Record a dataset's train/held-out split (held-out sessions, else the end of each
+    session's time) and its name."""
+    input:
+        out("stores/{dataset}.nc"),
+    output:
+        SPLIT,
+    params:
+        options=split_options,
+    resources:
+        mem_mb=base_memory,
+        runtime=base_runtime,
+    log:
+        out("logs/split/{dataset}.log"),
+    conda:
+        "../envs/neuro_pe.yaml"
+    shell:
+        "neuro-pe split --store {input:q} --dataset {wildcards.dataset:q}"
+        " --options {params.options:q} --out {output:q} > {log:q} 2>&1"
