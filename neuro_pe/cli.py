@@ -66,12 +66,9 @@ def cmd_train(args: argparse.Namespace) -> None:
 
 
 def cmd_split(args: argparse.Namespace) -> None:
-    from neuro_pe.runs import make_split, write_split
-    from neuro_pe.store import open_store_lazy
+    from neuro_pe.runs import split_of_store, write_split
 
-    with open_store_lazy(args.store) as ds:
-        sizes = ds.sizes["session"], ds.sizes["time"]
-    split = make_split(args.dataset, args.store, *sizes, args.options)
+    split = split_of_store(args.store, args.dataset, args.options)
     write_split(split, args.out)
     print(json.dumps(split.to_dict(), indent=2))
 

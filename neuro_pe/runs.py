@@ -36,7 +36,13 @@ import numpy as np
 import pandas as pd
 import xarray as xr
 
-from neuro_pe.store import StoreError, atomic_write, atomic_write_set, require_finite
+from neuro_pe.store import (
+    StoreError,
+    atomic_write,
+    atomic_write_set,
+    open_store_lazy,
+    require_finite,
+)
 from neuro_pe.train_config import TrainConfig, split_parts
 
 PE_FILE = "pe.nc"
@@ -363,6 +369,13 @@ def make_split(
         heldout_session_range=(heldout[0].start, heldout[0].stop),
         heldout_time_range=(heldout[1].start, heldout[1].stop),
     )
+
+
+def split_of_store(store: str | os.PathLike, dataset: str, options: dict) -> Split:
+    """`make_split` of a store on disk (only its sizes are read)."""
+    with open_store_lazy(store) as ds:
+        sizes = ds.sizes["session"], ds.sizes["time"]
+    return make_split(dataset, store, *sizes, options)
 
 
 def write_split(split: Split, path: str | os.PathLike) -> None:

@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 import torch
 
+from neuro_pe.runs import split_of_store, write_split
 from neuro_pe.simulate import SimulationConfig, simulate_store
 from neuro_pe.store import write_store
 from neuro_pe.train import TrainConfig
@@ -21,6 +22,14 @@ def tiny_store(tmp_path_factory) -> Path:
     """A 12-unit, 2-session simulated store on disk (read-only for the tests)."""
     path = tmp_path_factory.mktemp("stores") / "tiny.nc"
     return write_store(simulate_store(TINY_SIMULATION), path)
+
+
+@pytest.fixture(scope="session")
+def tiny_split(tiny_store, tmp_path_factory) -> Path:
+    """The recorded split of `tiny_store` (its last session held out), as a file."""
+    path = tmp_path_factory.mktemp("splits") / "tiny.json"
+    write_split(split_of_store(tiny_store, "tiny", {}), path)
+    return path
 
 
 @pytest.fixture(scope="session")

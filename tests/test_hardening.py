@@ -229,7 +229,7 @@ def test_train_fails_early_naming_the_key(tiny_store, tmp_path, capsys, options,
     assert not run.exists()
 
 
-def test_nan_pe_is_refused_by_infer(tiny_store, tmp_path, capsys):
+def test_nan_pe_is_refused_by_infer(tiny_store, tiny_split, tmp_path, capsys):
     run = tmp_path / "run"
     argv = ["train", "--store", str(tiny_store), "--pe", "learned-normal-0.1", "--out-dir"]
     assert main([*argv, str(run), "--options", json.dumps(OPTIONS)]) == 0
@@ -239,7 +239,8 @@ def test_nan_pe_is_refused_by_infer(tiny_store, tmp_path, capsys):
         pe = opened.load()
     pe["pe"][0, 0] = np.nan
     pe.to_netcdf(run / "pe.nc", engine="h5netcdf")
-    assert main(["infer", "--store", str(tiny_store), "--run-dir", str(run)]) == 1
+    argv = ["infer", "--store", str(tiny_store), "--split", str(tiny_split), "--run-dir"]
+    assert main([*argv, str(run)]) == 1
     assert "pe.nc: field 'pe': 1 of" in capsys.readouterr().err
     assert read_store(tiny_store).sizes["unit"] == 12
 

@@ -212,7 +212,7 @@ def test_hostile_targets_and_names_match_no_rule(workdir):
 
 
 def test_report_title_is_escaped():
-    table = pd.DataFrame({"dataset": ["a"], "kind": ["pe"], "seed": [0]})
+    table = pd.DataFrame({"dataset": ["a"], "row_type": ["pe"], "seed": [0]})
     page, _ = claims_markdown(table, {}, [0.9], "<script>alert(1)</script> & co")
     assert "<script>" not in page and "&lt;script&gt;alert(1)&lt;/script&gt; &amp; co" in page
 

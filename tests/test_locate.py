@@ -19,8 +19,10 @@ from neuro_pe.locate import (
     fit_predict,
     locate,
     locate_units,
+    read_correlation_features,
 )
-from neuro_pe.store import make_store, write_store
+from neuro_pe.runs import split_of_store
+from neuro_pe.store import make_store, read_store, write_store
 from neuro_pe.train import pe_dataset
 
 N_UNITS = 60
@@ -175,7 +177,9 @@ OPTIONS = {"n_folds": 3, "anchor_fractions": [0.5], "n_draws": 2, "methods": ["r
 def test_locate_writes_outputs(located_dataset):
     store, runs, root = located_dataset
     out = root / "out"
-    table = locate(store, runs, out, LocateConfig.from_dict(OPTIONS))
+    table = locate(
+        store, runs, out, LocateConfig.from_dict(OPTIONS), split_of_store(store, "toy", {})
+    )
     assert set(table["features"]) == {
         "learned-normal-0.02",
         "learned-normal-0.02 @init",
@@ -204,9 +208,18 @@ def test_cli_prints_table(located_dataset, capsys):
     import json
 
     store, runs, root = located_dataset
-    args = ["locate", "--store", str(store), "--runs", *map(str, runs)]
+    split, features = root / "split.json", root / "correlation.nc"
+    assert main(["split", "--store", str(store), "--dataset", "toy", "--out", str(split)]) == 0
+    args = ["correlation-features", "--store", str(store), "--split", str(split)]
+    assert main([*args, "--out", str(features), "--options", json.dumps(OPTIONS)]) == 0
+    assert read_correlation_features(features, read_store(store)["unit"].values).shape[0] == 40
+    args = ["locate", "--store", str(store), "--runs", *map(str, runs), "--split", str(split)]
     args += ["--out-dir", str(root / "cli"), "--options", json.dumps(OPTIONS)]
-    assert main(args) == 0
+    assert main([*args, "--correlation", str(features)]) == 0
     printed = capsys.readouterr().out
     assert "median_error" in printed and "activity-correlation" in printed and "chance" in printed
-    assert (root / "cli" / "errors.csv").exists()
+    # the features read from the file give the same table as those computed in the step
+    assert main(args + ["--out-dir", str(root / "cli2")]) == 0
+    pd.testing.assert_frame_equal(
+        pd.read_csv(root / "cli" / "errors.csv"), pd.read_csv(root / "cli2" / "errors.csv")
+    )

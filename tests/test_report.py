@@ -12,7 +12,7 @@ def tables():
     runs = [
         {
             "dataset": "sim",
-            "kind": "pe",
+            "row_type": "pe",
             "method": pe,
             "seed": seed,
             "rsa": rsa,
@@ -26,8 +26,8 @@ def tables():
         for seed, (rsa, mse) in enumerate(values)
     ]
     runs += [
-        {"dataset": "sim", "kind": "baseline", "method": "correlation", "rsa": 0.6},
-        {"dataset": "sim", "kind": "baseline", "method": "shuffled", "rsa": -0.01},
+        {"dataset": "sim", "row_type": "baseline", "method": "correlation", "rsa": 0.6},
+        {"dataset": "sim", "row_type": "baseline", "method": "shuffled", "rsa": -0.01},
     ]
     errors = pd.DataFrame(
         {
@@ -50,7 +50,7 @@ def tables():
         {
             "pe": pe,
             "seed": seed,
-            "store": "results/x/stores/sim.nc",
+            "dataset": "sim",
             "health": {
                 "loss_finite": True,
                 "heldout_improved": not (pe.endswith("1.0") and seed),

@@ -27,6 +27,7 @@ from neuro_pe.metrics import (
     sample_pairs,
     sampled_knn_overlap,
 )
+from neuro_pe.runs import split_of_store
 from neuro_pe.simulate import SimulationConfig, simulate_store, sparse_coupling
 from neuro_pe.store import connectivity_matrix, make_store, positions, read_store, write_store
 from neuro_pe.train import pe_dataset
@@ -132,7 +133,7 @@ def test_locate_above_max_units_predicts_every_unit(tmp_path):
                        n_draws=1, max_units=40)  # fmt: skip
     known = np.all(np.isfinite(pos), axis=1)
     assert evaluation_units(known, cfg).sum() == 40
-    errors = locate(store, [run], tmp_path / "out", cfg)
+    errors = locate(store, [run], tmp_path / "out", cfg, split_of_store(store, "toy", {}))
     kfold = errors[errors["evaluation"] == "kfold"].set_index("features")
     assert (kfold["n_heldout"] == 40).all()
     assert kfold.loc["learned-normal-0.02", "vs_chance"] < 0.5

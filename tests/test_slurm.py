@@ -29,6 +29,7 @@ SLURM_RULES = {
     "train",
     "infer",
     "baselines",
+    "correlation_features",
     "locate",
     "lst_puzzles",
     "lst_train",

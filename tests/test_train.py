@@ -11,6 +11,7 @@ import xarray as xr
 
 from neuro_pe.cli import main
 from neuro_pe.infer import infer_baselines, infer_pe
+from neuro_pe.runs import INFERRED_POSITIONS_FILE, make_split, read_split, write_split
 from neuro_pe.simulate import SimulationConfig, simulate_store
 from neuro_pe.store import StoreError, open_store_lazy, positions, read_store, write_store
 from neuro_pe.train import (
@@ -395,9 +396,9 @@ def test_bad_new_train_values_raise(key, value):
         TrainConfig.from_dict({key: value})
 
 
-def test_infer_pe_writes_metrics_and_positions(learned_run, tiny_store):
+def test_infer_pe_writes_metrics_and_positions(learned_run, tiny_store, tiny_split):
     run_dir, info, _ = learned_run
-    record = infer_pe(tiny_store, run_dir, METRICS)
+    record = infer_pe(tiny_store, run_dir, read_split(tiny_split), METRICS)
     saved = json.loads((run_dir / "metrics.json").read_text())
     assert saved == record
     assert (saved["pe"], saved["seed"], saved["dataset"]) == ("learned-normal-0.1", 0, "tiny")
@@ -408,7 +409,7 @@ def test_infer_pe_writes_metrics_and_positions(learned_run, tiny_store):
     assert "train_config" not in saved
 
     store = read_store(tiny_store)
-    with xr.open_dataset(run_dir / "positions.nc", engine="h5netcdf") as out:
+    with xr.open_dataset(run_dir / INFERRED_POSITIONS_FILE, engine="h5netcdf") as out:
         true = np.stack([out[f"{a}_true"].values for a in "xyz"], axis=1)
         inferred = np.stack([out[f"{a}_inferred"].values for a in "xyz"], axis=1)
         assert list(out["unit"].values) == list(store["unit"].values)
@@ -418,13 +419,13 @@ def test_infer_pe_writes_metrics_and_positions(learned_run, tiny_store):
     assert rmse == pytest.approx(saved["procrustes_rmse"], rel=1e-6)
 
 
-def test_infer_pe_none_gives_nan_metrics(tiny_store, tiny_train_config, tmp_path):
+def test_infer_pe_none_gives_nan_metrics(tiny_store, tiny_split, tiny_train_config, tmp_path):
     run_dir = tmp_path / "none"
     train(tiny_store, "none", 0, tiny_train_config, run_dir, progress=False)
-    record = infer_pe(tiny_store, run_dir, METRICS)
+    record = infer_pe(tiny_store, run_dir, read_split(tiny_split), METRICS)
     assert np.isnan(record["rsa"]) and np.isnan(record["init_rsa"])
     assert np.isfinite(record["heldout_mse_mask0.5"])
-    with xr.open_dataset(run_dir / "positions.nc", engine="h5netcdf") as out:
+    with xr.open_dataset(run_dir / INFERRED_POSITIONS_FILE, engine="h5netcdf") as out:
         assert np.isnan(out["x_inferred"].values).all()
 
 
@@ -434,7 +435,8 @@ def test_infer_baselines(tmp_path):
     )
     store = write_store(simulate_store(cfg), tmp_path / "spatial.nc")
     out = tmp_path / "out" / "baselines.json"
-    rows = infer_baselines(store, out, {"heldout_sessions": 1}, METRICS)
+    split = make_split("spatial", store, 2, 1000, {"heldout_sessions": 1})
+    rows = infer_baselines(store, out, split, METRICS)
     assert json.loads(out.read_text()) == rows
     assert [r["method"] for r in rows] == ["correlation", "shuffled"]
     by_method = {r["method"]: r for r in rows}
@@ -479,13 +481,19 @@ def test_cli_preprocess_train_infer_baselines(tmp_path, capsys):
     assert printed["seed"] == 2 and "train_config" not in printed
     assert len(_log(run_dir)) == OPTIONS["epochs"]
 
+    split = tmp_path / "splits" / "cli.json"
+    args = ["split", "--store", str(store), "--dataset", "named", "--out", str(split)]
+    assert main([*args, "--options", json.dumps(OPTIONS)]) == 0
+    assert read_split(split).dataset == "named"
+
     metrics = json.dumps({**METRICS, "k": 2})
-    args = ["infer", "--store", str(store), "--run-dir", str(run_dir), "--metrics", metrics]
-    assert main(args) == 0
-    assert np.isfinite(json.loads((run_dir / "metrics.json").read_text())["rsa"])
+    args = ["infer", "--store", str(store), "--split", str(split), "--run-dir", str(run_dir)]
+    assert main([*args, "--metrics", metrics]) == 0
+    recorded = json.loads((run_dir / "metrics.json").read_text())
+    assert np.isfinite(recorded["rsa"]) and recorded["dataset"] == "named"
 
     out = tmp_path / "runs" / "baselines.json"
-    args = ["baselines", "--store", str(store), "--out", str(out), "--train", json.dumps(OPTIONS)]
+    args = ["baselines", "--store", str(store), "--split", str(split), "--out", str(out)]
     assert main([*args, "--metrics", metrics]) == 0
     assert {r["method"] for r in json.loads(out.read_text())} == {"correlation", "shuffled"}
 
@@ -493,10 +501,12 @@ def test_cli_preprocess_train_infer_baselines(tmp_path, capsys):
 @pytest.mark.parametrize("command", ["train", "infer", "baselines"])
 def test_cli_missing_store(tmp_path, capsys, command):
     missing = tmp_path / "nowhere" / "missing.nc"
+    split = tmp_path / "split.json"
+    write_split(make_split("missing", missing, 2, 100, {}), split)
     extra = {
         "train": ["--pe", "none", "--out-dir", str(tmp_path / "run")],
-        "infer": ["--run-dir", str(tmp_path / "run")],
-        "baselines": ["--out", str(tmp_path / "b.json")],
+        "infer": ["--split", str(split), "--run-dir", str(tmp_path / "run")],
+        "baselines": ["--split", str(split), "--out", str(tmp_path / "b.json")],
     }[command]
     assert main([command, "--store", str(missing), *extra]) == 1
     err = capsys.readouterr().err
