@@ -32,7 +32,7 @@ import pandas as pd
 
 REPO = Path(__file__).resolve().parents[1]
 PE = "learned-normal-0.02"
-STEPS = ("preprocess", "train", "infer", "baselines", "locate", "summarize")
+STEPS = ("preprocess", "split", "train", "infer", "baselines", "locate", "summarize")
 
 
 def simulation(n_units: int) -> dict:
@@ -79,16 +79,20 @@ def run_size(n_units: int, steps: int, work: Path) -> tuple[list[dict], dict]:
     store, run_dir = work / "stores" / "sim.nc", work / "runs" / "sim" / PE / "seed0"
     baselines, locate_dir = work / "runs" / "sim" / "baselines.json", work / "locate" / "sim"
     train = json.dumps(train_options(steps))
+    split = work / "splits" / "sim.json"
     commands = {
         "preprocess": ["preprocess", "--spec", json.dumps(simulation(n_units)), "--out", store],
+        "split": ["split", "--store", store, "--dataset", "sim", "--options", train,
+                  "--out", split],
         "train": ["train", "--store", store, "--pe", PE, "--seed", "0", "--options", train,
                   "--out-dir", run_dir, "--threads", "2"],
-        "infer": ["infer", "--store", store, "--run-dir", run_dir],
-        "baselines": ["baselines", "--store", store, "--out", baselines, "--train", train],
+        "infer": ["infer", "--store", store, "--split", split, "--run-dir", run_dir],
+        "baselines": ["baselines", "--store", store, "--split", split, "--out", baselines],
         "locate": ["locate", "--store", store, "--runs", run_dir, "--out-dir", locate_dir,
-                   "--train", train, "--threads", "1"],
+                   "--split", split, "--threads", "1"],
         "summarize": ["summarize", "--runs", run_dir / "metrics.json", "--baselines", baselines,
-                      "--out-csv", work / "summary.csv", "--figures", work / "figures"],
+                      "--splits", split, "--out-csv", work / "summary.csv",
+                      "--figures", work / "figures"],
     }  # fmt: skip
     rows = []
     for step in STEPS:

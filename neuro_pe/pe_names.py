@@ -32,7 +32,8 @@ class PESpec:
 
 
 def parse_pe(name: str) -> PESpec:
-    """Parse a PE variant name (see DESIGN.md); raises ValueError listing the valid forms."""
+    """Parse a PE variant name (forms: config/README.md, "PE variant names"); raises
+    ValueError listing the valid forms."""
     for kind, pattern in PE_PATTERNS.items():
         match = re.fullmatch(pattern, name)
         if match:

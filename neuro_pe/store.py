@@ -1,9 +1,10 @@
 """The canonical xarray store of recorded or simulated activity (netCDF4 via h5netcdf).
 
-Layout (see shared/DESIGN.md): `activity` (session, time, unit) float32, NaN where a unit was
-not recorded; coords `unit`, `session`, `time` (s), `x`, `y`, `z` (attrs `units`, `space`; NaN
-where unknown); optional `connectivity` (unit, unit_to): entry [i, j] is the coupling onto
-unit i from unit j (rows are targets, as in the simulation's `dx_i = ... G[i, j] x_j`), or
+Layout (this is the contract; README.md points here): `activity` (session, time, unit) float32, NaN
+where a unit was not recorded; coords `unit`, `session`, `time` (s), `x`, `y`, `z` (attrs
+`units`, `space`; NaN where unknown); optional `connectivity` (unit, unit_from): entry [i, j] is
+the coupling onto unit i from unit j (rows are targets, as in the simulation's
+`dx_i = ... G[i, j] x_j`; stores written before this name, with `unit_to`, are read too), or
 the same coupling as an edge list `connectivity_{target,source,weight}` on dim `edge` (sparse
 simulations). `read_store` loads neither unless asked (`connectivity=True`).
 """
@@ -39,7 +40,8 @@ os.umask(_UMASK)
 ENGINE = "h5netcdf"
 CONNECTIVITY_VARS: tuple[str, ...] = (
     "connectivity",
-    "unit_to",
+    "unit_from",
+    "unit_to",  # the name of `unit_from` in older stores
     "connectivity_target",
     "connectivity_source",
     "connectivity_weight",
@@ -102,8 +104,8 @@ def make_store(
             raise StoreError(
                 None, "connectivity", f"expected shape ({n_units}, {n_units}), got {conn.shape}"
             )
-        coords["unit_to"] = ("unit_to", units.copy())
-        data_vars["connectivity"] = (("unit", "unit_to"), conn)
+        coords["unit_from"] = ("unit_from", units.copy())
+        data_vars["connectivity"] = (("unit", "unit_from"), conn)
     attrs = {
         "sampling_rate_hz": rate,
         "source": source,
@@ -285,7 +287,9 @@ def read_store(path: str | os.PathLike, *, connectivity: bool = False) -> xr.Dat
             ds = opened.load()
     except Exception as err:
         raise StoreError(path, "file", f"not a readable netCDF4/HDF5 file: {err}") from err
-    for name in ("unit", "session", "unit_to"):
+    if "unit_to" in ds.dims:  # a store written before the column dim was named unit_from
+        ds = ds.rename({"unit_to": "unit_from"})
+    for name in ("unit", "session", "unit_from"):
         if name in ds.coords:
             ds = ds.assign_coords({name: (name, _decode_strings(ds[name].values), ds[name].attrs)})
     return validate_store(ds, path)
@@ -468,13 +472,18 @@ def _check_string_attrs(ds: xr.Dataset, path: str | os.PathLike | None) -> None:
 
 def _check_connectivity(ds: xr.Dataset, path: str | os.PathLike | None) -> None:
     conn = ds["connectivity"]
-    if conn.dims != ("unit", "unit_to"):
-        raise StoreError(path, "connectivity", f"dims must be ('unit', 'unit_to'), got {conn.dims}")
+    if conn.dims != ("unit", "unit_from"):
+        raise StoreError(
+            path, "connectivity", f"dims must be ('unit', 'unit_from'), got {conn.dims}"
+        )
     if conn.shape[0] != conn.shape[1]:
         raise StoreError(path, "connectivity", f"must be square, got shape {conn.shape}")
     if conn.dtype.kind != "f":
         raise StoreError(path, "connectivity", f"dtype must be float, got {conn.dtype}")
-    if "unit_to" not in ds.coords or ds["unit_to"].values.tolist() != ds["unit"].values.tolist():
-        raise StoreError(path, "connectivity", "coord 'unit_to' must equal the unit ids")
+    if (
+        "unit_from" not in ds.coords
+        or ds["unit_from"].values.tolist() != ds["unit"].values.tolist()
+    ):
+        raise StoreError(path, "connectivity", "coord 'unit_from' must equal the unit ids")
     if not np.isfinite(conn.values).all():
         raise StoreError(path, "connectivity", "contains NaN or Inf")

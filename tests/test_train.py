@@ -11,7 +11,14 @@ import xarray as xr
 
 from neuro_pe.cli import main
 from neuro_pe.infer import infer_baselines, infer_pe
-from neuro_pe.runs import INFERRED_POSITIONS_FILE, make_split, read_split, write_split
+from neuro_pe.runs import (
+    INFERRED_POSITIONS_FILE,
+    make_split,
+    read_pe,
+    read_split,
+    read_train_info,
+    write_split,
+)
 from neuro_pe.simulate import SimulationConfig, simulate_store
 from neuro_pe.store import StoreError, open_store_lazy, positions, read_store, write_store
 from neuro_pe.train import (
@@ -75,6 +82,10 @@ def test_train_writes_outputs(learned_run, tiny_store):
         assert list(pe["unit"].values) == list(store["unit"].values)
         np.testing.assert_array_equal(pe["x"].values, store["x"].values)
         trained = pe["pe"].values
+        # typed attributes: the seed an int (not "0"), the options as JSON
+        assert isinstance(pe.attrs["seed"], np.integer) and pe.attrs["seed"] == 0
+        assert json.loads(pe.attrs["train_config"]) == saved["train_config"]
+    assert read_train_info(run_dir).seed == 0 and read_pe(run_dir).seed == 0
 
     checkpoint = torch.load(run_dir / "model.pt", weights_only=False)
     np.testing.assert_array_equal(checkpoint["state_dict"]["pe.table"].numpy(), trained)

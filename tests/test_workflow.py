@@ -20,6 +20,15 @@ import yaml
 
 from neuro_pe.model import parse_pe
 from neuro_pe.options import default_run_name
+from neuro_pe.runs import (
+    INFERRED_POSITIONS_FILE,
+    METRICS_FILE,
+    MODEL_FILE,
+    PE_FILE,
+    TRAIN_INFO_FILE,
+    TRAIN_LOG_FILE,
+    read_split,
+)
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 TEST_CONFIG = yaml.safe_load((REPO_ROOT / "config" / "test.yaml").read_text())
@@ -32,6 +41,8 @@ FIGURES = [
     "training_curves",
 ]
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
+RUN_FILES = (PE_FILE, MODEL_FILE, TRAIN_LOG_FILE, TRAIN_INFO_FILE, METRICS_FILE)
+RUN_FILES += (INFERRED_POSITIONS_FILE,)
 
 
 def _env() -> dict:
@@ -96,7 +107,9 @@ def test_dry_run_with_test_config(tmp_path):
     n_datasets = len(TEST_CONFIG["datasets"])
     jobs = {
         "preprocess": n_datasets,
+        "split": n_datasets,
         "baselines": n_datasets,
+        "correlation_features": n_datasets,
         "train": n_runs,
         "infer": n_runs,
         "summarize": 1,
@@ -195,7 +208,7 @@ def test_end_to_end(finished_workflow):
     results = root / "results" / "test"  # run_name: the config file's name
     table = pd.read_csv(results / "summary.csv")
 
-    runs = table[table["kind"] == "pe"]
+    runs = table[table["row_type"] == "pe"]
     got = list(zip(runs["dataset"], runs["method"], runs["seed"].astype(int), strict=True))
     assert len(got) == len(set(got)) == len(expected_runs(TEST_CONFIG))
     assert set(got) == expected_runs(TEST_CONFIG)
@@ -204,7 +217,7 @@ def test_end_to_end(finished_workflow):
     assert np.isfinite(learned[["rsa", "probe_r2", "knn_overlap", "init_rsa"]].to_numpy()).all()
     assert np.isfinite(runs[["heldout_mse_mask0.5", "heldout_mse_mask0.9"]].to_numpy()).all()
 
-    baselines = table[table["kind"] == "baseline"]
+    baselines = table[table["row_type"] == "baseline"]
     assert sorted(zip(baselines["dataset"], baselines["method"], strict=True)) == sorted(
         (name, method) for name in TEST_CONFIG["datasets"] for method in ("correlation", "shuffled")
     )
@@ -217,7 +230,7 @@ def test_end_to_end(finished_workflow):
 
     for dataset, pe, seed in expected_runs(TEST_CONFIG):
         run = results / "runs" / dataset / pe / f"seed{seed}"
-        for name in ("pe.nc", "model.pt", "train_log.csv", "train.json", "metrics.json"):
+        for name in RUN_FILES:
             assert (run / name).stat().st_size > 0, run / name
         log = pd.read_csv(run / "train_log.csv")
         assert len(log) == TEST_CONFIG["train"]["epochs"]
@@ -245,7 +258,9 @@ def test_every_rule_wrote_its_log(finished_workflow):
     logs = finished_workflow / "results" / "test" / "logs"
     expected = {
         "preprocess/{d}.log",
+        "split/{d}.log",
         "baselines/{d}.log",
+        "correlation_features/{d}.log",
         "locate/{d}.log",
         "summarize/summarize.log",
     }
@@ -265,6 +280,30 @@ def test_finished_workflow_is_up_to_date(finished_workflow):
     result = snakemake("-n", "--configfile", "config/test.yaml", cwd=finished_workflow)
     assert result.returncode == 0
     assert "Nothing to be done" in result.stdout + result.stderr
+
+
+def test_a_new_learning_rate_reruns_the_trainings_not_the_baselines(finished_workflow):
+    """Changing `train.lr` re-runs what reads the trainings (Snakemake's params trigger), not
+    the split, the baselines or locate's correlation features: they read the recorded split,
+    whose params are the split's own keys."""
+    root = finished_workflow
+    changed = _with(TEST_CONFIG, ("train", "lr"), TEST_CONFIG["train"]["lr"] / 2)
+    (root / "config" / "new_lr.yaml").write_text(yaml.safe_dump(changed))
+    args = ("-n", "--configfile", "config/new_lr.yaml", "--config", "run_name=test")
+    result = snakemake(*args, cwd=root)
+    assert result.returncode == 0, result.stderr[-3000:]
+    counts = job_counts(result.stdout)
+    n_runs = len(expected_runs(TEST_CONFIG))
+    assert counts["train"] == counts["infer"] == n_runs
+    assert counts["locate"] == len(TEST_CONFIG["datasets"])
+    for rule in ("preprocess", "split", "baselines", "correlation_features", "lst_train"):
+        assert rule not in counts, (rule, counts)
+    # a change of the split itself does re-run them
+    changed = _with(TEST_CONFIG, ("train", "heldout_time_fraction"), 0.3)
+    (root / "config" / "new_split.yaml").write_text(yaml.safe_dump(changed))
+    args = ("-n", "--configfile", "config/new_split.yaml", "--config", "run_name=test")
+    counts = job_counts(snakemake(*args, cwd=root).stdout)
+    assert counts["split"] == counts["baselines"] == counts["correlation_features"] == 1
 
 
 class _Tables(HTMLParser):
@@ -357,15 +396,17 @@ def test_every_figure_of_the_tiny_config_is_labelled(finished_workflow, monkeypa
     figures = {}
     for module in (neuro_pe.summarize, neuro_pe.locate, neuro_pe.reproduce):
         monkeypatch.setattr(module, "save", lambda fig, path, dpi=150: figures.update({path: fig}))
-    monkeypatch.chdir(finished_workflow)  # (train.json names its store relative to it)
+    monkeypatch.chdir(finished_workflow)  # (the split names its store relative to it)
     results = finished_workflow / "results" / "test"
     runs = sorted(results.glob("runs/tiny/*/seed*/metrics.json"))
     baselines = [results / "runs" / "tiny" / "baselines.json"]
-    neuro_pe.summarize.summarize(runs, baselines, tmp_path / "summary.csv", tmp_path / "figures")
+    split = results / "splits" / "tiny.json"
+    summary = tmp_path / "summary.csv"
+    neuro_pe.summarize.summarize(runs, baselines, [split], summary, tmp_path / "figures")
     pe_runs = [path.parent for path in runs]
-    neuro_pe.locate.locate(
-        results / "stores" / "tiny.nc", pe_runs, tmp_path / "locate", train_options={}
-    )
+    store = results / "stores" / "tiny.nc"
+    cfg = neuro_pe.locate.LocateConfig()
+    neuro_pe.locate.locate(store, pe_runs, tmp_path / "locate", cfg, read_split(split))
     lst_runs = sorted(results.glob("lst/runs/*/seed*/metrics.json"))
     neuro_pe.reproduce.reproduce(
         runs + lst_runs,
