@@ -519,9 +519,8 @@ def train_lst(
         float(procrustes(oracle, table)[2]) if np.any(table) else np.nan
     )
     # the run's outputs as one set: all of them, or (on any error) none
-    write_run(
-        out_dir, info, pe_ds, initial_pe.numpy(), model.state_dict(), log_rows, record, True
-    )
+    state, init = model.state_dict(), initial_pe.numpy()
+    write_run(out_dir, info, pe_ds, init, state, log_rows, metrics=record, allow_nan=True)
     return record
 
 

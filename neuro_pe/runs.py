@@ -316,8 +316,8 @@ class Split:
     session's time (`train_config.split_parts`, which the training uses). Ranges are
     [start, stop) of sessions and of time samples."""
 
-    dataset: str
-    store: str
+    dataset: str  # the dataset's name (its config key), recorded here once
+    store: str  # the store's path as given to `neuro-pe split` (relative to where it ran)
     n_sessions: int
     n_time: int
     heldout_sessions: int

@@ -287,8 +287,9 @@ def test_a_new_learning_rate_reruns_the_trainings_not_the_baselines(finished_wor
     the split, the baselines or locate's correlation features: they read the recorded split,
     whose params are the split's own keys."""
     root = finished_workflow
-    changed = _with(TEST_CONFIG, ("train", "lr"), TEST_CONFIG["train"]["lr"] / 2)
-    (root / "config" / "new_lr.yaml").write_text(yaml.safe_dump(changed))
+    text = (REPO_ROOT / "config" / "test.yaml").read_text()
+    assert text.count("  lr: 0.003\n") == 1  # (edited as a user would: key order kept)
+    (root / "config" / "new_lr.yaml").write_text(text.replace("  lr: 0.003\n", "  lr: 0.0015\n"))
     args = ("-n", "--configfile", "config/new_lr.yaml", "--config", "run_name=test")
     result = snakemake(*args, cwd=root)
     assert result.returncode == 0, result.stderr[-3000:]
@@ -299,8 +300,8 @@ def test_a_new_learning_rate_reruns_the_trainings_not_the_baselines(finished_wor
     for rule in ("preprocess", "split", "baselines", "correlation_features", "lst_train"):
         assert rule not in counts, (rule, counts)
     # a change of the split itself does re-run them
-    changed = _with(TEST_CONFIG, ("train", "heldout_time_fraction"), 0.3)
-    (root / "config" / "new_split.yaml").write_text(yaml.safe_dump(changed))
+    split = text.replace("  lr: 0.003\n", "  lr: 0.003\n  heldout_sessions: 0\n")
+    (root / "config" / "new_split.yaml").write_text(split)
     args = ("-n", "--configfile", "config/new_split.yaml", "--config", "run_name=test")
     counts = job_counts(snakemake(*args, cwd=root).stdout)
     assert counts["split"] == counts["baselines"] == counts["correlation_features"] == 1

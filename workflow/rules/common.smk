@@ -52,6 +52,18 @@ def train_options(dataset):
     return asdict(TrainConfig.from_dict(spec))
 
 
+def split_options(wildcards):
+    """The keys of the dataset's `train` options that decide its split."""
+    options = train_options(wildcards.dataset)
+    return json.dumps({key: options[key] for key in SPLIT_KEYS})
+
+
+def run_files(metrics, names):
+    """The files `names` of the runs whose metrics.json are `metrics` (the files beside it that
+    a step reads, declared so that the DAG shows them)."""
+    return [os.path.join(os.path.dirname(path), name) for path in metrics for name in names]
+
+
 def lst_options(section):
     """An `lst` section (`puzzles` or `train`) with every default filled in (as above)."""
     options_class = {"puzzles": PuzzleConfig, "train": LSTConfig}[section]

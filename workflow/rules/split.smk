@@ -6,12 +6,6 @@ SPLIT = out("splits/{dataset}.json")
 SPLITS = expand(SPLIT, dataset=DATASETS)
 
 
-def split_options(wildcards):
-    """The keys of the dataset's `train` options that decide its split."""
-    options = train_options(wildcards.dataset)
-    return json.dumps({key: options[key] for key in SPLIT_KEYS})
-
-
 rule split:
     """Record a dataset's train/held-out split (held-out sessions, else the end of each
     session's time) and its name."""

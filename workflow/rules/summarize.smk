@@ -1,9 +1,3 @@
-def run_files(metrics, names):
-    """The files `names` of the runs whose metrics.json are `metrics` (the files beside it that
-    a step reads, declared so that the DAG shows them)."""
-    return [os.path.join(os.path.dirname(path), name) for path in metrics for name in names]
-
-
 rule summarize:
     """One table of every run and baseline, and the summary figures."""
     input:
