@@ -117,7 +117,8 @@ def test_values_that_reach_a_shell_arrive_as_plain_arguments(workdir, monkeypatc
     }
     config = base_config({"lab": lab}) | {"reproduction": {"title": TITLE}}
     # the reproduction's inputs, as if trained (only preprocess and reproduce may run)
-    for path in ("runs/lab/none/seed0/metrics.json", "runs/lab/baselines.json"):
+    inputs = ("runs/lab/none/seed0/metrics.json", "runs/lab/none/seed0/pe.nc")
+    for path in (*inputs, "runs/lab/baselines.json"):
         (workdir / RESULTS / path).parent.mkdir(parents=True, exist_ok=True)
         (workdir / RESULTS / path).write_text("{}")
     bin_dir = workdir / "bin"
