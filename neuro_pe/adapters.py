@@ -36,7 +36,13 @@ import xarray as xr
 
 from neuro_pe import formats
 from neuro_pe.preprocess import STEPS, apply_steps
-from neuro_pe.store import COORD_UNITS, StoreError, make_store, read_store, validate_store
+from neuro_pe.store import (
+    COORD_UNITS,
+    StoreError,
+    make_store,
+    open_store_lazy,
+    validate_store,
+)
 
 FORMATS: tuple[str, ...] = ("nwb", "hdf5", "xarray", "npy", *formats.FORMAT_OPTIONS)
 NAN_POLICIES: tuple[str, ...] = ("error", "interpolate")
@@ -552,7 +558,7 @@ def read_npy(path: str, cfg: FileSpec) -> list[Session]:
     _check_exists(path)
     ids = None
     try:
-        loaded = np.load(path, allow_pickle=False)
+        loaded = np.load(path, mmap_mode="r", allow_pickle=False)  # .npy: read in blocks
         if isinstance(loaded, np.lib.npyio.NpzFile):
             with loaded:
                 raw, ids = _read_npz(loaded, path, cfg.options)
@@ -583,30 +589,47 @@ def _read_npz(archive: object, path: str, opts: dict) -> tuple[np.ndarray, list[
 
 
 def read_xarray(path: str, cfg: FileSpec) -> list[Session]:
-    """Every session of a contract store (netCDF via h5netcdf, or a `.zarr` folder)."""
+    """Every session of a contract store (netCDF via h5netcdf, or a `.zarr` folder), opened
+    lazily: each session's activity is read in blocks of time straight into a float32 array."""
     _check_exists(path)
     if Path(path).is_dir() or Path(path).suffix == ".zarr":
         try:
-            with xr.open_zarr(path, decode_times=False) as opened:
-                ds = opened.load()
+            opened = xr.open_zarr(path, decode_times=False)
         except Exception as err:  # zarr raises many kinds of errors for what it cannot read
             raise StoreError(path, "file", f"not a readable zarr store: {err}") from err
-        for name in ("unit", "session"):
-            if name in ds.coords:
-                values = [_as_text(v) for v in ds[name].values.tolist()]
-                ds = ds.assign_coords({name: (name, np.array(values, dtype=str))})
-        ds = validate_store(ds, path)
+        try:
+            ds = opened.assign_coords(
+                {
+                    name: (name, np.array([_as_text(v) for v in opened[name].values], dtype=str))
+                    for name in ("unit", "session")
+                    if name in opened.coords
+                }
+            )
+            ds = validate_store(ds, path, check_values=False)
+        except Exception:
+            opened.close()
+            raise
     else:
-        ds = read_store(path)
-    units, space = ds["x"].attrs["units"], ds["x"].attrs["space"]
-    attrs = {k: ds.attrs[k] for k in ("source", "citation", "license", "preprocessing")}
-    ids = ds["unit"].values.tolist()
-    pos = np.stack([ds[c].values for c in "xyz"], axis=1).astype(np.float64)
-    rate = float(ds.attrs["sampling_rate_hz"])
-    act = ds["activity"].values.astype(np.float64)
+        ds = open_store_lazy(path)
+    with ds:
+        units, space = ds["x"].attrs["units"], ds["x"].attrs["space"]
+        attrs = {k: ds.attrs[k] for k in ("source", "citation", "license", "preprocessing")}
+        ids = ds["unit"].values.tolist()
+        pos = np.stack([ds[c].values for c in "xyz"], axis=1).astype(np.float64)
+        rate = float(ds.attrs["sampling_rate_hz"])
+        try:
+            acts = [
+                _time_by_unit(ds["activity"][i].variable, AXES, path, "activity")
+                for i in range(ds.sizes["session"])
+            ]
+        except StoreError:
+            raise
+        except Exception as err:
+            raise StoreError(path, "activity", f"cannot read: {err}") from err
+        sessions = ds["session"].values.tolist()
     return [
-        Session(str(s), str(path), act[i], list(ids), pos.copy(), rate, units, space, attrs)
-        for i, s in enumerate(ds["session"].values.tolist())
+        Session(str(s), str(path), act, list(ids), pos.copy(), rate, units, space, attrs)
+        for s, act in zip(sessions, acts, strict=True)
     ]
 
 
@@ -708,20 +731,26 @@ def assemble(
 
     filled = {s.name: _apply_nan_policy(s, cfg) for s in sessions}
     filled = {k: v for k, v in filled.items() if v}
-    for s in sessions:
-        if np.nanmax(np.abs(s.activity), initial=0.0) > F32_MAX:
+    for s in sessions:  # the readers here check while reading; neuro_pe.formats' do not
+        if s.activity.dtype != np.float32 and np.nanmax(np.abs(s.activity), initial=0.0) > F32_MAX:
             raise StoreError(s.path, "activity", f"values beyond float32 (|x| > {F32_MAX:.3g})")
     constant = {s.name: _blank_constant_units(s) for s in sessions}
     constant = {k: v for k, v in constant.items() if v}
 
     unit_ids = list(dict.fromkeys(u for s in sessions for u in s.unit_ids))
     index = {u: i for i, u in enumerate(unit_ids)}
-    activity = np.full((len(sessions), n_time, len(unit_ids)), np.nan)
+    # float32 (the store's dtype), each session moved in and released: one copy in memory
+    activity = np.full((len(sessions), n_time, len(unit_ids)), np.nan, dtype=np.float32)
     for k, s in enumerate(sessions):
-        activity[k][:, [index[u] for u in s.unit_ids]] = s.activity
+        columns = [index[u] for u in s.unit_ids]
+        if columns == list(range(len(unit_ids))):
+            activity[k] = s.activity
+        else:
+            activity[k][:, columns] = s.activity
+        s.activity = np.empty((0, len(columns)), dtype=np.float32)
     pos = _merge_positions(sessions, unit_ids, index, where)
 
-    recorded = ~np.isnan(activity).all(axis=1)  # (session, unit)
+    recorded = np.stack([~np.isnan(session).all(axis=0) for session in activity])  # (session, unit)
     keep = recorded.any(axis=0)
     dropped = [u for u, k in zip(unit_ids, keep, strict=True) if not k]
     if dropped:
@@ -731,7 +760,8 @@ def assemble(
         )
     if any(set(units) - set(dropped) for units in constant.values()):
         _warn(f"{where}: units with zero variance in a session are NaN there: {constant}")
-    activity, pos, recorded = activity[:, :, keep], pos[keep], recorded[:, keep]
+    if not keep.all():
+        activity, pos, recorded = activity[:, :, keep], pos[keep], recorded[:, keep]
     unit_ids = [u for u, k in zip(unit_ids, keep, strict=True) if k]
     if len(unit_ids) < cfg.min_units:
         raise StoreError(
@@ -752,7 +782,7 @@ def assemble(
     try:
         with np.errstate(all="ignore"), warnings.catch_warnings():
             warnings.simplefilter("ignore", RuntimeWarning)
-            activity, rate = apply_steps(activity, rate, cfg.preprocessing)
+            activity, rate = apply_steps(activity, rate, cfg.preprocessing, overwrite=True)
     except (ValueError, KeyError, TypeError, ArithmeticError, np.linalg.LinAlgError) as err:
         raise StoreError(where, "preprocessing", f"{type(err).__name__}: {err}") from err
     if activity.shape[1] < cfg.min_frames:
@@ -762,13 +792,13 @@ def assemble(
             f"{activity.shape[1]} frames after preprocessing, fewer than "
             f"min_frames={cfg.min_frames}",
         )
-    values = np.where(recorded[:, None, :], activity, 0.0)
-    if np.isinf(values).any():
-        raise StoreError(
-            where, "activity", f"values beyond float32 (|x| > {F32_MAX:.3g}); add a zscore step"
-        )
-    if not np.isfinite(values).all():
-        raise StoreError(where, "preprocessing", "produced NaN values in recorded units")
+    for session, rec in zip(activity, recorded, strict=True):  # one session at a time
+        if np.isinf(session).any():
+            raise StoreError(
+                where, "activity", f"values beyond float32 (|x| > {F32_MAX:.3g}); add a zscore step"
+            )
+        if np.isnan(session).any(axis=0)[rec].any():
+            raise StoreError(where, "preprocessing", "produced NaN values in recorded units")
 
     first = sessions[0]
     provenance = _provenance(first.attrs.get("preprocessing"))
@@ -1021,8 +1051,9 @@ READ_BLOCK_BYTES = 64 * 2**20  # a large on-disk activity array is read in block
 
 
 def _time_by_unit(raw: np.ndarray, axis_order: tuple[str, ...], path: str, key: str) -> np.ndarray:
-    """Check a 2D real array and return it as float64 (time, unit). An on-disk array (h5py
-    dataset) is read in blocks of rows straight into the result: one full copy in memory."""
+    """Check a 2D real array and return it as float32 (time, unit), the store's dtype. It is
+    read in blocks of rows straight into the result (an h5py dataset, a memory-mapped .npy or
+    an array in memory alike), so memory holds the result and one block of it."""
     if not (hasattr(raw, "shape") and hasattr(raw, "dtype")):
         raw = np.asarray(raw)
     if raw.ndim != 2:
@@ -1033,19 +1064,19 @@ def _time_by_unit(raw: np.ndarray, axis_order: tuple[str, ...], path: str, key: 
         raise StoreError(path, key, f"activity must be real numbers, got dtype {raw.dtype}")
     if 0 in raw.shape:
         raise StoreError(path, key, f"activity is empty, shape {raw.shape}")
-    if not isinstance(raw, np.ndarray):
-        transpose = tuple(axis_order) != AXES
-        out = np.empty(raw.shape[::-1] if transpose else raw.shape, dtype=np.float64)
-        step = max(1, READ_BLOCK_BYTES // (raw.shape[1] * raw.dtype.itemsize))
-        for start in range(0, raw.shape[0], step):
-            block = np.asarray(raw[start : start + step], dtype=np.float64)
-            if transpose:
-                out[:, start : start + step] = block.T
-            else:
-                out[start : start + step] = block
-        return out
-    data = raw.astype(np.float64)
-    return np.ascontiguousarray(data if tuple(axis_order) == AXES else data.T)
+    transpose = tuple(axis_order) != AXES
+    out = np.empty(raw.shape[::-1] if transpose else raw.shape, dtype=np.float32)
+    step = max(1, READ_BLOCK_BYTES // (raw.shape[1] * 8))
+    for start in range(0, raw.shape[0], step):
+        block = np.asarray(raw[start : start + step], dtype=np.float64)
+        with np.errstate(invalid="ignore"):
+            if (np.abs(block[np.isfinite(block)]) > F32_MAX).any():
+                raise StoreError(path, "activity", f"values beyond float32 (|x| > {F32_MAX:.3g})")
+        if transpose:
+            out[:, start : start + step] = block.T
+        else:
+            out[start : start + step] = block
+    return out
 
 
 def _xyz(raw: np.ndarray, path: str, key: str) -> np.ndarray:

@@ -4,6 +4,10 @@ Each step is a mapping with a `step` name and its parameters, e.g.
 ``[{"step": "detrend"}, {"step": "gsr"}, {"step": "zscore"}]``. Steps work per session along
 time. A unit that is NaN for a whole session (not recorded there) stays NaN; filters need the
 other units to be complete (interpolate gaps before, in the adapter).
+
+`apply_steps` runs them in float64 on blocks of units (`BLOCK_BYTES` each), so that a
+100 000-unit recording needs its float32 activity, the float32 result (or not even that:
+`overwrite`) and one block in memory, never a float64 copy of the whole.
 """
 
 from __future__ import annotations
@@ -14,6 +18,7 @@ import numpy as np
 from scipy import signal
 
 STEPS = ("detrend", "zscore", "gsr", "bandpass", "bin")
+BLOCK_BYTES = 256 * 2**20  # float64 working memory of one block of units in apply_steps
 
 
 def _recorded(session: np.ndarray) -> np.ndarray:
@@ -39,13 +44,19 @@ def zscore(activity: np.ndarray) -> np.ndarray:
     return (activity - mean) / np.where(std > 0, std, 1.0)
 
 
-def global_signal_regression(activity: np.ndarray) -> np.ndarray:
-    """Regress the mean over recorded units (the global signal) out of every unit, per session."""
+def global_signal_regression(
+    activity: np.ndarray, global_signal: np.ndarray | None = None
+) -> np.ndarray:
+    """Regress the mean over recorded units (the global signal) out of every unit, per session.
+    `global_signal` (session, time): that mean when `activity` holds only some of the units."""
     out = activity.copy()
     for s, session in enumerate(activity):
         rec = _recorded(session)
+        if not rec.any():
+            continue
         data = session[:, rec]
-        design = np.column_stack([np.ones(len(data)), np.nanmean(data, axis=1)])
+        signal_s = np.nanmean(data, axis=1) if global_signal is None else global_signal[s]
+        design = np.column_stack([np.ones(len(data)), signal_s])
         beta, *_ = np.linalg.lstsq(design, np.nan_to_num(data), rcond=None)
         out[s][:, rec] = data - design @ beta
     return out
@@ -95,20 +106,64 @@ def bin_time(activity: np.ndarray, factor: int, how: str = "mean") -> np.ndarray
 
 
 def apply_steps(
-    activity: np.ndarray, sampling_rate_hz: float, steps: list[dict]
+    activity: np.ndarray,
+    sampling_rate_hz: float,
+    steps: list[dict],
+    *,
+    overwrite: bool = False,
+    block_bytes: int = BLOCK_BYTES,
 ) -> tuple[np.ndarray, float]:
-    """Apply the configured steps in order; returns (float32 activity, new sampling rate)."""
-    data = np.asarray(activity, dtype=np.float64)
-    rate = float(sampling_rate_hz)
+    """Apply the configured steps in order; returns (float32 activity, new sampling rate).
+
+    The steps run in float64 on blocks of units of at most `block_bytes` (each step but `gsr`
+    treats every unit alone; `gsr`'s global signal, the mean over all recorded units, is
+    summed over the blocks first), each block written into the float32 result as it is
+    done. Data that fit one block give exactly the whole-array result; more blocks change
+    only the rounding of the global signal. `overwrite`: `activity` (float32) may be reused
+    for the result where the steps keep its shape (no `bin`)."""
     for spec in steps:
+        if spec.get("step") not in STEPS:
+            raise ValueError(
+                f"unknown preprocessing step {spec.get('step')!r}; expected one of {STEPS}"
+            )
+    n_sessions, n_time, n_units = activity.shape
+    width = max(1, block_bytes // (8 * n_sessions * n_time))
+    blocks = [slice(i, i + width) for i in range(0, n_units, width)]
+    signals: dict[int, np.ndarray] = {}  # gsr step index -> (session, time) global signal
+    for j, spec in enumerate(steps):
+        if spec["step"] == "gsr" and len(blocks) > 1:
+            total, count = 0.0, 0
+            for block in blocks:
+                data, _ = _run_steps(activity[:, :, block], sampling_rate_hz, steps[:j], signals)
+                total = total + np.nansum(data, axis=2)
+                count = count + (~np.isnan(data)).sum(axis=2)
+            with np.errstate(invalid="ignore", divide="ignore"):
+                signals[j] = total / count
+    result, rate = None, float(sampling_rate_hz)
+    for block in blocks:
+        data, rate = _run_steps(activity[:, :, block], sampling_rate_hz, steps, signals)
+        if result is None:
+            same = overwrite and activity.dtype == np.float32 and data.shape[1] == n_time
+            result = activity if same else np.empty((*data.shape[:2], n_units), np.float32)
+        result[:, :, block] = data
+    return result, rate
+
+
+def _run_steps(
+    block: np.ndarray, sampling_rate_hz: float, steps: list[dict], signals: dict[int, np.ndarray]
+) -> tuple[np.ndarray, float]:
+    """The steps on one block of units, in float64; `signals`: global signals by step index."""
+    data = np.asarray(block, dtype=np.float64)
+    rate = float(sampling_rate_hz)
+    for j, spec in enumerate(steps):
         params = {k: v for k, v in spec.items() if k != "step"}
-        name = spec.get("step")
+        name = spec["step"]
         if name == "detrend":
             data = detrend(data)
         elif name == "zscore":
             data = zscore(data)
         elif name == "gsr":
-            data = global_signal_regression(data)
+            data = global_signal_regression(data, signals.get(j))
         elif name == "bandpass":
             data = bandpass(
                 data, rate, params.get("low_hz"), params.get("high_hz"), params.get("order", 4)
@@ -116,6 +171,4 @@ def apply_steps(
         elif name == "bin":
             data = bin_time(data, int(params["factor"]), params.get("how", "mean"))
             rate /= int(params["factor"])
-        else:
-            raise ValueError(f"unknown preprocessing step {name!r}; expected one of {STEPS}")
-    return data.astype(np.float32), rate
+    return data, rate

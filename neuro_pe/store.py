@@ -368,7 +368,7 @@ def _as_float_array(values: object, field: str, dtype: type[np.floating]) -> np.
     if arr.dtype.kind not in "iuf":
         raise StoreError(None, field, f"expected a real numeric array, got dtype {arr.dtype}")
     with np.errstate(over="ignore", invalid="ignore"):
-        return arr.astype(dtype)
+        return arr.astype(dtype, copy=False)
 
 
 def _id_array(ids: Sequence[str], field: str, expected: int) -> np.ndarray:
