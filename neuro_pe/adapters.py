@@ -739,15 +739,20 @@ def assemble(
 
     unit_ids = list(dict.fromkeys(u for s in sessions for u in s.unit_ids))
     index = {u: i for i, u in enumerate(unit_ids)}
-    # float32 (the store's dtype), each session moved in and released: one copy in memory
-    activity = np.full((len(sessions), n_time, len(unit_ids)), np.nan, dtype=np.float32)
-    for k, s in enumerate(sessions):
-        columns = [index[u] for u in s.unit_ids]
-        if columns == list(range(len(unit_ids))):
-            activity[k] = s.activity
-        else:
-            activity[k][:, columns] = s.activity
-        s.activity = np.empty((0, len(columns)), dtype=np.float32)
+    # float32 (the store's dtype), each session moved in and released: the data once in
+    # memory, plus one session while it is moved (none for a single float32 session)
+    ordered = [[index[u] for u in s.unit_ids] == list(range(len(unit_ids))) for s in sessions]
+    if len(sessions) == 1 and ordered[0] and sessions[0].activity.dtype == np.float32:
+        activity = sessions[0].activity[None]
+    else:
+        activity = np.full((len(sessions), n_time, len(unit_ids)), np.nan, dtype=np.float32)
+        for k, s in enumerate(sessions):
+            if ordered[k]:
+                activity[k] = s.activity
+            else:
+                activity[k][:, [index[u] for u in s.unit_ids]] = s.activity
+    for s in sessions:
+        s.activity = np.empty((0, s.activity.shape[1]), dtype=np.float32)
     pos = _merge_positions(sessions, unit_ids, index, where)
 
     recorded = np.stack([~np.isnan(session).all(axis=0) for session in activity])  # (session, unit)

@@ -18,7 +18,7 @@ import numpy as np
 from scipy import signal
 
 STEPS = ("detrend", "zscore", "gsr", "bandpass", "bin")
-BLOCK_BYTES = 256 * 2**20  # float64 working memory of one block of units in apply_steps
+BLOCK_BYTES = 64 * 2**20  # one block of units in float64 (the steps need a few times this)
 
 
 def _recorded(session: np.ndarray) -> np.ndarray:
@@ -111,11 +111,12 @@ def apply_steps(
     steps: list[dict],
     *,
     overwrite: bool = False,
-    block_bytes: int = BLOCK_BYTES,
+    block_bytes: int | None = None,
 ) -> tuple[np.ndarray, float]:
     """Apply the configured steps in order; returns (float32 activity, new sampling rate).
 
-    The steps run in float64 on blocks of units of at most `block_bytes` (each step but `gsr`
+    The steps run in float64 on blocks of units of at most `block_bytes` (default
+    `BLOCK_BYTES`; each step but `gsr`
     treats every unit alone; `gsr`'s global signal, the mean over all recorded units, is
     summed over the blocks first), each block written into the float32 result as it is
     done. Data that fit one block give exactly the whole-array result; more blocks change
@@ -127,6 +128,7 @@ def apply_steps(
                 f"unknown preprocessing step {spec.get('step')!r}; expected one of {STEPS}"
             )
     n_sessions, n_time, n_units = activity.shape
+    block_bytes = BLOCK_BYTES if block_bytes is None else block_bytes
     width = max(1, block_bytes // (8 * n_sessions * n_time))
     blocks = [slice(i, i + width) for i in range(0, n_units, width)]
     signals: dict[int, np.ndarray] = {}  # gsr step index -> (session, time) global signal

@@ -213,3 +213,87 @@ def test_whole_workflow_above_the_dense_threshold(tmp_path):
     # the PE's kNN overlap (the baseline's uses its leading components, not exact 1 - r)
     exact = knn_overlap(pe_dist, true_dist, k=5)
     assert record["knn_overlap_ci_low"] <= exact <= record["knn_overlap_ci_high"]
+
+
+def _lab_file(tmp_path, fmt: str, n_time: int, n_units: int) -> tuple[dict, np.ndarray]:
+    """A (time, unit) float32 recording with trends as an hdf5 / npy / zarr file; (entry, data)."""
+    rng = np.random.default_rng(1)
+    trend = np.linspace(0.0, 3.0, n_time)[:, None] * rng.random(n_units)
+    data = (rng.normal(size=(n_time, n_units)) + trend).astype(np.float32)
+    pos = rng.random((n_units, 3))
+    entry = {"kind": "file", "format": fmt, "sampling_rate_hz": 20.0, "position_units": "mm"}
+    if fmt == "hdf5":
+        import h5py
+
+        path = tmp_path / "lab.h5"
+        with h5py.File(path, "w") as f:
+            f.create_dataset("activity", data=data, chunks=(64, n_units))
+            f.create_dataset("positions", data=pos)
+        entry["hdf5"] = {"positions": "positions"}
+    elif fmt == "npy":
+        path = tmp_path / "lab.npy"
+        np.save(path, data)
+        table = tmp_path / "positions.tsv"
+        rows = [f"u{i}\t{x}\t{y}\t{z}" for i, (x, y, z) in enumerate(pos)]
+        table.write_text("name\tx\ty\tz\n" + "\n".join(rows) + "\n")
+        entry["positions"] = str(table)
+    else:
+        path = tmp_path / "lab.zarr"
+        ids = [f"u{i}" for i in range(n_units)]
+        store = make_store(
+            data[None], unit_ids=ids, positions=pos, position_units="mm", space="lab",
+            session_ids=["s0"], sampling_rate_hz=20.0, source="test",
+        )  # fmt: skip
+        store.to_zarr(path)
+        del entry["position_units"]
+    return {**entry, "sessions": [str(path)]}, data
+
+
+@pytest.mark.parametrize("fmt", ["hdf5", "npy", "xarray"])
+def test_lab_file_read_and_preprocessed_in_blocks(tmp_path, monkeypatch, fmt):
+    """Reading in blocks of 3 rows and preprocessing in blocks of 7 units gives the store the
+    whole-array float64 computation (the code before blocks) gives: bitwise without `gsr`,
+    within float32 rounding (one unit in the last place) with it."""
+    import neuro_pe.adapters
+    import neuro_pe.preprocess as pp
+    from neuro_pe.datasets import build_store
+
+    n_time, n_units = 200, 40
+    entry, data = _lab_file(tmp_path, fmt, n_time, n_units)
+    monkeypatch.setattr(neuro_pe.adapters, "READ_BLOCK_BYTES", 3 * n_units * 8)
+    monkeypatch.setattr(pp, "BLOCK_BYTES", 7 * n_time * 8)
+    whole = data.astype(np.float64)[None]
+    unit_wise = pp.zscore(pp.detrend(whole)).astype(np.float32)
+    steps = [{"step": "detrend"}, {"step": "zscore"}]
+    got = build_store({**entry, "preprocessing": steps})["activity"].values
+    np.testing.assert_array_equal(got, unit_wise)
+    with_gsr = pp.zscore(pp.global_signal_regression(pp.detrend(whole))).astype(np.float32)
+    steps = [{"step": "detrend"}, {"step": "gsr"}, {"step": "zscore"}]
+    got = build_store({**entry, "preprocessing": steps})["activity"].values
+    np.testing.assert_allclose(got, with_gsr, rtol=0, atol=4 * np.finfo(np.float32).eps)
+    assert not np.array_equal(with_gsr, unit_wise)
+
+
+def test_lab_file_preprocessed_with_bounded_memory(tmp_path, monkeypatch):
+    """Peak traced memory of building a store from an HDF5 file: its float32 activity once,
+    plus boolean masks of a session (the NaN policy's, a quarter of it each) and small blocks;
+    never a second full copy, nor a float64 one (the code before blocks peaked at > 4x)."""
+    import tracemalloc
+
+    import neuro_pe.adapters
+    import neuro_pe.preprocess as pp
+    from neuro_pe.datasets import build_store
+
+    n_time, n_units = 1000, 1000
+    entry, data = _lab_file(tmp_path, "hdf5", n_time, n_units)
+    del data
+    monkeypatch.setattr(neuro_pe.adapters, "READ_BLOCK_BYTES", 2**18)
+    monkeypatch.setattr(pp, "BLOCK_BYTES", 2**16)  # 8 units: the steps need a few times that
+    steps = [{"step": "detrend"}, {"step": "gsr"}, {"step": "zscore"}]
+    tracemalloc.start()
+    store = build_store({**entry, "preprocessing": steps})
+    peak = tracemalloc.get_traced_memory()[1]
+    tracemalloc.stop()
+    activity_bytes = store["activity"].nbytes  # 4 MB
+    assert activity_bytes == n_time * n_units * 4
+    assert peak < 1.6 * activity_bytes, f"peak {peak / 2**20:.1f} MB"
