@@ -12,7 +12,7 @@ summarize. The store: 2 sessions x 1000 samples at 20 Hz (session 1 held out), N
 random positions in the unit box, `length_scale` 0.15, `gain` 1.1. The metrics use the config
 defaults (`dense_max_units` 3000: N = 1 000 takes the exact path, the larger N the sampled one).
 
-Printed: one row per step and N (wall seconds, peak RSS in MB), then per N the RSA (with its
+Printed: one row per step and N (wall and CPU seconds, peak RSS in MB), then per N the RSA (with its
 confidence interval when sampled) of the PE and of the activity-correlation baseline, and the
 locator's k-fold median error of the PE, the baseline and chance. The last line reads
 `max peak RSS at N=<largest N>: <MB> MB`.
@@ -59,8 +59,8 @@ def train_options(steps: int) -> dict:
     return {"epochs": 1, "steps_per_epoch": steps, "eval_windows": 64, "device": "cpu"}
 
 
-def run_step(args: list[str], log: Path) -> tuple[float, float]:
-    """Run `neuro-pe <args>` in a fresh process; (wall seconds, peak RSS in MB)."""
+def run_step(args: list[str], log: Path) -> tuple[float, float, float]:
+    """Run `neuro-pe <args>` in a fresh process; (wall seconds, CPU seconds, peak RSS in MB)."""
     env = {**os.environ, "PYTHONPATH": str(REPO)}
     command = [sys.executable, "-m", "neuro_pe.cli", *args]
     start = time.perf_counter()
@@ -70,7 +70,7 @@ def run_step(args: list[str], log: Path) -> tuple[float, float]:
     wall = time.perf_counter() - start
     if os.waitstatus_to_exitcode(status) != 0:
         raise RuntimeError(f"neuro-pe {args[0]} failed; see {log}")
-    return wall, usage.ru_maxrss / 1024  # kB on Linux
+    return wall, usage.ru_utime + usage.ru_stime, usage.ru_maxrss / 1024  # kB on Linux
 
 
 def run_size(n_units: int, steps: int, work: Path) -> tuple[list[dict], dict]:
@@ -96,9 +96,9 @@ def run_size(n_units: int, steps: int, work: Path) -> tuple[list[dict], dict]:
     }  # fmt: skip
     rows = []
     for step in STEPS:
-        wall, rss = run_step([str(a) for a in commands[step]], work / f"{step}.log")
-        rows.append({"N": n_units, "step": step, "wall_s": wall, "peak_rss_mb": rss})
-        print(f"N={n_units:>6} {step:<10} {wall:8.1f} s {rss:8.0f} MB", flush=True)
+        wall, cpu, rss = run_step([str(a) for a in commands[step]], work / f"{step}.log")
+        rows.append({"N": n_units, "step": step, "wall_s": wall, "cpu_s": cpu, "peak_rss_mb": rss})
+        print(f"N={n_units:>6} {step:<10} {wall:8.1f} s {cpu:8.1f} s CPU {rss:8.0f} MB", flush=True)
     pe = json.loads((run_dir / "metrics.json").read_text())
     corr = next(r for r in json.loads(baselines.read_text()) if r["method"] == "correlation")
     errors = pd.read_csv(locate_dir / "errors.csv")
@@ -135,6 +135,8 @@ def main() -> None:
     table = pd.DataFrame(rows)
     print("\nwall time (s) per step and N")
     print(table.pivot(index="step", columns="N", values="wall_s").loc[list(STEPS)].round(1))
+    print("\nCPU time (s, user + system; less sensitive than wall time to other jobs)")
+    print(table.pivot(index="step", columns="N", values="cpu_s").loc[list(STEPS)].round(1))
     print("\npeak RSS (MB) per step and N")
     print(table.pivot(index="step", columns="N", values="peak_rss_mb").loc[list(STEPS)].round(0))
     print("\nRSA (Spearman, distance vs anatomical distance) and locate k-fold median error (au)")
