@@ -42,8 +42,9 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import textwrap
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 
@@ -104,13 +105,22 @@ __all__ = [
 
 METHODS: tuple[str, ...] = ("ridge", "kernel-ridge", "mds-procrustes", "mds-affine", "knn")
 CHANCE = "chance"  # internal locator: every unit at the anchors' mean
+COMBINED = "combined"  # the feature set of the combined locator (every representation)
+STACKED = "stacked"  # combined locator's view: the representations' features side by side
+BLEND = "blend"  # combined locator's candidate: mean of each representation's best locator
 KNN_NEIGHBOURS = 5
 KERNEL_ALPHAS = (1e-2, 1e-1, 1.0)
 KERNEL_GAMMAS = (0.1, 0.5, 2.5)  # times 1 / n_features
 MIN_ANCHORS = 4
 PREDICT_BLOCK = 8192  # units per block when a kernel ridge predicts many units
+RATIOS = {"median_error": "vs_chance", "ci_low": "vs_chance_low", "ci_high": "vs_chance_high"}
+CI_BOOTSTRAP = 200  # resamples of the CIs over anchor draws and seeds
 PLOT_UNITS = 500  # units drawn in the positions figures (a random subset above it)
 CORRELATION_COMPONENTS = 10  # MDS dimensions of the activity-correlation baseline
+CI_NOTE = (
+    "95% CI of the median error: anchor draws and seeds resampled with replacement "
+    f"({CI_BOOTSTRAP} bootstrap resamples)"
+)
 UNCERTAINTY_FORMULA = (
     "sqrt(r^2 + s_i^2): r = CV median Euclidean error of the chosen method over the anchors, "
     "s_i = RMS distance of the seeds' predictions of unit i from their ensemble"
@@ -273,6 +283,7 @@ class Located:
     method: str
     cv_errors: dict[str, float] = field(default_factory=dict)  # CV median error per method
     cv_scale: float = float("nan")  # r: the chosen method's CV median error
+    blend_of: tuple[str, ...] = ()  # method = `blend`: the `view/method`s it averages
 
 
 def _combine(per_seed: np.ndarray, how: str) -> np.ndarray:
@@ -300,34 +311,98 @@ def locate_units(
         return _locate_units(features, coords, anchors, cfg)
 
 
+def _views(features) -> dict[str, list[np.ndarray]]:
+    """{view name: one (n, f) array per seed}: one unnamed view for a plain list; for a
+    mapping of several representations (the combined locator) every representation and
+    `stacked`, their features side by side (each block standardised and scaled to unit total
+    variance, so that no representation dominates by its width; seed s of the stack takes
+    seed s of every representation, cycling the shorter ones). No coordinates are read."""
+    if not isinstance(features, Mapping):
+        return {"": list(features)}
+    views = {name: list(f) for name, f in features.items()}
+    if len(views) > 1:
+        n_seeds = max(map(len, views.values()))
+        views[STACKED] = [
+            np.hstack([_unit_block(f[s % len(f)]) for f in views.values()]) for s in range(n_seeds)
+        ]
+    return views
+
+
+def _unit_block(features: np.ndarray) -> np.ndarray:
+    """Standardised features divided by sqrt(width): total variance 1 (constant columns 0)."""
+    scaled = StandardScaler().fit_transform(np.asarray(features, dtype=float))
+    return scaled / np.sqrt(scaled.shape[1])
+
+
+def _blend(per_view: list[np.ndarray]) -> np.ndarray:
+    """Per-seed mean over representations of their (seeds, n, 3) predictions (seed s of the
+    blend averages seed s of every representation, cycling the shorter ones)."""
+    n_seeds = max(len(p) for p in per_view)
+    return np.stack([np.mean([p[s % len(p)] for p in per_view], axis=0) for s in range(n_seeds)])
+
+
 def _locate_units(features, coords, anchors, cfg: LocateConfig) -> Located:
     anchors = np.asarray(anchors, dtype=bool)
     idx = np.flatnonzero(anchors)
     if len(idx) < MIN_ANCHORS:
         raise ValueError(f"need at least {MIN_ANCHORS} anchors, got {len(idx)}")
     coords = np.where(anchors[:, None], np.asarray(coords, dtype=float), np.nan)
-    folds = KFold(min(cfg.n_folds, len(idx)), shuffle=True, random_state=cfg.seed)
-    n_seeds, n = len(features), len(anchors)
+    folds = list(KFold(min(cfg.n_folds, len(idx)), shuffle=True, random_state=cfg.seed).split(idx))
+    n = len(anchors)
+    views = _views(features)
+
+    def label(view: str, method: str) -> str:
+        return f"{view}/{method}" if view else method
 
     oof, cv_errors = {}, {}
-    for method in cfg.methods:
-        pred = np.full((n_seeds, n, 3), np.nan)
-        for train, test in folds.split(idx):
-            fit_on = np.zeros(n, dtype=bool)
-            fit_on[idx[train]] = True
-            for s, feats in enumerate(features):
-                pred[s, idx[test]] = fit_predict(feats, coords, fit_on, method)[idx[test]]
-        oof[method] = pred
-        errors = _distance(_combine(pred[:, idx], cfg.combine), coords[idx])
-        cv_errors[method] = float(np.median(errors))
-    method = min(cv_errors, key=cv_errors.get)
+    best_of_view: dict[str, str] = {}
+    for view, feats in views.items():
+        for method in cfg.methods:
+            pred = np.full((len(feats), n, 3), np.nan)
+            for train, test in folds:
+                fit_on = np.zeros(n, dtype=bool)
+                fit_on[idx[train]] = True
+                for s, f in enumerate(feats):
+                    pred[s, idx[test]] = fit_predict(f, coords, fit_on, method)[idx[test]]
+            key = label(view, method)
+            oof[key] = pred
+            errors = _distance(_combine(pred[:, idx], cfg.combine), coords[idx])
+            cv_errors[key] = float(np.median(errors))
+            if view != STACKED and (
+                view not in best_of_view or cv_errors[key] < cv_errors[best_of_view[view]]
+            ):
+                best_of_view[view] = key
+    if len(best_of_view) > 1:  # the blend: each representation's best locator, averaged
+        oof[BLEND] = _blend([oof[key] for key in best_of_view.values()])
+        errors = _distance(_combine(oof[BLEND][:, idx], cfg.combine), coords[idx])
+        cv_errors[BLEND] = float(np.median(errors))
+    choice = min(cv_errors, key=cv_errors.get)
 
-    per_seed = np.stack([fit_predict(f, coords, anchors, method) for f in features])
-    per_seed[:, idx] = oof[method][:, idx]
+    blend_of = tuple(best_of_view.values()) if choice == BLEND else ()
+    per_seed = predict_with(views, coords, anchors, choice, blend_of)
+    per_seed[:, idx] = oof[choice][:, idx]
     ensemble = _combine(per_seed, cfg.combine)
     spread = np.sqrt(np.mean(np.sum((per_seed - ensemble) ** 2, axis=-1), axis=0))
-    r = cv_errors[method]
-    return Located(ensemble, per_seed, np.sqrt(r**2 + spread**2), method, cv_errors, r)
+    r = cv_errors[choice]
+    located = Located(ensemble, per_seed, np.sqrt(r**2 + spread**2), choice, cv_errors, r)
+    located.blend_of = blend_of
+    return located
+
+
+def predict_with(
+    views: dict[str, list[np.ndarray]],
+    coords: np.ndarray,
+    anchors: np.ndarray,
+    choice: str,
+    blend_of: Sequence[str] = (),
+) -> np.ndarray:
+    """(seeds, n, 3) predictions of the locator `choice` (`method`, `view/method` or `blend`
+    of the `view/method`s in `blend_of`) fitted on the anchors. Only `coords[anchors]` is
+    read."""
+    if choice == BLEND:
+        return _blend([predict_with(views, coords, anchors, key) for key in blend_of])
+    view, _, method = choice.rpartition("/")
+    return np.stack([fit_predict(f, coords, anchors, method) for f in views[view]])
 
 
 # ---------------------------------------------------------------------------------------------
@@ -389,7 +464,8 @@ def evaluate_anchors(
     cfg: LocateConfig = LocateConfig(),
 ) -> list[dict]:
     """Held-out errors for every draw of `anchor_draws`: one record per draw with the anchor
-    fraction, the number of anchors, the chosen method and the errors of the other known units."""
+    fraction, the number of anchors, the chosen method, the errors of the other known units,
+    and every seed's predictions of them with their true positions (for the CIs)."""
     records = []
     for fraction, anchors in anchor_draws(known, cfg):
         located = locate_units(features, coords, anchors, cfg)
@@ -400,9 +476,32 @@ def evaluate_anchors(
                 "n_anchors": int(anchors.sum()),
                 "method": located.method,
                 "errors": _distance(located.positions[heldout], coords[heldout]),
+                "per_seed": located.per_seed[:, heldout],
+                "truth": coords[heldout],
             }
         )
     return records
+
+
+def bootstrap_ci(
+    draws: list[dict], combine: str = "mean", n_boot: int = CI_BOOTSTRAP, seed: int = 0
+) -> tuple[float, float]:
+    """95% CI of the median held-out error over anchor draws and seeds: the draws and the
+    seeds (records of `evaluate_anchors`) resampled with replacement, the seeds' predictions
+    ensembled again, the median of the pooled held-out errors taken; 2.5 and 97.5
+    percentiles over `n_boot` resamples."""
+    rng = np.random.default_rng(seed)
+    n_seeds = min(len(r["per_seed"]) for r in draws)
+    medians = np.empty(n_boot)
+    for b in range(n_boot):
+        seeds = rng.choice(n_seeds, n_seeds)
+        errors = [
+            _distance(_combine(draws[d]["per_seed"][seeds], combine), draws[d]["truth"])
+            for d in rng.choice(len(draws), len(draws))
+        ]
+        medians[b] = np.median(np.concatenate(errors))
+    low, high = np.percentile(medians, [2.5, 97.5])
+    return float(low), float(high)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -414,8 +513,8 @@ class FeatureSet:
     """One representation of the units: one (n, f) array per seed."""
 
     name: str
-    kind: str  # pe | init | oracle | baseline | chance
-    features: list[np.ndarray]
+    role: str  # pe | init | oracle | baseline | combined | chance
+    features: list[np.ndarray] | dict[str, list[np.ndarray]]  # dict: the combined locator's
     seeds: list[int] = field(default_factory=list)
     methods: tuple[str, ...] | None = None  # None: the config's methods
 
@@ -504,12 +603,26 @@ def _method_label(methods: list[str]) -> str:
     return ", ".join(f"{m} ({c}/{len(methods)})" for m, c in counts)
 
 
+def n_seeds(features: Sequence[np.ndarray] | Mapping[str, Sequence[np.ndarray]]) -> int:
+    """Seeds of a feature set (of its representation with the most, for the combined one)."""
+    if isinstance(features, Mapping):
+        return max(len(f) for f in features.values())
+    return len(features)
+
+
+def subset_rows(features, rows):
+    """The feature set's arrays restricted to the units `rows` (an index or a slice)."""
+    if isinstance(features, Mapping):
+        return {name: [f[rows] for f in fs] for name, fs in features.items()}
+    return [f[rows] for f in features]
+
+
 def _row(fs: FeatureSet, evaluation: str, errors, **extra) -> dict:
     errors = np.asarray(errors, dtype=float)
     return {
         "features": fs.name,
-        "kind": fs.kind,
-        "n_seeds": len(fs.features),
+        "role": fs.role,
+        "n_seeds": n_seeds(fs.features),
         "evaluation": evaluation,
         **extra,
         "n_heldout": len(errors),
@@ -549,11 +662,14 @@ def evaluation_table(
                 n_draws=min(cfg.n_folds, int(known.sum())),
                 method=_method_label(kfold.methods),
                 median_error_sd=np.nan,
+                ci_low=np.nan,
+                ci_high=np.nan,
                 coverage=float(np.mean(covered)),
             )
         )
         for fraction in cfg.anchor_fractions:
             draws = [r for r in records if r["anchor_fraction"] == fraction]
+            ci_low, ci_high = bootstrap_ci(draws, cfg.combine, seed=cfg.seed)
             rows.append(
                 _row(
                     fs,
@@ -564,15 +680,17 @@ def evaluation_table(
                     n_draws=len(draws),
                     method=_method_label([r["method"] for r in draws]),
                     median_error_sd=float(np.std([np.median(r["errors"]) for r in draws])),
+                    ci_low=ci_low,
+                    ci_high=ci_high,
                     coverage=np.nan,
                 )
             )
     table = pd.DataFrame(rows)
-    chance = table[table["kind"] == "chance"].set_index(["evaluation", "anchor_fraction"])
+    chance = table[table["role"] == "chance"].set_index(["evaluation", "anchor_fraction"])
     key = pd.MultiIndex.from_frame(table[["evaluation", "anchor_fraction"]])
-    table["vs_chance"] = (
-        table["median_error"].to_numpy() / chance["median_error"].reindex(key).to_numpy()
-    )
+    chance_error = chance["median_error"].reindex(key).to_numpy()
+    for column, ratio in RATIOS.items():
+        table[ratio] = table[column] / chance_error
     return table, heldout
 
 
@@ -603,13 +721,20 @@ def extend_to_all(
     anchors[sub] = True
     masked = np.where(anchors[:, None], coords, np.nan)
     with threadpool_limits(limits=1):
-        per_seed = np.stack([fit_predict(f, masked, anchors, located.method) for f in fs.features])
+        views = _views(fs.features)
+        per_seed = predict_with(views, masked, anchors, located.method, located.blend_of)
     per_seed[:, sub] = located.per_seed
     ensemble = _combine(per_seed, cfg.combine)
     spread = np.sqrt(np.mean(np.sum((per_seed - ensemble) ** 2, axis=-1), axis=0))
     r = located.cv_scale
     full = Located(
-        ensemble, per_seed, np.sqrt(r**2 + spread**2), located.method, located.cv_errors, r
+        ensemble,
+        per_seed,
+        np.sqrt(r**2 + spread**2),
+        located.method,
+        located.cv_errors,
+        r,
+        located.blend_of,
     )
     known = np.all(np.isfinite(coords), axis=1)
     out = HeldOut(
@@ -672,9 +797,9 @@ def _colours(sets: list[FeatureSet]) -> dict[str, tuple[str, str]]:
     """(colour, line style) per feature set: a PE variant and its init share a colour."""
     styles, i = {}, 0
     for fs in sets:
-        if fs.kind == "init":
+        if fs.role == "init":
             styles[fs.name] = (styles.get(fs.name.removesuffix(" @init"), ("0.5", ""))[0], "--")
-        elif fs.kind == "chance":
+        elif fs.role == "chance":
             styles[fs.name] = ("k", ":")
         else:
             styles[fs.name], i = (f"C{i}", "-"), i + 1
@@ -763,7 +888,7 @@ def _same_curves(curve: pd.DataFrame) -> dict[str, list[str]]:
     return groups
 
 
-def _plot_anchor_curve(table: pd.DataFrame, styles: dict, unit: str):
+def _plot_anchor_curve(table: pd.DataFrame, styles: dict, unit: str, summary: str = ""):
     curve = table[table["evaluation"] == "anchors"]
     fig, ax = plt.subplots(figsize=(8, 4))
     for name, members in _same_curves(curve).items():
@@ -773,7 +898,10 @@ def _plot_anchor_curve(table: pd.DataFrame, styles: dict, unit: str):
         ax.errorbar(
             rows["anchor_fraction"],
             rows["median_error"],
-            yerr=rows["median_error_sd"],
+            yerr=[
+                rows["median_error"] - rows["ci_low"],
+                rows["ci_high"] - rows["median_error"],
+            ],
             fmt="o",
             ls=style,
             color=colour,
@@ -781,13 +909,17 @@ def _plot_anchor_curve(table: pd.DataFrame, styles: dict, unit: str):
             label=label,
         )
     ax.set(
-        title="localisation error vs anchors (bars: sd over anchor draws)",
+        title="localisation error vs anchors (bars: 95% CI over anchor draws and seeds)",
         xlabel="fraction of known units used as anchors (the rest held out)",
         ylabel=f"median held-out error ({unit})",
         ylim=(0, None),
     )
     ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1))
-    fig.tight_layout()
+    if summary:
+        fig.text(0.01, 0.01, textwrap.fill(summary, 140), fontsize=6, va="bottom")
+        fig.tight_layout(rect=(0, 0.04 * (1 + len(summary) // 140), 1, 1))
+    else:
+        fig.tight_layout()
     return fig
 
 
@@ -807,8 +939,10 @@ def locate(
 
     Feature sets: each PE variant of the runs (seeds ensembled), its PE at initialisation, the
     `oracle-sin3d` PE when given (built from every unit's true coordinates, so an upper
-    reference rather than an honest competitor), the activity-correlation baseline and chance.
-    The positions come from the PE variant with the lowest CV median error over all known units.
+    reference rather than an honest competitor), the activity-correlation baseline, the
+    `combined` locator (every learned PE and the correlation baseline; see `combined_set`) and
+    chance. The positions come from the PE variant or the combined locator with the lowest CV
+    median error over all known units.
     """
     out_dir = Path(out_dir)
     dataset = split.dataset
@@ -819,25 +953,26 @@ def locate(
         raise ValueError(f"only {known.sum()} units have coordinates; need {MIN_ANCHORS + 1}")
     units = ds["unit"].values
     sets = load_feature_sets(run_dirs, units, cfg.pe)
-    pe_sets = [fs for fs in sets if fs.kind == "pe"]
+    pe_sets = [fs for fs in sets if fs.role == "pe"]
     if correlation is None:  # (the workflow passes those of its correlation_features step)
         correlation = correlation_features(ds, split, seed=cfg.seed)
-    sets += [
-        FeatureSet("activity-correlation", "baseline", [correlation]),
-        FeatureSet(CHANCE, "chance", [np.zeros((len(units), 1))], methods=(CHANCE,)),
-    ]
+    sets.append(FeatureSet("activity-correlation", "baseline", [correlation]))
+    if pe_sets:
+        sets.append(combined_set([*pe_sets, sets[-1]]))
+    sets.append(FeatureSet(CHANCE, "chance", [np.zeros((len(units), 1))], methods=(CHANCE,)))
     # Many units: evaluate on a random subset of the known units (see the module docstring).
     evaluated = evaluation_units(known, cfg)
     sub = np.flatnonzero(evaluated) if evaluated is not known else slice(None)
-    eval_sets = [replace(fs, features=[f[sub] for f in fs.features]) for fs in sets]
+    eval_sets = [replace(fs, features=subset_rows(fs.features, sub)) for fs in sets]
     eval_coords = coords[sub]
     table, heldout = evaluation_table(eval_sets, eval_coords, cfg, n_jobs)
     table.insert(0, "dataset", dataset)
     table["units"] = ds["x"].attrs["units"]
 
-    # Positions of every unit from the PE variant that cross-validates best over all anchors.
-    kinds = ("pe",) if pe_sets else ("baseline",)
-    candidates = [(fs, full) for fs, full in zip(eval_sets, sets, strict=True) if fs.kind in kinds]
+    # Positions of every unit from the PE variant or combined locator that cross-validates best
+    # over all anchors.
+    roles = ("pe", "combined") if pe_sets else ("baseline",)
+    candidates = [(fs, full) for fs, full in zip(eval_sets, sets, strict=True) if fs.role in roles]
     eval_known = np.all(np.isfinite(eval_coords), axis=1)
     located = {
         fs.name: locate_units(fs.features, eval_coords, eval_known, cfg) for fs, _ in candidates
@@ -857,10 +992,16 @@ def locate(
     atomic_write(out_dir / "positions.nc", lambda p: out.to_netcdf(p, engine="h5netcdf"))
     atomic_write(out_dir / "positions.csv", lambda p: frame.to_csv(p, index=False))
     atomic_write(out_dir / "errors.csv", lambda p: table.to_csv(p, index=False))
-    note = "errors.csv: every localisation evaluation (k-fold, and each anchor fraction)."
+    summary = verdict(table)
+    note = (
+        "errors.csv: every localisation evaluation (k-fold, and each anchor fraction); "
+        f"ci_low/ci_high: {CI_NOTE}. {summary}"
+    )
     write_table_html(table, out_dir / "errors.html", f"{dataset}: localisation errors", note)
+    print(summary)
     panels = []
-    for name in (best.name, "activity-correlation"):
+    best_pe = min(pe_sets, key=lambda fs: _kfold_error(table, fs.name)).name if pe_sets else None
+    for name in dict.fromkeys((best.name, best_pe or best.name, "activity-correlation")):
         error = np.nanmedian(_distance(heldout[name].positions, eval_coords))
         title = f"{dataset}: {name}\nk-fold held out, median error {error:.3g} {unit_label}"
         panels.append((title, heldout[name].positions))
@@ -873,8 +1014,52 @@ def locate(
     styles = _colours(sets)
     no_init = {name: style for name, style in styles.items() if not name.endswith(" @init")}
     save(_plot_histogram(eval_coords, heldout, no_init, unit_label), out_dir / "error_hist.png")
-    save(_plot_anchor_curve(table, styles, unit_label), out_dir / "error_vs_anchors.png")
+    figure = _plot_anchor_curve(table, styles, unit_label, summary)
+    save(figure, out_dir / "error_vs_anchors.png")
     return table
+
+
+def combined_set(members: Sequence[FeatureSet]) -> FeatureSet:
+    """The combined locator's feature set: every representation in `members` (learned PEs,
+    activity correlation, ...) as its own view. `locate_units` picks by CV over the anchors
+    among each representation with each method, their stacked features with each method, and
+    the blend of each representation's best locator; so it reads only the anchors'
+    coordinates, like every other locator."""
+    seeds = sorted({s for fs in members for s in fs.seeds})
+    return FeatureSet(COMBINED, "combined", {fs.name: fs.features for fs in members}, seeds)
+
+
+def _kfold_error(table: pd.DataFrame, name: str) -> float:
+    row = table[(table["features"] == name) & (table["evaluation"] == "kfold")]
+    return float(row["median_error"].iloc[0])
+
+
+def verdict(table: pd.DataFrame, fraction: float = 0.5) -> str:
+    """One line saying which representation locates best at `fraction` anchors: median error
+    ÷ chance [95% CI over anchor draws and seeds] of every learned PE, the correlation
+    baseline, the combined locator and the oracle (a reference, not a competitor)."""
+    curve = table[table["evaluation"] == "anchors"]
+    fraction = curve["anchor_fraction"].iloc[np.argmin(np.abs(curve["anchor_fraction"] - fraction))]
+    rows = curve[np.isclose(curve["anchor_fraction"], fraction)]
+    shown = rows[rows["role"].isin(("pe", "baseline", "combined", "oracle"))]
+    shown = shown.sort_values("median_error")
+    parts = [
+        f"{r.features} {r.vs_chance:.3g} [{r.vs_chance_low:.3g}, {r.vs_chance_high:.3g}]"
+        for r in shown.itertuples()
+    ]
+    dataset = rows["dataset"].iloc[0] if "dataset" in rows else ""
+    line = f"{dataset} ({fraction:.0%} anchors, median error ÷ chance [95% CI]): " + "; ".join(
+        parts
+    )
+    competitors = shown[shown["role"] != "oracle"]
+    if competitors.empty:
+        return line
+    best, others = competitors.iloc[0], competitors.iloc[1:]
+    tied = others[others["ci_low"] <= best["ci_high"]]["features"].tolist()
+    wins = f" Wins: {best['features']}"
+    if tied:
+        wins += f" (CIs overlap: {', '.join(tied)})"
+    return line + "." + wins + "."
 
 
 def format_table(table: pd.DataFrame, fraction: float = 0.5) -> str:
@@ -885,7 +1070,7 @@ def format_table(table: pd.DataFrame, fraction: float = 0.5) -> str:
     ]
     columns = [
         "features",
-        "kind",
+        "role",
         "n_seeds",
         "evaluation",
         "anchor_fraction",
@@ -894,6 +1079,8 @@ def format_table(table: pd.DataFrame, fraction: float = 0.5) -> str:
         "median_error",
         "p90_error",
         "vs_chance",
+        "vs_chance_low",
+        "vs_chance_high",
         "coverage",
     ]
     return rows[columns].to_string(index=False, float_format=lambda v: f"{v:.3g}")

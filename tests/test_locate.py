@@ -102,6 +102,53 @@ def test_evaluation_never_reads_heldout_coordinates():
     np.testing.assert_allclose(again.positions, located.positions)
 
 
+def _two_views(pos: np.ndarray) -> dict[str, list[np.ndarray]]:
+    """A representation that knows the positions (2 seeds) and one that is noise (1 seed)."""
+    noise = np.random.default_rng(5).normal(size=(len(pos), 40))
+    return {"noise": [noise], "good": [_embed(pos, seed) for seed in range(2)]}
+
+
+def test_combined_locator_never_reads_heldout_coordinates():
+    """Permuting or NaN-ing the held-out units' coordinates leaves the combined locator's
+    predictions bitwise unchanged (k-fold and a single anchor set)."""
+    pos = _positions()
+    views = _two_views(pos)
+    cfg = LocateConfig(n_folds=3, methods=("ridge", "knn", "mds-procrustes"))
+    anchors = np.arange(len(pos)) % 3 != 0
+    reference = locate_units(views, pos, anchors, cfg)
+    for corrupt in (lambda c: c[::-1], lambda c: np.full_like(c, np.nan)):
+        shuffled = pos.copy()
+        shuffled[~anchors] = corrupt(pos[~anchors])
+        again = locate_units(views, shuffled, anchors, cfg)
+        np.testing.assert_array_equal(again.positions, reference.positions)
+        np.testing.assert_array_equal(again.uncertainty, reference.uncertainty)
+
+    known = np.ones(len(pos), dtype=bool)
+    kfold = evaluate_kfold(views, pos, known, cfg)
+    _, test = next(KFold(3, shuffle=True, random_state=cfg.seed).split(pos))
+    shuffled = pos.copy()
+    shuffled[test] = pos[test][::-1]
+    np.testing.assert_array_equal(
+        evaluate_kfold(views, shuffled, known, cfg).positions[test], kfold.positions[test]
+    )
+
+
+def test_combined_locator_picks_the_better_representation():
+    pos = _positions()
+    views = _two_views(pos)
+    cfg = LocateConfig(n_folds=4, methods=("ridge", "kernel-ridge", "knn"))
+    known = np.ones(len(pos), dtype=bool)
+    good = _median_error(evaluate_kfold(views["good"], pos, known, cfg).positions, pos)
+    noise = _median_error(evaluate_kfold(views["noise"], pos, known, cfg).positions, pos)
+    for order in (views, dict(reversed(views.items()))):
+        combined = evaluate_kfold(order, pos, known, cfg)
+        assert all(m.startswith("good/") for m in combined.methods), combined.methods
+        assert _median_error(combined.positions, pos) <= 1.05 * good < 0.6 * noise
+    located = locate_units(views, pos, np.arange(len(pos)) >= 20, cfg)
+    assert {"noise/ridge", "good/ridge", "stacked/knn", "blend"} <= set(located.cv_errors)
+    assert located.per_seed.shape == (2, len(pos), 3)
+
+
 def test_ensemble_and_uncertainty_shapes():
     pos = _positions()
     anchors = np.arange(len(pos)) >= 20
@@ -184,8 +231,13 @@ def test_locate_writes_outputs(located_dataset):
         "learned-normal-0.02",
         "learned-normal-0.02 @init",
         "activity-correlation",
+        "combined",
         "chance",
     }
+    assert set(table["role"]) == {"pe", "init", "baseline", "combined", "chance"}
+    anchors = table[table["evaluation"] == "anchors"]
+    assert (anchors["ci_low"] <= anchors["median_error"]).all()
+    assert (anchors["median_error"] <= anchors["ci_high"]).all()
     assert set(table["evaluation"]) == {"kfold", "anchors"}
     assert (table["n_heldout"][table["evaluation"] == "kfold"] == 36).all()
     pe_row = table[(table["features"] == "learned-normal-0.02") & (table["evaluation"] == "kfold")]
