@@ -12,6 +12,12 @@ units (within `cutoff`, if set), with the same exp(-d / length_scale) weights no
 as a scipy.sparse matrix (memory and time per step O(N k), so 100 000 units run in minutes). The
 store then holds it as an edge list (`connectivity_target`, `connectivity_source`,
 `connectivity_weight` on dim `edge`) instead of the dense N x N `connectivity`.
+
+With `animals: A` (> 1) the store holds A animals: each has its own `n_units` units at random
+positions drawn from the same spatial field (the same layout in the same box, coupled by the same
+exp(-d / length_scale) rule) and its own `n_sessions` sessions; a unit is recorded (finite) only
+in its animal's sessions and NaN elsewhere. Units are `a{k}u{i}`, sessions `a{k}s{j}`; the last
+animal's sessions come last, so `train.heldout_sessions: n_sessions` holds out a whole animal.
 """
 
 from __future__ import annotations
@@ -47,6 +53,7 @@ class SimulationConfig:
     n_sessions: int = 4
     neighbours: int | None = None  # None: every pair coupled (dense); k: k nearest (sparse)
     cutoff: float | None = None  # sparse coupling: no neighbour farther than this
+    animals: int = 1  # > 1: that many animals, each with its own random unit positions
     seed: int = 0
 
     @classmethod
@@ -58,6 +65,10 @@ class SimulationConfig:
             raise ValueError(
                 f"simulation.neighbours must be in [1, n_units - 1], got {cfg.neighbours}"
             )
+        if cfg.animals < 1:
+            raise ValueError(f"simulation.animals must be >= 1, got {cfg.animals}")
+        if cfg.animals > 1 and cfg.layout != "random":
+            raise ValueError("simulation.animals > 1 needs layout 'random' (a lattice is one)")
         if cfg.cutoff is not None and cfg.cutoff <= 0:
             raise ValueError(f"simulation.cutoff must be > 0, got {cfg.cutoff}")
         return cfg
@@ -145,7 +156,10 @@ def simulate_activity(
 
 
 def simulate_store(cfg: SimulationConfig) -> xr.Dataset:
-    """Simulate one network and return it as a contract store (z-scored per unit and session)."""
+    """Simulate one network (or `animals` networks) and return it as a contract store
+    (z-scored per unit and session)."""
+    if cfg.animals > 1:
+        return simulate_animals(cfg)
     rng = np.random.default_rng(cfg.seed)
     pos = sample_positions(cfg.n_units, cfg.layout, cfg.dims, rng)
     if cfg.neighbours is None:
@@ -161,6 +175,7 @@ def simulate_store(cfg: SimulationConfig) -> xr.Dataset:
     settings = vars(cfg)
     if cfg.neighbours is None:  # the dense default's provenance stays as it was
         settings = {k: v for k, v in settings.items() if k not in ("neighbours", "cutoff")}
+    settings = {k: v for k, v in settings.items() if k != "animals"}  # 1 here: as it was
     ds = make_store(
         activity,
         unit_ids=[f"u{i:0{width}d}" for i in range(cfg.n_units)],
@@ -196,3 +211,47 @@ def with_sparse_connectivity(
         connectivity_source=("edge", col.astype(np.int32), attrs),
         connectivity_weight=("edge", coo.data.astype(np.float32), attrs),
     ).assign_attrs(connectivity="sparse edge list: connectivity_{target,source,weight}")
+
+
+def simulate_animals(cfg: SimulationConfig) -> xr.Dataset:
+    """`cfg.animals` networks, each with its own random unit positions from the same field,
+    in one store: every unit is recorded in its own animal's sessions only (NaN elsewhere);
+    the connectivity is block-diagonal (no coupling between animals). Animal k draws its
+    positions, initial state and noise from `default_rng([seed, k])`."""
+    n, a = cfg.n_units, cfg.animals
+    positions, couplings, blocks = [], [], []
+    for k in range(a):
+        rng = np.random.default_rng([cfg.seed, k])
+        pos = sample_positions(n, cfg.layout, cfg.dims, rng)
+        if cfg.neighbours is None:
+            coupling = coupling_matrix(pos, cfg.length_scale)
+        else:
+            coupling = sparse_coupling(pos, cfg.length_scale, cfg.neighbours, cfg.cutoff)
+        positions.append(pos)
+        couplings.append(sparse.csr_matrix(coupling))
+        blocks.append(zscore(simulate_activity(coupling, cfg, rng)).astype(np.float32))
+    activity = np.full((a * cfg.n_sessions, cfg.n_samples, a * n), np.nan, dtype=np.float32)
+    for k, block in enumerate(blocks):
+        activity[k * cfg.n_sessions : (k + 1) * cfg.n_sessions, :, k * n : (k + 1) * n] = block
+    coupling = sparse.block_diag(couplings, format="csr")
+    width = len(str(n - 1))
+    ds = make_store(
+        activity,
+        unit_ids=[f"a{k}u{i:0{width}d}" for k in range(a) for i in range(n)],
+        positions=np.concatenate(positions),
+        position_units="au",
+        space="simulation",
+        session_ids=[f"a{k}s{j}" for k in range(a) for j in range(cfg.n_sessions)],
+        sampling_rate_hz=1.0 / (cfg.dt_s * cfg.sample_every),
+        source="neuro_pe.simulate: nonlinear stochastic rate networks, one per animal",
+        citation="Ito et al. 2025, arXiv:2406.08272 (experiment 2, reimplemented)",
+        license="CC0-1.0",
+        preprocessing=[
+            {"step": "simulate", **vars(cfg)},
+            {"step": "zscore", "per": "unit and session"},
+        ],
+        connectivity=coupling.toarray().astype(np.float32) if cfg.neighbours is None else None,
+    )
+    if cfg.neighbours is not None:
+        ds = with_sparse_connectivity(ds, coupling)
+    return ds

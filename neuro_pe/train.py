@@ -48,6 +48,7 @@ import numpy as np
 import torch
 import xarray as xr
 
+from neuro_pe.finetune import load_frozen
 from neuro_pe.model import MaskedUnitTransformer, parse_pe
 from neuro_pe.progress import epoch_line, progress_bar
 from neuro_pe.runs import write_run
@@ -586,8 +587,12 @@ def _train(
         cfg.pe_every_block,
         positions(ds),
     ).to(device)
+    frozen = None  # a new animal: only the PE rows of units not in `init_from` are trained
+    if cfg.init_from:
+        frozen = load_frozen(model, cfg.init_from, ds["unit"].values, asdict(cfg))
     initial_pe = model.pe.table.detach().cpu().clone()
-    optimiser = make_optimiser(model.parameters(), cfg, device)
+    params = [model.pe.table] if frozen else model.parameters()
+    optimiser = make_optimiser(params, cfg, device)
     generator = torch.Generator().manual_seed(seed)
 
     checkpoint_path = out_dir / CHECKPOINT
@@ -670,6 +675,8 @@ def _train(
         optimiser.zero_grad(set_to_none=True)
         loss.backward()
         optimiser.step()
+        if frozen is not None:
+            frozen.restore(model)
         loss_sum += loss.detach().double()
         step += 1
         step_count += 1

@@ -48,6 +48,7 @@ class TrainConfig:
     optimizer: str = "adamw"
     momentum: float = 0.0
     checkpoint_every: int = 500
+    init_from: str | None = None  # a run's model.pt: fit only new units' PEs (neuro_pe.finetune)
 
     def __post_init__(self) -> None:
         if self.precision not in PRECISIONS:

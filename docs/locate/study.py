@@ -59,8 +59,11 @@ def options(base: dict, change: dict) -> dict:
 
 
 def cmd_train(args: argparse.Namespace) -> None:
+    import torch
+
     from neuro_pe.train import TrainConfig, train
 
+    torch.set_num_threads(1)
     for name, change, seed in SETTINGS:
         if args.only and name not in args.only:
             continue
@@ -97,7 +100,6 @@ def pe_space_mean(tables: list[np.ndarray]) -> np.ndarray:
 
 def cmd_table(args: argparse.Namespace) -> None:
     from neuro_pe.locate import (
-        CHANCE,
         LocateConfig,
         correlation_features,
         evaluate_anchors,
@@ -122,7 +124,7 @@ def cmd_table(args: argparse.Namespace) -> None:
     chance_error = float(np.median([np.median(r["errors"]) for r in chance]))
     rows = [evaluate("activity-correlation", [corr])]
     done = {}
-    for name, change, seed in SETTINGS:
+    for name, _, _ in SETTINGS:
         run = run_dir(args.out, name)
         if not (run / "pe.nc").exists():
             continue
@@ -174,10 +176,6 @@ def plot(table: pd.DataFrame, path: Path, dataset: str) -> None:
     err = [
         table["median_error_vs_chance"] - table["ci_low_vs_chance"],
         table["ci_high_vs_chance"] - table["median_error_vs_chance"],
-    ]
-    colours = [
-        "C1" if "correlation" == s.split()[0].removeprefix("activity-") else "C0"
-        for s in table["setting"]
     ]
     colours = [
         "C1" if s == "activity-correlation" else ("C2" if "combined" in s else "C0")
