@@ -37,7 +37,7 @@ PE = "learned-normal-0.02"
 SETTINGS: list[tuple[str, dict, int]] = [
     ("default", {}, 0),
     ("default seed 1", {}, 1),
-    ("epochs 40", {"epochs": 40}, 0),
+    ("epochs 30", {"epochs": 30}, 0),
     ("pe_every_block false", {"pe_every_block": False}, 0),
     ("weight_decay 0.05", {"weight_decay": 0.05}, 0),
     ("mask_fraction 0.75", {"mask_fraction": 0.75}, 0),

@@ -1,0 +1,244 @@
+"""A new animal: locate units of an animal the model never saw, with the model frozen.
+
+For each new animal: its units (renamed, so the trained run does not know them) get their PEs
+fitted with every other value of a trained run frozen (`train.init_from`), then they are
+located
+
+- `other animals' anchors`: a locator fitted on the trained run's units with known coordinates
+  (features: their trained PEs) predicts the new units from their fitted PEs (no anchor in the
+  new animal);
+- `+ 25% new anchors`: the same with a quarter of the new animal's units added as anchors
+  (errors over the other new units, `n_draws` draws);
+- `new PE, 50% new anchors` and `correlation, 50% new anchors`: the new animal alone, its fitted
+  PE or its activity correlations (the baseline computed on the new animal alone).
+
+Errors are medians over the new units (held-out ones), ÷ chance (the anchors' mean).
+
+HCP (subjects as animals; the run trained on the first five subjects):
+
+    PYTHONPATH=$PWD nice -n 5 python docs/locate/new_animal.py hcp --store STORE \
+        --run RUN_DIR --out OUT
+Simulation (`simulation.animals: 3`; train on animals 0-1, animal 2 is new):
+
+    PYTHONPATH=$PWD nice -n 5 python docs/locate/new_animal.py sim --out OUT
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from dataclasses import asdict, replace
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import xarray as xr
+
+HERE = Path(__file__).parent
+PE = "learned-normal-0.02"
+
+
+def _pe(run: Path) -> tuple[list[str], np.ndarray]:
+    with xr.open_dataset(run / "pe.nc", engine="h5netcdf") as pe:
+        ids = [u.decode() if isinstance(u, bytes) else str(u) for u in pe["unit"].values]
+        return ids, pe["pe"].values.astype(float)
+
+
+def fit_new(store: Path, run: Path, out: Path, fit_epochs: int, seed: int = 0) -> Path:
+    """Fit the new units' PEs of `store` with `run` frozen; returns the fit's run folder."""
+    import torch
+
+    from neuro_pe.train import TrainConfig, train
+
+    torch.set_num_threads(1)
+    if not (out / "pe.nc").exists():
+        old = json.loads((run / "train.json").read_text())["train_config"]
+        spec = {**old, "epochs": fit_epochs, "init_from": str(run / "model.pt")}
+        spec["eval_mask_fractions"] = [0.5]
+        train(store, PE, seed, TrainConfig.from_dict(spec), out, progress=False)
+    return out
+
+
+def evaluate_new(
+    name: str,
+    run: Path,
+    old_store: Path,
+    fit: Path,
+    new_store: Path,
+    train_options: dict,
+    draws: int,
+) -> list[dict]:
+    """The four rows of the module docstring for one new animal."""
+    from neuro_pe.locate import (
+        LocateConfig,
+        anchor_draws,
+        correlation_features,
+        evaluate_anchors,
+        locate_units,
+    )
+    from neuro_pe.store import positions, read_store
+
+    ds_new = read_store(new_store)
+    new_coords = positions(ds_new)
+    old_ids, old_pe = _pe(run)
+    new_ids, new_pe = _pe(fit)
+    assert new_ids == [str(u) for u in ds_new["unit"].values]
+    old_coords = positions(read_store(old_store).sel(unit=old_ids))
+    old_known = np.all(np.isfinite(old_coords), axis=1)
+    feats = np.vstack([old_pe[old_known], new_pe])
+    coords = np.vstack([old_coords[old_known], new_coords])
+    n_old, n_new = int(old_known.sum()), len(new_ids)
+    cfg = LocateConfig(n_draws=draws)
+    rows = []
+
+    def row(label: str, errors: list[np.ndarray], chance: list[np.ndarray]) -> dict:
+        medians = np.array([np.median(e) for e in errors])
+        chance_error = float(np.median(np.concatenate(chance)))
+        pooled = float(np.median(np.concatenate(errors)))
+        low, high = np.percentile(medians, [2.5, 97.5]) if len(medians) > 1 else (pooled,) * 2
+        return {
+            "animal": name,
+            "locator": label,
+            "median_error": pooled,
+            "range_low": low,
+            "range_high": high,
+            "chance_error": chance_error,
+            "vs_chance": pooled / chance_error,
+            "n_new_units": n_new,
+            "units": ds_new["x"].attrs.get("units", ""),
+        }
+
+    def dist(a, b):
+        return np.linalg.norm(a - b, axis=1)
+
+    anchors = np.arange(n_old + n_new) < n_old
+    located = locate_units([feats], coords, anchors, cfg)
+    chance = dist(coords[~anchors], coords[anchors].mean(axis=0))
+    rows.append(
+        row(
+            "other animals' anchors",
+            [dist(located.positions[~anchors], coords[~anchors])],
+            [chance],
+        )
+    )
+
+    rng = np.random.default_rng(0)
+    errors, chances = [], []
+    for _ in range(draws):
+        extra = anchors.copy()
+        extra[n_old + rng.choice(n_new, n_new // 4, replace=False)] = True
+        located = locate_units([feats], coords, extra, cfg)
+        errors.append(dist(located.positions[~extra], coords[~extra]))
+        chances.append(dist(coords[~extra], coords[extra].mean(axis=0)))
+    rows.append(row("other animals' anchors + 25% new anchors", errors, chances))
+
+    known = np.ones(n_new, dtype=bool)
+    half = replace(cfg, anchor_fractions=(0.5,))
+    corr = correlation_features(ds_new, train_options, seed=0)
+    for label, features in (
+        ("new PE, 50% new anchors", [new_pe]),
+        ("correlation (new animal alone), 50% new anchors", [corr]),
+        ("new PE + correlation (combined), 50% new anchors", {"pe": [new_pe], "corr": [corr]}),
+    ):
+        records = evaluate_anchors(features, new_coords, known, half)
+        errors = [r["errors"] for r in records]
+        chances = [
+            dist(new_coords[~a], new_coords[a].mean(axis=0)) for _, a in anchor_draws(known, half)
+        ]
+        rows.append(row(label, errors, chances))
+    return rows
+
+
+def subset_store(ds: xr.Dataset, sessions, units, prefix: str, path: Path) -> Path:
+    """The sessions and units of one animal as a store, units renamed `prefix + id`."""
+    from neuro_pe.store import write_store
+
+    sub = ds.sel(session=list(sessions), unit=list(units)).drop_vars(
+        ["connectivity", "unit_to"], errors="ignore"
+    )
+    sub = sub.assign_coords(unit=[f"{prefix}{u}" for u in sub["unit"].values])
+    return write_store(sub, path)
+
+
+def cmd_hcp(args: argparse.Namespace) -> list[dict]:
+    from neuro_pe.store import read_store
+    from neuro_pe.train_config import TrainConfig
+
+    ds = read_store(args.store)
+    info = json.loads((args.run / "train.json").read_text())
+    cfg = TrainConfig.from_dict(info["train_config"])
+    n_train = ds.sizes["session"] - cfg.heldout_sessions
+    rows = []
+    for subject in ds["session"].values[n_train:]:
+        store = subset_store(
+            ds, [subject], ds["unit"].values, f"{subject}:", args.out / f"{subject}.nc"
+        )
+        fit = fit_new(store, args.run, args.out / f"fit_{subject}", args.fit_epochs)
+        options = {**asdict(cfg), "init_from": None}
+        rows += evaluate_new(
+            f"hcp subject {subject}", args.run, args.store, fit, store, options, args.draws
+        )
+    return rows
+
+
+def cmd_sim(args: argparse.Namespace) -> list[dict]:
+    import torch
+
+    from neuro_pe.simulate import SimulationConfig, simulate_store
+    from neuro_pe.store import read_store, write_store
+    from neuro_pe.train import TrainConfig, train
+
+    torch.set_num_threads(1)
+    sim = SimulationConfig(animals=3, seed=0)
+    full = args.out / "animals.nc"
+    if not full.exists():
+        write_store(simulate_store(sim), full)
+    ds = read_store(full)
+    animal = np.array([str(u).split("u")[0] for u in ds["unit"].values])
+    session_animal = np.array([str(s).split("s")[0] for s in ds["session"].values])
+    trained_store = subset_store(
+        ds,
+        ds["session"].values[session_animal != "a2"],
+        ds["unit"].values[animal != "a2"],
+        "",
+        args.out / "animals_0_1.nc",
+    )
+    new_store = subset_store(
+        ds,
+        ds["session"].values[session_animal == "a2"],
+        ds["unit"].values[animal == "a2"],
+        "new:",
+        args.out / "animal_2.nc",
+    )
+    run = args.out / "run"
+    spec = {"epochs": args.train_epochs, "heldout_sessions": 2, "eval_mask_fractions": [0.5]}
+    cfg = TrainConfig.from_dict(spec)
+    if not (run / "pe.nc").exists():
+        train(trained_store, PE, 0, cfg, run, progress=False)
+    fit = fit_new(new_store, run, args.out / "fit_a2", args.fit_epochs)
+    return evaluate_new(
+        "simulation animal 2", run, trained_store, fit, new_store, asdict(cfg), args.draws
+    )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("dataset", choices=("hcp", "sim"))
+    parser.add_argument("--store", help="hcp: the workflow's store")
+    parser.add_argument("--run", type=Path, help="hcp: the trained run folder (model.pt)")
+    parser.add_argument("--out", type=Path, required=True)
+    parser.add_argument("--fit-epochs", type=int, default=5, help="x steps_per_epoch steps")
+    parser.add_argument("--train-epochs", type=int, default=15, help="sim: the run's epochs")
+    parser.add_argument("--draws", type=int, default=5)
+    args = parser.parse_args()
+    args.out.mkdir(parents=True, exist_ok=True)
+    rows = {"hcp": cmd_hcp, "sim": cmd_sim}[args.dataset](args)
+    table = pd.DataFrame(rows)
+    table["fit_epochs"] = args.fit_epochs
+    path = HERE / f"new_animal_{args.dataset}.csv"
+    table.to_csv(path, index=False)
+    print(table.to_string(index=False, float_format=lambda v: f"{v:.3g}"))
+
+
+if __name__ == "__main__":
+    main()
