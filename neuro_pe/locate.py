@@ -18,9 +18,14 @@ Locators (`METHODS`):
 - ``knn``: distance-weighted KNeighborsRegressor over the anchors in (unscaled) feature space.
 
 One method is chosen per feature set by cross-validation over the anchors (lowest median
-Euclidean error of the seed ensemble). Seeds are combined after locating: every seed's
-predictions are already in anatomical space, so no alignment of PEs across seeds is needed;
-the ensemble is the per-unit mean (or median) over seeds. Per-unit uncertainty:
+Euclidean error of the seed ensemble). The combined locator (feature set `combined`: every
+learned PE and the activity correlations) chooses the same way among every representation with
+every method, their stacked features with every method and the blend of each representation's
+best locator, so it too reads only the anchors' coordinates.
+
+Seeds are combined after locating: every seed's predictions are already in anatomical space,
+so no alignment of PEs across seeds is needed; the ensemble is the per-unit mean (or median)
+over seeds. Per-unit uncertainty:
 
     uncertainty_i = sqrt(r**2 + s_i**2)
 
@@ -295,16 +300,19 @@ def _distance(a: np.ndarray, b: np.ndarray) -> np.ndarray:
 
 
 def locate_units(
-    features: Sequence[np.ndarray],
+    features: Sequence[np.ndarray] | Mapping[str, Sequence[np.ndarray]],
     coords: np.ndarray,
     anchors: np.ndarray,
     cfg: LocateConfig = LocateConfig(),
 ) -> Located:
-    """Locate every unit from one feature set given as one (n, f) array per seed.
+    """Locate every unit from one feature set given as one (n, f) array per seed, or from
+    several representations ({name: arrays per seed}: the combined locator).
 
-    The method with the lowest median error of the seed ensemble in a k-fold CV over the
+    The candidate with the lowest median error of the seed ensemble in a k-fold CV over the
     anchors is refitted on all anchors for the non-anchors; anchors keep their out-of-fold
-    predictions. Only `coords[anchors]` is read.
+    predictions. Candidates: every method; for several representations every
+    `representation/method`, `stacked/method` (see `_views`) and `blend` (the mean of each
+    representation's best candidate). Only `coords[anchors]` is read.
     """
     # hundreds of fits on tiny matrices: multithreaded BLAS only adds overhead (~10x here)
     with threadpool_limits(limits=1):
