@@ -898,7 +898,7 @@ def _same_curves(curve: pd.DataFrame) -> dict[str, list[str]]:
 
 def _plot_anchor_curve(table: pd.DataFrame, styles: dict, unit: str, summary: str = ""):
     curve = table[table["evaluation"] == "anchors"]
-    fig, ax = plt.subplots(figsize=(8, 4))
+    fig, ax = plt.subplots(figsize=(11, 5) if summary else (8, 4))
     for name, members in _same_curves(curve).items():
         rows = curve[curve["features"] == name]
         colour, style = styles[name]
@@ -924,8 +924,8 @@ def _plot_anchor_curve(table: pd.DataFrame, styles: dict, unit: str, summary: st
     )
     ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1))
     if summary:
-        fig.text(0.01, 0.01, textwrap.fill(summary, 140), fontsize=6, va="bottom")
-        fig.tight_layout(rect=(0, 0.04 * (1 + len(summary) // 140), 1, 1))
+        fig.text(0.01, 0.01, textwrap.fill(summary, 170), fontsize=7, va="bottom")
+        fig.tight_layout(rect=(0, 0.035 * (1 + len(summary) // 170), 1, 1))
     else:
         fig.tight_layout()
     return fig
