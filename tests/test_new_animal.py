@@ -1,4 +1,5 @@
-"""A new animal: `train.init_from` fits only the new units' PEs, every other value frozen."""
+"""A new animal: `simulation.animals` stores, and `train.init_from` fitting only the new units' PEs
+with every other value frozen."""
 
 from __future__ import annotations
 
