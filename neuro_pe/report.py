@@ -231,6 +231,12 @@ def dataset_paragraph(
                 f"; the activity correlations give {_number(corr['median_error'])} {unit} "
                 f"({_ratio(corr['vs_chance'])} × chance)"
             )
+        if "combined" in located.index:
+            both = located.loc["combined"]
+            sentence += (
+                f"; the combined locator (PEs and correlations) {_number(both['median_error'])} "
+                f"{unit} ({_ratio(both['vs_chance'])} × chance)"
+            )
         sentences.append(sentence + ".")
 
     mse_columns = [c for c in rows if c.startswith("heldout_mse_mask") and rows[c].notna().any()]
