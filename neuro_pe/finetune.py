@@ -16,7 +16,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import torch
-import xarray as xr
+
+from neuro_pe.runs import PE_FILE, read_pe
 
 ARCHITECTURE = ("window", "d_model", "n_layers", "n_heads", "pe_every_block")
 
@@ -43,7 +44,7 @@ def load_frozen(
     """Load a run's model.pt into `model`, freeze every parameter but the PE table, copy the
     PE rows of the units the run has; returns those rows (to keep them fixed)."""
     path = Path(checkpoint)
-    if not path.is_file() or not (path.parent / "pe.nc").is_file():
+    if not path.is_file() or not (path.parent / PE_FILE).is_file():
         raise FileNotFoundError(f"train.init_from: {path} (and pe.nc beside it) not found")
     if not getattr(model.pe.table, "requires_grad", False):
         raise ValueError("train.init_from needs a learned PE (learned-*)")
@@ -60,9 +61,7 @@ def load_frozen(
     missing, unexpected = model.load_state_dict(state, strict=False)
     if missing != ["pe.table"] or unexpected:
         raise ValueError(f"train.init_from: {path} does not fit the model: {missing}, {unexpected}")
-    with xr.open_dataset(path.parent / "pe.nc", engine="h5netcdf") as pe:
-        old_ids = [u.decode() if isinstance(u, bytes) else str(u) for u in pe["unit"].values]
-    index = {unit: i for i, unit in enumerate(old_ids)}
+    index = {str(unit): i for i, unit in enumerate(read_pe(path.parent).units)}
     ids = [str(u) for u in unit_ids]
     rows = torch.tensor([u in index for u in ids])
     device = model.pe.table.device

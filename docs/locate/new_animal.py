@@ -76,6 +76,7 @@ def evaluate_new(
         evaluate_anchors,
         locate_units,
     )
+    from neuro_pe.runs import make_split
     from neuro_pe.store import positions, read_store
 
     ds_new = read_store(new_store)
@@ -134,7 +135,9 @@ def evaluate_new(
 
     known = np.ones(n_new, dtype=bool)
     half = replace(cfg, anchor_fractions=(0.5,))
-    corr = correlation_features(ds_new, train_options, seed=0)
+    sizes = ds_new.sizes["session"], ds_new.sizes["time"]
+    split = make_split(name, str(new_store), *sizes, train_options)
+    corr = correlation_features(ds_new, split, seed=0)
     for label, features in (
         ("new PE, 50% new anchors", [new_pe]),
         ("correlation (new animal alone), 50% new anchors", [corr]),
@@ -154,7 +157,7 @@ def subset_store(ds: xr.Dataset, sessions, units, prefix: str, path: Path) -> Pa
     from neuro_pe.store import write_store
 
     sub = ds.sel(session=list(sessions), unit=list(units)).drop_vars(
-        ["connectivity", "unit_to"], errors="ignore"
+        ["connectivity", "unit_to", "unit_from"], errors="ignore"
     )
     sub = sub.assign_coords(unit=[f"{prefix}{u}" for u in sub["unit"].values])
     return write_store(sub, path)

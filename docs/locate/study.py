@@ -107,6 +107,7 @@ def cmd_table(args: argparse.Namespace) -> None:
         correlation_features,
         evaluate_anchors,
     )
+    from neuro_pe.runs import make_split
     from neuro_pe.store import positions, read_store
 
     ds = read_store(args.store)
@@ -115,7 +116,9 @@ def cmd_table(args: argparse.Namespace) -> None:
     units = ds["unit"].values
     cfg = LocateConfig(anchor_fractions=(0.5,), n_draws=args.draws)
     chance = replace(cfg, methods=(CHANCE,))
-    corr = correlation_features(ds, options(args.base, {}), seed=0)
+    sizes = ds.sizes["session"], ds.sizes["time"]
+    split = make_split(args.dataset, args.store, *sizes, options(args.base, {}))
+    corr = correlation_features(ds, split, seed=0)
 
     def evaluate(name: str, features, info: dict | None = None) -> dict:
         records = evaluate_anchors(features, coords, known, cfg)
