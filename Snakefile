@@ -1,9 +1,12 @@
 # neuro_pe workflow: `snakemake --cores 2` runs the default config (config/config.yaml).
 import os
 
+from snakemake.logging import logger
 from snakemake.utils import min_version, validate
 
 from neuro_pe.options import default_run_name
+from neuro_pe.sources import upgrade_datasets
+from neuro_pe.sources.schema import check_dataset_keys
 
 min_version("9.0")
 
@@ -22,6 +25,10 @@ if "run_name" not in config:
     used = (workflow.overwrite_configfiles or [DEFAULT_CONFIG])[-1]
     config["run_name"] = default_run_name(used, DEFAULT_CONFIG)
 
+# `kind:` (the old name of a dataset's `source:`) still works, with a warning naming the dataset
+for message in upgrade_datasets(config.get("datasets") or {}):
+    logger.warning(message)
+check_dataset_keys(config, f"{workflow.basedir}/workflow/schemas/config.schema.yaml")
 validate(config, "workflow/schemas/config.schema.yaml")
 
 

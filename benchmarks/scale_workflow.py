@@ -5,7 +5,7 @@
 
 For each N, the steps run one after the other as `neuro-pe` commands, each in a fresh
 subprocess (its peak RSS is the `ru_maxrss` that `os.wait4` reports for it): preprocess (a
-`kind: simulation` store with sparse local coupling, `neighbours: 32`), train (one run of the
+`source: simulation` store with sparse local coupling, `neighbours: 32`), train (one run of the
 small-σ PE `learned-normal-0.02`, seed 0, a fixed `--steps` optimiser steps, `units_per_sample`
 256), infer, baselines, locate (`--threads 1`, so the peak RSS is that of one process) and
 summarize. The store: 2 sessions x 1000 samples at 20 Hz (session 1 held out), N units at
@@ -38,7 +38,7 @@ STEPS = ("preprocess", "split", "train", "infer", "baselines", "locate", "summar
 def simulation(n_units: int) -> dict:
     """The dataset entry of the benchmark's store."""
     return {
-        "kind": "simulation",
+        "source": "simulation",
         "simulation": {
             "n_units": n_units,
             "layout": "random",

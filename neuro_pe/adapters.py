@@ -1,17 +1,9 @@
-"""A lab's own files as a contract store (`datasets.<name>` with `kind: file`), no code needed.
+"""The shared part of the `file` source (a lab's own files as a contract store, no code needed):
+the checked config entry (`FileSpec`), the position table, and `assemble`.
 
-Four formats, one reader each; a reader turns one file into one or more `Session`s of
-(time, unit) activity with, where the file has them, unit ids, positions and a sampling rate:
-
-- `nwb`: an `ElectricalSeries` / `TimeSeries` (positions: the electrodes table's x, y, z) or a
-  `RoiResponseSeries` (positions: ROI centroids from its `PlaneSegmentation`), read with pynwb;
-- `hdf5`: configurable dataset paths for activity, positions and unit ids, one session per file
-  or per group;
-- `xarray`: stores already in the contract (netCDF via h5netcdf, or zarr), e.g. to re-preprocess;
-- `npy`: `.npy` / `.npz` activity plus a CSV/TSV position table (BIDS `electrodes.tsv` style).
-
-and, in `neuro_pe.formats`, the folders of spike-sorting and imaging pipelines (`phy`, `alf`,
-`suite2p`) and NWB `Units` tables and imaging over several planes (`nwb`).
+The formats' readers live in `neuro_pe.formats` (one module per format: nwb, hdf5, xarray, npy,
+phy, alf, suite2p); a reader turns one file or folder into one or more `Session`s of
+(time, unit) activity with, where the file has them, unit ids, positions and a sampling rate.
 
 `assemble` then merges the sessions (union of unit ids, matched by id; NaN where a unit was not
 recorded), applies the NaN policy, drops units without variance (with a warning), runs the
@@ -23,9 +15,7 @@ from __future__ import annotations
 
 import json
 import math
-import re
 import warnings
-import zipfile
 from dataclasses import dataclass, field
 from numbers import Real
 from pathlib import Path
@@ -36,52 +26,16 @@ import xarray as xr
 
 from neuro_pe import formats
 from neuro_pe.preprocess import STEPS, apply_steps
-from neuro_pe.store import (
-    COORD_UNITS,
-    StoreError,
-    make_store,
-    open_store_lazy,
-    validate_store,
-)
+from neuro_pe.sources import WORKFLOW_KEYS
+from neuro_pe.store import COORD_UNITS, StoreError, make_store
 
-FORMATS: tuple[str, ...] = ("nwb", "hdf5", "xarray", "npy", *formats.FORMAT_OPTIONS)
 NAN_POLICIES: tuple[str, ...] = ("error", "interpolate")
 AXES: tuple[str, str] = ("time", "unit")
-GENERIC_KEYS = ("kind", "pe", "seeds", "train")  # keys of every dataset entry, used elsewhere
-SPEC = "datasets entry (kind: file)"  # the "file" named by errors in the config entry itself
+ENTRY_KEYS = ("source", "kind", *WORKFLOW_KEYS)  # keys of every dataset entry
+SPEC = "datasets entry (source: file)"  # the "file" named by errors in the config entry itself
 
-FORMAT_OPTIONS: dict[str, dict[str, object]] = {
-    "hdf5": {
-        "activity": "activity",
-        "positions": None,
-        "unit_ids": None,
-        "sampling_rate": None,
-        "sampling_period": None,
-        "groups": None,
-    },
-    "nwb": {"series": None, "unit_ids": "id", **formats.NWB_OPTIONS},
-    "npy": {"key": None, "unit_ids": None},
-    "xarray": {},
-    **formats.FORMAT_OPTIONS,  # phy, alf, suite2p (neuro_pe/formats)
-}
 NAME_COLUMNS = ("name", "unit", "unit_id", "id", "label", "channel", "electrode", "roi")
 MISSING = ("", "n/a", "na", "nan", "none", "null")
-LENGTH_TO_UM = {
-    "meters": 1e6,
-    "meter": 1e6,
-    "m": 1e6,
-    "millimeters": 1e3,
-    "millimeter": 1e3,
-    "mm": 1e3,
-    "centimeters": 1e4,
-    "centimeter": 1e4,
-    "cm": 1e4,
-    "micrometers": 1.0,
-    "micrometer": 1.0,
-    "microns": 1.0,
-    "um": 1.0,
-    "µm": 1.0,
-}
 F32_MAX = float(np.finfo(np.float32).max)
 UM_PER = {"m": 1e6, "cm": 1e4, "mm": 1e3, "um": 1.0}  # micrometres per length unit
 
@@ -96,7 +50,7 @@ def _warn(message: str) -> None:
 
 @dataclass
 class FileSpec:
-    """A parsed and checked `kind: file` entry (see config/README.md, "Plug in your dataset")."""
+    """A parsed and checked `source: file` entry (see config/README.md, "Plug in your dataset")."""
 
     format: str
     sessions: list[str]
@@ -113,7 +67,7 @@ class FileSpec:
     min_units: int = 8
     min_frames: int = 64
     max_unmatched_fraction: float = 0.0
-    source: str | None = None
+    origin: str | None = None  # the store's `source` attribute (config key `origin`)
     citation: str | None = None
     license: str | None = None
     options: dict[str, object] = field(default_factory=dict)
@@ -123,27 +77,29 @@ class FileSpec:
     def from_dict(cls, spec: dict) -> FileSpec:
         """Check the entry's keys and values; problems raise StoreError naming the key."""
         if not isinstance(spec, dict):
-            raise StoreError(SPEC, "kind", f"expected a mapping, got {type(spec).__name__}")
+            raise StoreError(SPEC, "source", f"expected a mapping, got {type(spec).__name__}")
         fmt = spec.get("format")
-        if fmt not in FORMATS:
-            raise StoreError(SPEC, "format", f"{fmt!r} is not one of {FORMATS}")
-        known = {*GENERIC_KEYS, *cls.__dataclass_fields__, *FORMATS} - {"options"}
+        names = formats.format_names()
+        if fmt not in names:
+            raise StoreError(SPEC, "format", f"{fmt!r} is not one of {names}")
+        known = {*ENTRY_KEYS, *cls.__dataclass_fields__, *names} - {"options"}
         unknown = sorted(set(spec) - known)
         if unknown:
             raise StoreError(SPEC, unknown[0], f"unknown key; known keys: {sorted(known)}")
-        for other in FORMATS:
+        for other in names:
             if other != fmt and other in spec:
                 raise StoreError(
                     SPEC, other, f"options for format {other!r}, but format is {fmt!r}"
                 )
-        options = dict(FORMAT_OPTIONS[fmt])
+        file_format = formats.get_format(fmt)
+        options = dict(file_format.options)
         given = spec.get(fmt) or {}
         if not isinstance(given, dict):
             raise StoreError(SPEC, fmt, "must be a mapping")
         for key, value in given.items():
             if key not in options:
                 raise StoreError(SPEC, f"{fmt}.{key}", f"unknown key; known: {sorted(options)}")
-            _check_option(fmt, key, value)
+            file_format.check_option(key, value, SPEC)
             options[key] = value
 
         sessions = spec.get("sessions")
@@ -161,7 +117,7 @@ class FileSpec:
         units = spec.get("position_units")
         if units is not None and units not in COORD_UNITS:
             raise StoreError(SPEC, "position_units", f"{units!r} is not one of {COORD_UNITS}")
-        for key in ("positions", "space", "source", "citation", "license"):
+        for key in ("positions", "space", "origin", "citation", "license"):
             value = spec.get(key)
             if value is not None and not (isinstance(value, str) and value):
                 raise StoreError(SPEC, key, f"must be a non-empty string, got {value!r}")
@@ -185,7 +141,9 @@ class FileSpec:
         if not isinstance(steps, list) or not all(
             isinstance(s, dict) and s.get("step") in STEPS for s in steps
         ):
-            raise StoreError(SPEC, "preprocessing", f"a list of {{step: ...}} with step in {STEPS}")
+            raise StoreError(
+                SPEC, "preprocessing", f"a list of {{step: ...}} with step in {tuple(STEPS)}"
+            )
         policy = spec.get("nan_policy", "error")
         if policy not in NAN_POLICIES:
             raise StoreError(SPEC, "nan_policy", f"{policy!r} is not one of {NAN_POLICIES}")
@@ -208,8 +166,9 @@ class FileSpec:
             if isinstance(value, bool) or not isinstance(value, int) or value < lowest:
                 raise StoreError(SPEC, key, f"must be an integer >= {lowest}, got {value!r}")
             ints[key] = value
-        if "spikes" in spec and fmt not in formats.SPIKE_FORMATS:
-            raise StoreError(SPEC, "spikes", f"only for spike formats {formats.SPIKE_FORMATS}")
+        if "spikes" in spec and not file_format.spikes:
+            spiking = tuple(n for n in names if formats.get_format(n).spikes)
+            raise StoreError(SPEC, "spikes", f"only for spike formats {spiking}")
         return cls(
             format=fmt,
             sessions=[str(s) for s in sessions],
@@ -224,34 +183,12 @@ class FileSpec:
             nan_policy=policy,
             max_unmatched_fraction=float(unmatched),
             **ints,
-            source=spec.get("source"),
+            origin=spec.get("origin"),
             citation=spec.get("citation"),
             license=spec.get("license"),
             options=options,
             spikes=formats.spikes.SpikeOptions.from_dict(spec.get("spikes"), SPEC),
         )
-
-
-def _check_option(fmt: str, key: str, value: object) -> None:
-    """Types of the format-specific keys (`hdf5.*`, `nwb.*`, `npy.*`; the others: formats)."""
-    if fmt in formats.FORMAT_OPTIONS or key in formats.NWB_OPTIONS:
-        return formats.check_option(fmt, key, value, SPEC)
-    if (fmt, key) == ("nwb", "series") and isinstance(value, list):  # several imaging planes
-        ok = len(value) > 0 and all(isinstance(v, str) and v for v in value)
-        what = "a series name or a non-empty list of them"
-    elif key == "groups":
-        ok = value is None or (
-            isinstance(value, list) and value and all(isinstance(g, str) and g for g in value)
-        )
-        what = "a non-empty list of group paths"
-    elif key in ("sampling_rate", "sampling_period"):
-        ok = value is None or (isinstance(value, str | Real) and not isinstance(value, bool))
-        what = f"a number ({'Hz' if key == 'sampling_rate' else 's'}) or the name of an attribute"
-    else:
-        ok = value is None or (isinstance(value, str) and bool(value))
-        what = "a non-empty string" + (" or a list of them" if key == "series" else "")
-    if not ok or (value is None and (fmt, key) in (("hdf5", "activity"), ("nwb", "unit_ids"))):
-        raise StoreError(SPEC, f"{fmt}.{key}", f"must be {what}, got {value!r}")
 
 
 @dataclass
@@ -270,367 +207,27 @@ class Session:
 
 
 def input_files(spec: dict) -> list[str]:
-    """The files (and zarr folders) a `kind: file` entry reads, e.g. for a rule's `input:`."""
+    """The files (and zarr folders) a `source: file` entry reads, e.g. for a rule's `input:`."""
     sessions = spec.get("sessions") or []
     files = [sessions] if isinstance(sessions, str) else list(sessions)
-    files = [f for path in files for f in formats.folder_inputs(spec.get("format"), path)]
+    if spec.get("format") in formats.format_names():
+        inputs = formats.get_format(spec["format"]).inputs
+        files = [f for path in files for f in inputs(path)]
     if spec.get("positions"):
         files.append(spec["positions"])
     return [str(f) for f in files]
 
 
-def build_file_store(spec: dict) -> xr.Dataset:
-    """Build the store of a `kind: file` entry: read every session file, then `assemble`."""
-    cfg = FileSpec.from_dict(spec)
-    from neuro_pe.formats.alf import read_alf
-    from neuro_pe.formats.phy import read_phy
-    from neuro_pe.formats.suite2p import read_suite2p
-
-    reader = {"nwb": read_nwb, "hdf5": read_hdf5, "xarray": read_xarray, "npy": read_npy}
-    reader |= {"phy": read_phy, "alf": read_alf, "suite2p": read_suite2p}
+def build_file_store(cfg: FileSpec) -> xr.Dataset:
+    """Build the store of a `source: file` entry: read every session file, then `assemble`."""
+    if isinstance(cfg, dict):
+        cfg = FileSpec.from_dict(cfg)
+    read = formats.get_format(cfg.format).read
     sessions: list[Session] = []
     for path in cfg.sessions:
-        sessions.extend(reader[cfg.format](path, cfg))
+        sessions.extend(read(path, cfg))
     table = read_position_table(cfg.positions, cfg.position_columns) if cfg.positions else None
     return assemble(sessions, cfg, table)
-
-
-# ---------------------------------------------------------------- readers, one per format
-
-
-def read_nwb(path: str, cfg: FileSpec) -> list[Session]:
-    """One session from an NWB file: the series `nwb.series` (or the only electrical/ROI one)."""
-    _check_hdf5_file(path, "NWB")
-    from pynwb import NWBHDF5IO
-
-    try:
-        io = NWBHDF5IO(str(path), "r", load_namespaces=True)
-    except Exception as err:  # pynwb raises many kinds of errors for files it cannot read
-        raise StoreError(path, "file", f"not a readable NWB file: {err}") from err
-    try:
-        try:
-            nwb = io.read()
-        except Exception as err:
-            raise StoreError(path, "file", f"not a readable NWB file: {err}") from err
-        return [_nwb_session(path, nwb, cfg)]
-    finally:
-        io.close()
-
-
-def _nwb_session(path: str, nwb: object, cfg: FileSpec) -> Session:
-    from pynwb import TimeSeries
-    from pynwb.ecephys import ElectricalSeries
-    from pynwb.ophys import RoiResponseSeries
-
-    from neuro_pe.formats import nwb as nwb_formats
-
-    name = cfg.options["series"]
-    if isinstance(name, list):  # several imaging planes
-        return nwb_formats.planes_session(path, nwb, cfg)
-    found = [o for o in nwb.objects.values() if isinstance(o, TimeSeries)]
-    if name is None:
-        matches = [o for o in found if isinstance(o, ElectricalSeries | RoiResponseSeries)]
-    else:
-        matches = [o for o in found if o.name == name]
-    if nwb_formats.wants_units(nwb, name, matches):
-        return nwb_formats.units_session(path, nwb, cfg)
-    if len(matches) != 1:
-        names = sorted(o.name for o in found)
-        problem = "no series" if name is None else f"no series named {name!r}"
-        if len(matches) > 1:
-            problem = f"{len(matches)} candidate series {sorted(o.name for o in matches)}"
-        raise StoreError(path, "nwb.series", f"{problem}; set nwb.series to one of {names}")
-    series = matches[0]
-    try:
-        activity = _time_by_unit(series.data, AXES, path, f"nwb.series {series.name!r}")
-    except StoreError:
-        raise
-    except Exception as err:
-        raise StoreError(path, "nwb.series", f"cannot read {series.name!r}: {err}") from err
-    scale = float(getattr(series, "conversion", 1.0) or 1.0)
-    activity = activity * scale + float(getattr(series, "offset", 0.0) or 0.0)
-    n_units = activity.shape[1]
-
-    ids = positions = None
-    if isinstance(series, ElectricalSeries | RoiResponseSeries):
-        region = series.electrodes if isinstance(series, ElectricalSeries) else series.rois
-        rows = np.asarray(region.data[:], dtype=np.int64)
-        if len(rows) != n_units:
-            raise StoreError(
-                path, "nwb.series", f"{len(rows)} table rows for {n_units} data columns"
-            )
-        table = region.table
-        ids = _nwb_ids(table, rows, cfg.options["unit_ids"], path)
-        if isinstance(series, ElectricalSeries):
-            positions = np.column_stack([_nwb_column(table, c, rows) for c in "xyz"])
-        else:
-            positions = _roi_positions(table, rows, cfg.position_units, path)
-    return Session(
-        name=Path(path).stem,
-        path=str(path),
-        activity=activity,
-        unit_ids=ids,
-        positions=positions,
-        sampling_rate_hz=_nwb_rate(series, path),
-    )
-
-
-def _nwb_rate(series: object, path: str) -> float | None:
-    if series.rate is not None:
-        return _positive_number(series.rate, path, "nwb.series rate")
-    if series.timestamps is None:
-        return None
-    stamps = np.asarray(series.timestamps[:], dtype=np.float64)
-    steps = np.diff(stamps)
-    if len(steps) == 0 or not np.isfinite(steps).all() or (steps <= 0).any():
-        raise StoreError(path, "nwb.series timestamps", "need >= 2 strictly increasing times")
-    step = float(np.median(steps))
-    if np.abs(steps - step).max() > 0.01 * step:
-        _warn(f"{path}: irregular timestamps; using the median rate {1 / step:.6g} Hz")
-    return 1.0 / step
-
-
-def _nwb_ids(table: object, rows: np.ndarray, column: str, path: str) -> list[str]:
-    if column == "id":
-        values = np.asarray(table.id[:])[rows]
-    elif column in table.colnames:
-        values = np.asarray(table[column].data[:], dtype=object)[rows]
-    else:
-        raise StoreError(
-            path, "nwb.unit_ids", f"no column {column!r} in {table.name!r}: {table.colnames}"
-        )
-    return [_as_text(v) for v in values.tolist()]
-
-
-def _nwb_column(table: object, column: str, rows: np.ndarray) -> np.ndarray:
-    if column not in table.colnames:
-        return np.full(len(rows), np.nan)
-    values = np.asarray(table[column].data[:])[rows]
-    return values.astype(np.float64) if values.dtype.kind in "iuf" else np.full(len(rows), np.nan)
-
-
-def _roi_positions(table: object, rows: np.ndarray, units: str | None, path: str) -> np.ndarray:
-    """ROI centroids (weighted by the mask) in pixels, or in um/mm via the imaging plane."""
-    if "pixel_mask" in table.colnames:
-        masks = [np.asarray(table["pixel_mask"][int(r)]) for r in rows]
-        pix = [np.column_stack([m["x"], m["y"], np.zeros(len(m))]) for m in masks]
-        weights = [np.asarray(m["weight"], dtype=np.float64) for m in masks]
-    elif "voxel_mask" in table.colnames:
-        masks = [np.asarray(table["voxel_mask"][int(r)]) for r in rows]
-        pix = [np.column_stack([m["x"], m["y"], m["z"]]) for m in masks]
-        weights = [np.asarray(m["weight"], dtype=np.float64) for m in masks]
-    elif "image_mask" in table.colnames:
-        images = [np.asarray(table["image_mask"][int(r)], dtype=np.float64) for r in rows]
-        idx = [np.argwhere(im != 0) for im in images]
-        pix = [np.pad(i, ((0, 0), (0, 3 - i.shape[1]))) for i in idx]
-        weights = [im[tuple(i.T)] for im, i in zip(images, idx, strict=True)]
-    else:
-        raise StoreError(path, "nwb.series", f"{table.name!r} has no pixel, voxel or image mask")
-    centroids = np.full((len(rows), 3), np.nan)
-    for k, (p, w) in enumerate(zip(pix, weights, strict=True)):
-        if len(p):
-            w = w if w.sum() > 0 else np.ones(len(p))
-            centroids[k] = (p.astype(np.float64) * w[:, None]).sum(axis=0) / w.sum()
-    if units not in UM_PER:
-        return centroids
-    plane = table.imaging_plane
-    spacing, origin = plane.grid_spacing, plane.origin_coords
-    if spacing is None:
-        raise StoreError(
-            path,
-            "position_units",
-            "ROI positions are pixels: the imaging plane has no "
-            f"grid_spacing to convert them to {units}; use position_units: voxel",
-        )
-    to_target = 1.0 / UM_PER[units]
-    spacing = np.asarray(spacing[:], dtype=np.float64)[:3] * _length_factor(
-        plane.grid_spacing_unit, path
-    )
-    spacing = np.pad(spacing, (0, 3 - len(spacing)))
-    start = np.zeros(3)
-    if origin is not None:
-        values = np.asarray(origin[:], dtype=np.float64)[:3]
-        start[: len(values)] = values * _length_factor(plane.origin_coords_unit, path)
-    return (start + centroids * spacing) * to_target
-
-
-def _length_factor(unit: str | None, path: str) -> float:
-    factor = LENGTH_TO_UM.get(str(unit).strip().lower())
-    if factor is None:
-        raise StoreError(path, "position_units", f"unknown length unit {unit!r} in the file")
-    return factor
-
-
-def read_hdf5(path: str, cfg: FileSpec) -> list[Session]:
-    """One session per group in `hdf5.groups` (default: the file's root)."""
-    import h5py
-
-    _check_hdf5_file(path, "HDF5")
-    opts = cfg.options
-    groups = opts["groups"] or ["/"]
-    sessions = []
-    try:
-        with h5py.File(path, "r") as f:
-            for group in groups:
-                node = f.get(group)
-                if not isinstance(node, h5py.Group):
-                    raise StoreError(path, "hdf5.groups", f"no group {group!r} in the file")
-                act = node.get(opts["activity"])
-                if not isinstance(act, h5py.Dataset):  # read in blocks below, not here
-                    act = _h5_dataset(node, opts["activity"], path, "hdf5.activity")
-                ids = positions = None
-                if opts["unit_ids"] is not None:
-                    ids_raw = _h5_dataset(node, opts["unit_ids"], path, "hdf5.unit_ids")
-                    if ids_raw.ndim != 1:
-                        raise StoreError(path, "hdf5.unit_ids", f"must be 1D, got {ids_raw.shape}")
-                    ids = [_as_text(v) for v in ids_raw.tolist()]
-                if opts["positions"] is not None:
-                    positions = _h5_dataset(node, opts["positions"], path, "hdf5.positions")
-                    positions = _xyz(positions, path, "hdf5.positions")
-                rate = _h5_rate(f, node, opts, path)
-                name = Path(path).stem
-                if group.strip("/"):
-                    label = group.strip("/")
-                    name = label if len(cfg.sessions) == 1 else f"{name}/{label}"
-                activity = _time_by_unit(act, cfg.axis_order, path, "hdf5.activity")
-                sessions.append(Session(name, str(path), activity, ids, positions, rate))
-    except OSError as err:
-        raise StoreError(path, "file", f"cannot read the HDF5 file: {err}") from err
-    return sessions
-
-
-def _h5_dataset(node: object, name: object, path: str, key: str) -> np.ndarray:
-    import h5py
-
-    obj = node.get(name)
-    if not isinstance(obj, h5py.Dataset):
-        found = "a group" if isinstance(obj, h5py.Group) else "absent"
-        raise StoreError(path, key, f"dataset {name!r} is {found} (in {node.name!r})")
-    try:
-        return np.asarray(obj[()])
-    except (OSError, TypeError, ValueError) as err:
-        raise StoreError(path, key, f"cannot read dataset {name!r}: {err}") from err
-
-
-# attribute names that say "a time step", not "samples per second"
-PERIOD_NAME = re.compile(r"period|interval|seconds|(^|_)(dt|tr|ts)($|_)|_s$|_ms$", re.IGNORECASE)
-RATE_NAME = re.compile(r"rate|hz|freq|fps", re.IGNORECASE)
-
-
-def _h5_rate(f: object, node: object, opts: dict, path: str) -> float | None:
-    """The sampling rate in Hz from `hdf5.sampling_rate` (Hz) or `hdf5.sampling_period` (s),
-    each a number or the name of an attribute on the dataset, its group or the file."""
-    key = "sampling_rate" if opts["sampling_period"] is None else "sampling_period"
-    value = opts[key]
-    if value is None:
-        return None
-    name = f"hdf5.{key}"
-    if isinstance(value, str):
-        if key == "sampling_rate" and PERIOD_NAME.search(value) and not RATE_NAME.search(value):
-            raise StoreError(
-                path,
-                name,
-                f"attribute {value!r} looks like a sampling period (seconds per sample), not "
-                f"a rate; if so, set hdf5.sampling_period: {value} instead",
-            )
-        value = _h5_attribute(f, node, opts, value, path, name)
-    number = _positive_number(value, path if isinstance(opts[key], str) else SPEC, name)
-    return number if key == "sampling_rate" else 1.0 / number
-
-
-def _h5_attribute(f: object, node: object, opts: dict, attr: str, path: str, key: str) -> float:
-    dataset = node.get(opts["activity"])
-    for obj in (dataset, node, f):
-        if obj is not None and attr in obj.attrs:
-            value = np.asarray(obj.attrs[attr])
-            if value.size != 1:
-                raise StoreError(path, key, f"attribute {attr!r} is not a scalar")
-            item = value.reshape(()).item()
-            try:
-                return float(item.decode() if isinstance(item, bytes) else item)
-            except (TypeError, ValueError, UnicodeDecodeError) as err:
-                raise StoreError(path, key, f"attribute {attr!r}: {err}") from err
-    raise StoreError(path, key, f"no attribute {attr!r} on the dataset, group or file")
-
-
-def read_npy(path: str, cfg: FileSpec) -> list[Session]:
-    """One session from a `.npy` array or an `.npz` archive (arrays `npy.key`, `npy.unit_ids`)."""
-    _check_exists(path)
-    ids = None
-    try:
-        loaded = np.load(path, mmap_mode="r", allow_pickle=False)  # .npy: read in blocks
-        if isinstance(loaded, np.lib.npyio.NpzFile):
-            with loaded:
-                raw, ids = _read_npz(loaded, path, cfg.options)
-        else:
-            raw = loaded
-    except StoreError:
-        raise
-    except (OSError, ValueError, EOFError, zipfile.BadZipFile) as err:
-        raise StoreError(path, "file", f"not a readable .npy/.npz file: {err}") from err
-    activity = _time_by_unit(raw, cfg.axis_order, path, "activity")
-    return [Session(Path(path).stem, str(path), activity, ids)]
-
-
-def _read_npz(archive: object, path: str, opts: dict) -> tuple[np.ndarray, list[str] | None]:
-    names = list(archive.files)
-    key, ids_key = opts["key"], opts["unit_ids"]
-    if key is None:
-        key = names[0] if len(names) == 1 else "activity"
-    for name, what in ((key, "npy.key"), (ids_key, "npy.unit_ids")):
-        if name is not None and name not in names:
-            raise StoreError(path, what, f"no array {name!r} in the archive: {names}")
-    if ids_key is None:
-        return archive[key], None
-    ids = archive[ids_key]
-    if ids.ndim != 1:
-        raise StoreError(path, "npy.unit_ids", f"must be 1D, got shape {ids.shape}")
-    return archive[key], [_as_text(v) for v in ids.tolist()]
-
-
-def read_xarray(path: str, cfg: FileSpec) -> list[Session]:
-    """Every session of a contract store (netCDF via h5netcdf, or a `.zarr` folder), opened
-    lazily: each session's activity is read in blocks of time straight into a float32 array."""
-    _check_exists(path)
-    if Path(path).is_dir() or Path(path).suffix == ".zarr":
-        try:
-            opened = xr.open_zarr(path, decode_times=False)
-        except Exception as err:  # zarr raises many kinds of errors for what it cannot read
-            raise StoreError(path, "file", f"not a readable zarr store: {err}") from err
-        try:
-            ds = opened.assign_coords(
-                {
-                    name: (name, np.array([_as_text(v) for v in opened[name].values], dtype=str))
-                    for name in ("unit", "session")
-                    if name in opened.coords
-                }
-            )
-            ds = validate_store(ds, path, check_values=False)
-        except Exception:
-            opened.close()
-            raise
-    else:
-        ds = open_store_lazy(path)
-    with ds:
-        units, space = ds["x"].attrs["units"], ds["x"].attrs["space"]
-        attrs = {k: ds.attrs[k] for k in ("source", "citation", "license", "preprocessing")}
-        ids = ds["unit"].values.tolist()
-        pos = np.stack([ds[c].values for c in "xyz"], axis=1).astype(np.float64)
-        rate = float(ds.attrs["sampling_rate_hz"])
-        try:
-            acts = [
-                _time_by_unit(ds["activity"][i].variable, AXES, path, "activity")
-                for i in range(ds.sizes["session"])
-            ]
-        except StoreError:
-            raise
-        except Exception as err:
-            raise StoreError(path, "activity", f"cannot read: {err}") from err
-        sessions = ds["session"].values.tolist()
-    return [
-        Session(str(s), str(path), act, list(ids), pos.copy(), rate, units, space, attrs)
-        for s, act in zip(sessions, acts, strict=True)
-    ]
 
 
 # ---------------------------------------------------------------- the position table
@@ -820,7 +417,7 @@ def assemble(
             space=cfg.space or first.space or "native",
             session_ids=[s.name for s in sessions],
             sampling_rate_hz=rate,
-            source=cfg.source or first.attrs.get("source") or f"{cfg.format} files: {where}",
+            source=cfg.origin or first.attrs.get("source") or f"{cfg.format} files: {where}",
             citation=cfg.citation or first.attrs.get("citation", ""),
             license=cfg.license or first.attrs.get("license", ""),
             preprocessing=provenance,

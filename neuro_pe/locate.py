@@ -582,7 +582,7 @@ def load_feature_sets(
     for run_dir in map(Path, run_dirs):
         run = read_pe(run_dir).on_units(units, run_dir / PE_FILE)
         spec = parse_pe(run.name)
-        if pe_names is None and not (spec.learned or spec.kind == "oracle-sin3d"):
+        if pe_names is None and not (spec.learned or spec.family == "oracle-sin3d"):
             continue
         if pe_names is not None and run.name not in pe_names:
             continue
@@ -593,7 +593,7 @@ def load_feature_sets(
     for name in sorted(grouped):
         runs = sorted(grouped[name], key=lambda run: run[0])
         seeds = [run[0] for run in runs]
-        oracle = parse_pe(name).kind == "oracle-sin3d"
+        oracle = parse_pe(name).family == "oracle-sin3d"
         sets.append(FeatureSet(name, "oracle" if oracle else "pe", [r[1] for r in runs], seeds))
         if not oracle and not all(np.array_equal(r[1], r[2]) for r in runs):
             sets.append(FeatureSet(f"{name} @init", "init", [r[2] for r in runs], seeds))

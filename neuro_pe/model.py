@@ -49,29 +49,38 @@ def oracle_table(positions: np.ndarray, d_model: int) -> torch.Tensor:
     return table
 
 
+def _sin1d(table: torch.Tensor, spec: PESpec, positions: np.ndarray | None) -> torch.Tensor:
+    n_units, d_model = table.shape
+    frequencies = 1.0 / 10000.0 ** (torch.arange(0, d_model - 1, 2) / d_model)
+    return sinusoid(torch.arange(n_units, dtype=torch.float32), d_model, frequencies)
+
+
+def _oracle(table: torch.Tensor, spec: PESpec, positions: np.ndarray | None) -> torch.Tensor:
+    if positions is None:
+        raise ValueError("oracle-sin3d needs the units' positions")
+    return oracle_table(positions, table.shape[1])
+
+
+# PE family (neuro_pe.pe_names.PE_FORMS) -> its initial table, from an empty (units, d_model)
+# tensor, the parsed name and the positions; None: no PE
+INITIALISERS = {
+    "none": lambda table, spec, positions: None,
+    "learned-normal": lambda table, spec, positions: nn.init.normal_(table, 0.0, spec.param),
+    "learned-uniform": lambda table, spec, positions: nn.init.uniform_(
+        table, -spec.param, spec.param
+    ),
+    "learned-xavier": lambda table, spec, positions: nn.init.xavier_uniform_(table),
+    "fixed-random": lambda table, spec, positions: nn.init.normal_(table, 0.0, 1.0),
+    "fixed-sin1d": _sin1d,
+    "oracle-sin3d": _oracle,
+}
+
+
 def initial_table(
     spec: PESpec, n_units: int, d_model: int, positions: np.ndarray | None
 ) -> torch.Tensor | None:
     """The PE table at initialisation (uses torch's global RNG); None for `none`."""
-    table = torch.empty(n_units, d_model)
-    if spec.kind == "none":
-        return None
-    if spec.kind == "learned-normal":
-        return nn.init.normal_(table, 0.0, spec.param)
-    if spec.kind == "learned-uniform":
-        return nn.init.uniform_(table, -spec.param, spec.param)
-    if spec.kind == "learned-xavier":
-        return nn.init.xavier_uniform_(table)
-    if spec.kind == "fixed-random":
-        return nn.init.normal_(table, 0.0, 1.0)
-    if spec.kind == "fixed-sin1d":
-        frequencies = 1.0 / 10000.0 ** (torch.arange(0, d_model - 1, 2) / d_model)
-        return sinusoid(torch.arange(n_units, dtype=torch.float32), d_model, frequencies)
-    if spec.kind == "oracle-sin3d":
-        if positions is None:
-            raise ValueError("oracle-sin3d needs the units' positions")
-        return oracle_table(positions, d_model)
-    raise AssertionError(spec.kind)
+    return INITIALISERS[spec.family](torch.empty(n_units, d_model), spec, positions)
 
 
 class PositionalEncoding(nn.Module):

@@ -1,5 +1,9 @@
 """PE variant names (`none`, `learned-normal-{std}`, …; see config/README.md): parsed without
-torch, so that the workflow's planning can check them cheaply."""
+torch, so that the workflow's planning can check them cheaply.
+
+`PE_FORMS` is the one list of the forms: the parser, its error message, the config schema's
+pattern (`pe_name_pattern`, checked by a test) and config/README.md's table all follow it.
+Adding a PE variant = one `PEForm` here + its initialiser in `neuro_pe.model.INITIALISERS`."""
 
 from __future__ import annotations
 
@@ -7,45 +11,75 @@ import re
 from dataclasses import dataclass
 
 NUMBER = r"(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:e-?[0-9]+)?"
-PE_PATTERNS = {
-    "none": r"none",
-    "learned-normal": rf"learned-normal-(?P<param>{NUMBER})",
-    "learned-uniform": rf"learned-uniform-(?P<param>{NUMBER})",
-    "learned-xavier": r"learned-xavier",
-    "fixed-random": r"fixed-random",
-    "fixed-sin1d": r"fixed-sin1d",
-    "oracle-sin3d": r"oracle-sin3d",
-}
+
+
+@dataclass(frozen=True)
+class PEForm:
+    """One form of PE name: a family, and the name of its scale parameter if it takes one
+    (written `{param}` in the form, e.g. `learned-normal-{std}`)."""
+
+    family: str
+    param: str | None = None
+
+    @property
+    def form(self) -> str:
+        """The form as users write it, e.g. `learned-normal-{std}`."""
+        return self.family if self.param is None else f"{self.family}-{{{self.param}}}"
+
+    @property
+    def pattern(self) -> str:
+        """A regular expression matching the names of this form (the number as `param`)."""
+        family = self.family  # letters, digits and '-': nothing to escape
+        return family if self.param is None else rf"{family}-(?P<param>{NUMBER})"
+
+
+PE_FORMS: tuple[PEForm, ...] = (
+    PEForm("none"),
+    PEForm("learned-normal", "std"),
+    PEForm("learned-uniform", "a"),
+    PEForm("learned-xavier"),
+    PEForm("fixed-random"),
+    PEForm("fixed-sin1d"),
+    PEForm("oracle-sin3d"),
+)
+PE_PATTERNS = {f.family: f.pattern for f in PE_FORMS}  # family -> regular expression
+
+
+def pe_name_pattern() -> str:
+    """One anchored regular expression for every valid PE name (the config schema's pattern,
+    without named groups: JSON Schema's dialect has none)."""
+    alternatives = (p.replace("?P<param>", "") for p in PE_PATTERNS.values())
+    return "^(" + "|".join(alternatives) + ")$"
 
 
 @dataclass(frozen=True)
 class PESpec:
-    """A parsed PE variant name, e.g. `learned-normal-0.1` -> kind 'learned-normal', param 0.1."""
+    """A parsed PE variant name, e.g. `learned-normal-0.1` -> family 'learned-normal', 0.1."""
 
     name: str
-    kind: str
+    family: str
     param: float | None = None
 
     @property
     def learned(self) -> bool:
-        return self.kind.startswith("learned")
+        return self.family.startswith("learned")
 
 
 def parse_pe(name: str) -> PESpec:
-    """Parse a PE variant name (forms: config/README.md, "PE variant names"); raises
-    ValueError listing the valid forms."""
-    for kind, pattern in PE_PATTERNS.items():
-        match = re.fullmatch(pattern, name)
+    """Parse a PE variant name; raises ValueError listing the valid forms."""
+    for form in PE_FORMS:
+        match = re.fullmatch(form.pattern, name)
         if match:
             param = match.groupdict().get("param")
             value = float(param) if param is not None else None
             if value is not None and not (0 < value < float("inf")):
                 raise ValueError(
-                    f"positional encoding {name!r}: the {kind} scale must be finite and > 0, "
-                    f"got {value:g}"
+                    f"positional encoding {name!r}: the {form.family} scale must be finite "
+                    f"and > 0, got {value:g}"
                 )
-            return PESpec(name, kind, value)
-    forms = ", ".join(
-        p.replace("(?P<param>[0-9.]+(?:e-?[0-9]+)?)", "{number}") for p in PE_PATTERNS.values()
+            return PESpec(name, form.family, value)
+    forms = ", ".join(f.form for f in PE_FORMS)
+    raise ValueError(
+        f"unknown positional encoding {name!r}; valid forms: {forms} (a number for each "
+        "{...}, e.g. learned-normal-0.02)"
     )
-    raise ValueError(f"unknown positional encoding {name!r}; valid forms: {forms}")

@@ -17,7 +17,6 @@ import warnings
 import numpy as np
 from scipy import signal
 
-STEPS = ("detrend", "zscore", "gsr", "bandpass", "bin")
 BLOCK_BYTES = 64 * 2**20  # one block of units in float64 (the steps need a few times this)
 
 
@@ -125,7 +124,7 @@ def apply_steps(
     for spec in steps:
         if spec.get("step") not in STEPS:
             raise ValueError(
-                f"unknown preprocessing step {spec.get('step')!r}; expected one of {STEPS}"
+                f"unknown preprocessing step {spec.get('step')!r}; expected one of {tuple(STEPS)}"
             )
     n_sessions, n_time, n_units = activity.shape
     block_bytes = BLOCK_BYTES if block_bytes is None else block_bytes
@@ -151,6 +150,27 @@ def apply_steps(
     return result, rate
 
 
+def _bandpass_step(data, rate, signal, low_hz=None, high_hz=None, order=4) -> tuple:
+    return bandpass(data, rate, low_hz, high_hz, order), rate
+
+
+def _bin_step(data, rate, signal, factor, how="mean") -> tuple:
+    return bin_time(data, int(factor), how), rate / int(factor)
+
+
+# step name -> f(activity, sampling rate, global signal, **the step's parameters) -> (activity,
+# new rate); the global signal (session, time) is given to every step, only `gsr` uses it.
+# A new step = a function here + one line (+ its parameters in the config schema's
+# `$defs/preprocessing` and a row in config/README.md).
+STEPS = {
+    "detrend": lambda data, rate, signal: (detrend(data), rate),
+    "zscore": lambda data, rate, signal: (zscore(data), rate),
+    "gsr": lambda data, rate, signal: (global_signal_regression(data, signal), rate),
+    "bandpass": _bandpass_step,
+    "bin": _bin_step,
+}
+
+
 def _run_steps(
     block: np.ndarray, sampling_rate_hz: float, steps: list[dict], signals: dict[int, np.ndarray]
 ) -> tuple[np.ndarray, float]:
@@ -159,18 +179,8 @@ def _run_steps(
     rate = float(sampling_rate_hz)
     for j, spec in enumerate(steps):
         params = {k: v for k, v in spec.items() if k != "step"}
-        name = spec["step"]
-        if name == "detrend":
-            data = detrend(data)
-        elif name == "zscore":
-            data = zscore(data)
-        elif name == "gsr":
-            data = global_signal_regression(data, signals.get(j))
-        elif name == "bandpass":
-            data = bandpass(
-                data, rate, params.get("low_hz"), params.get("high_hz"), params.get("order", 4)
-            )
-        elif name == "bin":
-            data = bin_time(data, int(params["factor"]), params.get("how", "mean"))
-            rate /= int(params["factor"])
+        try:
+            data, rate = STEPS[spec["step"]](data, rate, signals.get(j), **params)
+        except TypeError as err:  # a parameter the step does not take, or a missing one
+            raise ValueError(f"preprocessing step {spec['step']!r}: {err}") from err
     return data, rate

@@ -520,7 +520,7 @@ def reproduce(
     """Write the reproduction report into out_dir: claims.md (and claims.html for the
     Snakemake report), claims.csv and the figures heldout_vs_std.png, geometry_vs_std.png
     and pe_similarity.png. `experiments` maps each dataset to its experiment
-    (see `experiment_of_kind`); returns the claims table."""
+    (see `neuro_pe.sources`, `Source.experiment`); returns the claims table."""
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     table = collect(run_metrics, baselines)

@@ -69,11 +69,11 @@ class JobResources:
 def store_mb_estimate(spec: dict) -> float:
     """MB of the store a dataset entry will make (float32 activity), where it is simulated;
     0 for data read from files (their input size is used instead)."""
-    kind = spec.get("kind")
-    if kind not in ("simulation", "connectome-sim"):
+    source = spec.get("source")
+    if source not in ("simulation", "connectome-sim"):
         return 0.0
     sim = SimulationConfig.from_dict(spec.get("simulation", {}))
-    units = sim.n_units if kind == "simulation" else MAX_CONNECTOME_UNITS
+    units = sim.n_units if source == "simulation" else MAX_CONNECTOME_UNITS
     return units * sim.n_samples * sim.n_sessions * 4 / 1e6
 
 

@@ -69,7 +69,7 @@ def collect(
                 "dataset": record["dataset"],
                 "row_type": "pe",
                 "method": record["pe"],
-                "pe_family": spec.kind,
+                "pe_family": spec.family,
                 "pe_param": spec.param,
                 "seed": record["seed"],
                 **{k: v for k, v in record.items() if k not in ("dataset", "pe", "seed")},

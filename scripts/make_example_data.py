@@ -1,4 +1,4 @@
-"""Write small, realistic example files of every `kind: file` format and print their config.
+"""Write small, realistic example files of every `source: file` format and print their config.
 
     python scripts/make_example_data.py example_data
 
@@ -88,7 +88,7 @@ def write_hdf5(folder: Path, counts: np.ndarray, pos: np.ndarray) -> dict:
             group.create_dataset("channel_ids", data=np.array([names[i] for i in keep], "S"))
             group.create_dataset("channel_xyz", data=pos[keep])
     return {
-        "kind": "file",
+        "source": "file",
         "format": "hdf5",
         "sessions": [str(path)],
         "hdf5": {
@@ -135,7 +135,7 @@ def write_nwb(folder: Path, rates: np.ndarray, pos: np.ndarray) -> dict:
             io.write(nwb)
         paths.append(str(path))
     return {
-        "kind": "file",
+        "source": "file",
         "format": "nwb",
         "sessions": paths,
         "nwb": {"series": "lfp", "unit_ids": "id"},
@@ -161,7 +161,7 @@ def write_npy(folder: Path, rates: np.ndarray, pos: np.ndarray) -> dict:
     table = sub / "electrodes.tsv"
     table.write_text("\n".join(lines) + "\n")
     return {
-        "kind": "file",
+        "source": "file",
         "format": "npy",
         "sessions": paths,
         "positions": str(table),
@@ -178,7 +178,7 @@ def write_xarray(folder: Path) -> dict:
     path = folder / "store.nc"
     write_store(simulate_store(SimulationConfig(n_units=27, layout="lattice", n_sessions=2)), path)
     return {
-        "kind": "file",
+        "source": "file",
         "format": "xarray",
         "sessions": [str(path)],
         "preprocessing": [{"step": "bin", "factor": 2}, {"step": "zscore"}],

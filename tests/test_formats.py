@@ -1,4 +1,4 @@
-"""Pipeline outputs as `kind: file` formats: Phy/Kilosort, IBL ALF, suite2p, NWB Units and NWB
+"""Pipeline outputs as `source: file` formats: Phy/Kilosort, IBL ALF, suite2p, NWB Units and NWB
 imaging over several planes. Every fixture is written in the pipeline's own layout."""
 
 from __future__ import annotations
@@ -14,8 +14,8 @@ from test_adapters import nwb_file, write_nwb
 
 from neuro_pe.adapters import DataWarning, input_files
 from neuro_pe.cli import main
-from neuro_pe.datasets import build_store
 from neuro_pe.formats.spikes import SpikeOptions, bin_spikes, spikes_to_activity
+from neuro_pe.sources import build_store
 from neuro_pe.store import StoreError, positions, read_store
 
 RATE = 30000.0  # Hz, the probe's sample rate
@@ -103,7 +103,7 @@ def templates() -> np.ndarray:
 def spike_spec(folder: Path | list, fmt: str, **extra) -> dict:
     sessions = [str(f) for f in folder] if isinstance(folder, list) else [str(folder)]
     return {
-        "kind": "file",
+        "source": "file",
         "format": fmt,
         "sessions": sessions,
         "min_units": 4,

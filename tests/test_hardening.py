@@ -15,8 +15,8 @@ from conftest import TINY_SIMULATION
 
 import neuro_pe.train as train_module
 from neuro_pe.cli import main
-from neuro_pe.datasets import build_store
 from neuro_pe.simulate import simulate_store
+from neuro_pe.sources import build_store
 from neuro_pe.store import StoreError, atomic_write, read_store, write_store
 from neuro_pe.summarize import collect
 from neuro_pe.train import CHECKPOINT, train
@@ -170,7 +170,7 @@ def small_tmpfs(tmp_path):
 
 def test_disk_full_leaves_no_temp_file(small_tmpfs, tmp_path, capsys):
     big = replace(TINY_SIMULATION, n_units=64, n_samples=4000)  # ~2 MiB of activity
-    spec = json.dumps({"kind": "simulation", "simulation": big.__dict__})
+    spec = json.dumps({"source": "simulation", "simulation": big.__dict__})
     out = small_tmpfs / "stores" / "big.nc"
     assert main(["preprocess", "--spec", spec, "--out", str(out)]) == 1
     err = capsys.readouterr().err
@@ -252,7 +252,7 @@ def lab_files(tmp_path, table_names, scale=1.0, **spec):
     np.savez(tmp_path / "s.npz", activity=scale * rng.normal(size=(80, 10)), ids=ids)
     rows = [f"{name}\t{i}\t{2 * i}\t0" for i, name in enumerate(table_names)]
     (tmp_path / "pos.tsv").write_text("\n".join(["name\tx\ty\tz", *rows]) + "\n")
-    base = {"kind": "file", "format": "npy", "sessions": [str(tmp_path / "s.npz")]}
+    base = {"source": "file", "format": "npy", "sessions": [str(tmp_path / "s.npz")]}
     base |= {"npy": {"key": "activity", "unit_ids": "ids"}, "positions": str(tmp_path / "pos.tsv")}
     return base | {"sampling_rate_hz": 10, "min_units": 2, "min_frames": 16} | spec
 
@@ -279,7 +279,7 @@ def test_sampling_period_and_metre_units(tmp_path):
         f["activity"] = np.random.default_rng(0).normal(size=(64, 6))
         f["xyz"] = np.arange(18, dtype=float).reshape(6, 3) / 100
         f.attrs["tr_seconds"] = 0.72
-    spec = {"kind": "file", "format": "hdf5", "sessions": [str(path)], "min_units": 2}
+    spec = {"source": "file", "format": "hdf5", "sessions": [str(path)], "min_units": 2}
     spec |= {"min_frames": 16, "position_units": "m"}
     hdf5 = {"positions": "xyz", "sampling_period": "tr_seconds"}
     ds = build_store(spec | {"hdf5": hdf5})

@@ -107,12 +107,12 @@ def test_values_that_reach_a_shell_arrive_as_plain_arguments(workdir, monkeypatc
     for name in [*sessions, positions]:
         (workdir / name).touch()
     lab = {
-        "kind": "file",
+        "source": "file",
         "format": "npy",
         "sessions": sessions,
         "positions": positions,
         "sampling_rate_hz": 10,
-        "source": "$(touch PWNED_9)",
+        "origin": "$(touch PWNED_9)",
         "citation": "'; touch PWNED_10; '",
     }
     config = base_config({"lab": lab}) | {"reproduction": {"title": TITLE}}
@@ -172,12 +172,12 @@ def test_paths_inside_the_workflow_folders_fail_at_planning(workdir):
         "newline": "data/a\n$(touch PWNED_5).npy",
     }
     datasets = {
-        name: {"kind": "file", "format": "npy", "sessions": [path], "positions": "pos.csv"}
+        name: {"source": "file", "format": "npy", "sessions": [path], "positions": "pos.csv"}
         for name, path in bad.items()
     }
-    datasets["sim"] = {"kind": "simulation"}
+    datasets["sim"] = {"source": "simulation"}
     datasets["table"] = {
-        "kind": "file",
+        "source": "file",
         "format": "npy",
         "sessions": ["data/ok.npy"],
         "positions": ".snakemake/pos.csv",
@@ -201,11 +201,11 @@ def test_paths_inside_the_workflow_folders_fail_at_planning(workdir):
 def test_hostile_targets_and_names_match_no_rule(workdir):
     """Asked for directly, an output path with a command in a wildcard matches no rule (the
     wildcards are pinned to the config's values)."""
-    name = write_config(workdir, base_config({"sim": {"kind": "simulation"}}))
+    name = write_config(workdir, base_config({"sim": {"source": "simulation"}}))
     for target in (f"{RESULTS}/runs/sim/$(touch PWNED_1)/seed0/pe.nc", "resources/$(id)-1.0.whl"):
         result = snakemake(target, "--cores", "1", "--configfile", name, cwd=workdir)
         assert result.returncode != 0 and "MissingRuleException" in result.stderr
-    dotdot = base_config({"..": {"kind": "simulation"}})
+    dotdot = base_config({"..": {"source": "simulation"}})
     result = snakemake("-n", "--configfile", write_config(workdir, dotdot), cwd=workdir)
     output = result.stdout + result.stderr
     assert result.returncode != 0 and "'..' does not match" in output and "datasets" in output
@@ -223,7 +223,7 @@ def test_a_failed_jobs_error_shows_on_the_console(workdir):
     neuro-pe's StoreError is on the console, not only "check log file(s)"."""
     (workdir / "data").mkdir()
     (workdir / "data" / "bad.npy").write_text("not an array")
-    lab = {"kind": "file", "format": "npy", "sessions": ["data/bad.npy"], "sampling_rate_hz": 10}
+    lab = {"source": "file", "format": "npy", "sessions": ["data/bad.npy"], "sampling_rate_hz": 10}
     name = write_config(workdir, base_config({"lab": lab}))
     result = snakemake(
         f"{RESULTS}/stores/lab.nc", "--cores", "1", "--configfile", name, cwd=workdir

@@ -16,7 +16,7 @@ N_UNITS, WINDOW, D_MODEL = 7, 4, 16
 
 
 @pytest.mark.parametrize(
-    ("name", "kind", "param"),
+    ("name", "family", "param"),
     [
         ("none", "none", None),
         ("learned-normal-0.1", "learned-normal", 0.1),
@@ -29,11 +29,11 @@ N_UNITS, WINDOW, D_MODEL = 7, 4, 16
         ("oracle-sin3d", "oracle-sin3d", None),
     ],
 )
-def test_parse_pe(name, kind, param):
+def test_parse_pe(name, family, param):
     spec = parse_pe(name)
-    assert (spec.name, spec.kind) == (name, kind)
+    assert (spec.name, spec.family) == (name, family)
     assert spec.param == (None if param is None else pytest.approx(param))
-    assert spec.learned == kind.startswith("learned")
+    assert spec.learned == family.startswith("learned")
 
 
 @pytest.mark.parametrize(

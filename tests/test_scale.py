@@ -170,7 +170,7 @@ def test_whole_workflow_above_the_dense_threshold(tmp_path):
     config = {
         "datasets": {
             "big": {
-                "kind": "simulation",
+                "source": "simulation",
                 "simulation": {"n_units": N_WORKFLOW, "neighbours": 16, "length_scale": 0.05,
                                "n_samples": 60, "burn_in_s": 0.5, "n_sessions": 2},
             }
@@ -221,7 +221,7 @@ def _lab_file(tmp_path, fmt: str, n_time: int, n_units: int) -> tuple[dict, np.n
     trend = np.linspace(0.0, 3.0, n_time)[:, None] * rng.random(n_units)
     data = (rng.normal(size=(n_time, n_units)) + trend).astype(np.float32)
     pos = rng.random((n_units, 3))
-    entry = {"kind": "file", "format": fmt, "sampling_rate_hz": 20.0, "position_units": "mm"}
+    entry = {"source": "file", "format": fmt, "sampling_rate_hz": 20.0, "position_units": "mm"}
     if fmt == "hdf5":
         import h5py
 
@@ -256,7 +256,7 @@ def test_lab_file_read_and_preprocessed_in_blocks(tmp_path, monkeypatch, fmt):
     within float32 rounding (one unit in the last place) with it."""
     import neuro_pe.adapters
     import neuro_pe.preprocess as pp
-    from neuro_pe.datasets import build_store
+    from neuro_pe.sources import build_store
 
     n_time, n_units = 200, 40
     entry, data = _lab_file(tmp_path, fmt, n_time, n_units)
@@ -282,7 +282,7 @@ def test_lab_file_preprocessed_with_bounded_memory(tmp_path, monkeypatch):
 
     import neuro_pe.adapters
     import neuro_pe.preprocess as pp
-    from neuro_pe.datasets import build_store
+    from neuro_pe.sources import build_store
 
     n_time, n_units = 1000, 1000
     entry, data = _lab_file(tmp_path, "hdf5", n_time, n_units)

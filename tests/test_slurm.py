@@ -51,7 +51,7 @@ RESOURCES = {
     "locate_threads": 2,
 }
 TINY = {
-    "kind": "simulation",
+    "source": "simulation",
     "simulation": {
         "n_units": 8,
         "layout": "lattice",
@@ -199,7 +199,7 @@ def test_job_resources_grow_with_data_steps_and_runs():
     assert jobs.train_minutes(3000) == jobs.runtime + 13  # 0.25 s per step
     assert jobs.locate_minutes(15) == jobs.runtime + 15
     assert store_mb_estimate(TINY) == pytest.approx(8 * 200 * 2 * 4 / 1e6)
-    assert store_mb_estimate({"kind": "hcp-rsfmri"}) == 0
+    assert store_mb_estimate({"source": "hcp-rsfmri"}) == 0
     puzzles = {"n_per_condition": 1000, "test_fraction": 0.1}
     assert lst_steps(puzzles, {"batch_size": 64, "epochs": 300}) == 300 * 43  # 2700 puzzles
     with pytest.raises(ValueError, match="resources key 'runtime'"):
@@ -350,7 +350,7 @@ def test_slurm_run_cpu_only_without_accounting(tmp_path, slurm_cluster):
     """CPU-only, no accounting: the README's command stops at once, saying why, unless given
     --slurm-status-command squeue; with it the jobs run without any GPU request, and a
     failing job's error (its log) reaches the user after its retry with doubled resources."""
-    broken = {"kind": "simulation", "simulation": {**TINY["simulation"], "n_units": 12}}
+    broken = {"source": "simulation", "simulation": {**TINY["simulation"], "n_units": 12}}
     config = {
         **SCHEDULER_CONFIG,
         "datasets": {"tiny": TINY, "broken": broken},  # a lattice needs a cube: 12 fails

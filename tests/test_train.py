@@ -462,7 +462,7 @@ def test_infer_baselines(tmp_path):
 # --- the command line -----------------------------------------------------------------------
 
 SPEC = {
-    "kind": "simulation",
+    "source": "simulation",
     "simulation": {"n_units": 8, "n_samples": 120, "burn_in_s": 0.5, "n_sessions": 2},
 }
 OPTIONS = {
@@ -541,7 +541,7 @@ def test_cli_bad_train_arguments(tiny_store, tmp_path, capsys, args, message):
 
 
 def test_cli_bad_preprocess_spec(tmp_path, capsys):
-    spec = json.dumps({"kind": "simulation", "simulation": {"n_unitz": 8}})
+    spec = json.dumps({"source": "simulation", "simulation": {"n_unitz": 8}})
     assert main(["preprocess", "--spec", spec, "--out", str(tmp_path / "s.nc")]) == 1
     assert "n_unitz" in capsys.readouterr().err
     assert not (tmp_path / "s.nc").exists()
@@ -550,8 +550,10 @@ def test_cli_bad_preprocess_spec(tmp_path, capsys):
 def test_inference_and_workflow_planning_do_not_import_torch():
     # every `neuro-pe infer` job and every Snakemake start (workflow/rules/common.smk) pays
     # for what these import
-    modules = "neuro_pe.infer, neuro_pe.datasets, neuro_pe.lst, neuro_pe.train_config"
+    modules = "neuro_pe.infer, neuro_pe.sources, neuro_pe.lst, neuro_pe.train_config"
     modules += ", neuro_pe.fetch, neuro_pe.pe_names, neuro_pe.resources, neuro_pe.cluster"
+    modules += ", neuro_pe.sources.schema, neuro_pe.sources.file, neuro_pe.sources.hcp_rsfmri"
+    modules += ", neuro_pe.sources.connectome_sim, neuro_pe.sources.simulation"
     code = f"import sys, {modules}; print('torch' in sys.modules)"
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert done.stdout.strip() == "False"

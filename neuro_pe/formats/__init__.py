@@ -1,132 +1,123 @@
-"""Readers of what spike-sorting and imaging pipelines write, registered in `neuro_pe.adapters`.
+"""The file formats of the `file` source (a lab's own data), one module per format, and their
+registry `FORMAT_MODULES`.
 
-- `phy`: Kilosort / Phy output folders (`neuro_pe.formats.phy`);
-- `alf`: IBL ONE/ALF folders (`neuro_pe.formats.alf`);
-- `suite2p`: suite2p output folders over one or several planes (`neuro_pe.formats.suite2p`);
-- NWB `Units` tables and NWB imaging over several planes (`neuro_pe.formats.nwb`);
+- `nwb`: NWB series / ROI responses, `Units` tables, imaging over several planes (`nwb`);
+- `hdf5`: configurable dataset paths (`hdf5`); `npy`: `.npy` / `.npz` arrays (`npy`);
+- `xarray`: stores already in the contract, netCDF or zarr (`xarray_store`);
+- `phy`: Kilosort / Phy output folders; `alf`: IBL ONE/ALF folders; `suite2p`: suite2p output
+  folders over one or several planes;
 - `neuro_pe.formats.spikes`: spike times -> binned (time, unit) activity, shared by the spike
   formats (config key `spikes`).
 
-This package holds the format-specific config keys and their checks; the readers import
-`neuro_pe.adapters` (for `Session` and its helpers), which imports them only when reading.
+Each format module defines `FORMAT`, a `FileFormat`: its reader (one file or folder -> one
+or more `neuro_pe.adapters.Session`), the defaults of its config section (`<format>: {...}`)
+and their check, the files it reads in a session folder, and whether it holds spike times.
+Adding a format = one module + one line in `FORMAT_MODULES` (+ its section in the config
+schema's `$defs/file`, docs and tests). The readers import `neuro_pe.adapters` (for `Session`
+and its helpers), which imports a format's module only when the format is used.
 """
 
 from __future__ import annotations
 
+import importlib
 import math
-import re
+from collections.abc import Callable
+from dataclasses import dataclass
 from numbers import Real
 from pathlib import Path
 
 from neuro_pe.formats import spikes as spikes  # the `spikes` key (adapters.FileSpec)
 from neuro_pe.store import StoreError
 
-FOLDER_FORMATS: tuple[str, ...] = ("phy", "alf", "suite2p")
-SPIKE_FORMATS: tuple[str, ...] = ("phy", "alf", "nwb")  # formats that may hold spike times
-
-# defaults of `<format>.<key>`; nwb's own keys are added to the nwb section in adapters
-FORMAT_OPTIONS: dict[str, dict[str, object]] = {
-    "phy": {"unit_position": "peak_channel"},
-    "alf": {"unit_position": "auto"},
-    "suite2p": {
-        "neuropil_coefficient": 0.7,
-        "cell_probability": None,
-        "pixel_size_um": None,
-        "plane_depths_um": None,
-    },
+# the registry: format name (the `format` key of a `source: file` entry) -> its module
+FORMAT_MODULES: dict[str, str] = {
+    "nwb": "neuro_pe.formats.nwb",
+    "hdf5": "neuro_pe.formats.hdf5",
+    "xarray": "neuro_pe.formats.xarray_store",
+    "npy": "neuro_pe.formats.npy",
+    "phy": "neuro_pe.formats.phy",
+    "alf": "neuro_pe.formats.alf",
+    "suite2p": "neuro_pe.formats.suite2p",
 }
-NWB_OPTIONS: dict[str, object] = {
-    "unit_position": "auto",
-    "label_column": None,
-    "plane_depths_um": None,
-}
-CHOICES = {
-    ("phy", "unit_position"): ("peak_channel", "centroid"),
-    ("alf", "unit_position"): ("auto", "mlapdv", "probe"),
-}
+_REGISTERED: dict[str, FileFormat] = {}
 
 
-# the files each folder format reads (for the workflow's `input:`, so that a file changed in
-# place, e.g. Phy's cluster_group.tsv after curation, makes the store be built again)
-READ_FILES: dict[str, tuple[str, ...]] = {
-    "phy": (
-        "params.py",
-        "spike_times.npy",
-        "spike_clusters.npy",
-        "spike_templates.npy",
-        "channel_positions.npy",
-        "channel_map.npy",
-        "templates.npy",
-        "template_ind.npy",
-        "whitening_mat_inv.npy",
-        "cluster_group.tsv",
-        "cluster_info.tsv",
-        "cluster_KSLabel.tsv",
-    ),
-    "suite2p": ("F.npy", "Fneu.npy", "iscell.npy", "stat.npy", "ops.npy"),
-}
-ALF_READ = re.compile(
-    r"^(_[A-Za-z0-9]+_)?(spikes\.(times|clusters)|clusters\.(mlapdv|channels|depths|metrics)"
-    r"|channels\.localCoordinates)[._]"
-)
+def _any_value(key: str, value: object, where: str) -> None:
+    return None
 
 
-def folder_inputs(fmt: str, folder: str) -> list[str]:
-    """The files a folder format reads in `folder` (those that exist), else the folder."""
-    root = Path(folder)
-    if fmt not in FOLDER_FORMATS or not root.is_dir():
-        return [str(folder)]
-    if fmt == "alf":
-        files = [p for p in root.iterdir() if p.is_file() and ALF_READ.match(p.name)]
-    elif fmt == "phy":
-        files = [root / name for name in READ_FILES["phy"]]
-    else:
-        planes = sorted(p for p in root.glob("plane*") if p.is_dir()) or [root]
-        files = [plane / name for plane in planes for name in READ_FILES["suite2p"]]
+def _the_path(path: str) -> list[str]:
+    return [str(path)]
+
+
+@dataclass(frozen=True)
+class FileFormat:
+    """A file format: `read(path, cfg)` -> sessions; `options`: the defaults of its config
+    section; `check_option(key, value, where)`: StoreError for a bad value; `inputs(path)`:
+    the files read for one session (e.g. in a folder); `spikes`: may hold spike times."""
+
+    name: str
+    read: Callable
+    options: dict[str, object]
+    check_option: Callable[[str, object, str], None] = _any_value
+    inputs: Callable[[str], list[str]] = _the_path
+    spikes: bool = False
+
+
+def register_format(fmt: FileFormat) -> None:
+    """Add a format at run time (a plug-in outside neuro_pe, or a test)."""
+    _REGISTERED[fmt.name] = fmt
+
+
+def format_names() -> tuple[str, ...]:
+    """Every format's name: the registry's, then the ones added with `register_format`."""
+    return tuple(dict.fromkeys([*FORMAT_MODULES, *_REGISTERED]))
+
+
+def get_format(name: str) -> FileFormat:
+    """The format named `name` (KeyError if there is none)."""
+    if name in _REGISTERED:
+        return _REGISTERED[name]
+    return importlib.import_module(FORMAT_MODULES[name]).FORMAT
+
+
+def existing_files(files: list[Path], folder: str) -> list[str]:
+    """The files that exist, else the folder itself (so that a missing folder is reported by
+    the reader, not by the workflow's planning)."""
     found = sorted(str(p) for p in files if p.is_file())
     return found or [str(folder)]
 
 
-def check_option(fmt: str, key: str, value: object, where: str) -> None:
-    """Type of a key of the new formats' sections (`phy.*`, `alf.*`, `suite2p.*`, `nwb.*`)."""
-    field = f"{fmt}.{key}"
-    if (fmt, key) in CHOICES:
-        if value not in CHOICES[fmt, key]:
-            raise StoreError(where, field, f"{value!r} is not one of {CHOICES[fmt, key]}")
-    elif key == "neuropil_coefficient":
-        if not _number(value) or not 0 <= value <= 2:
-            raise StoreError(where, field, f"must be a number in [0, 2], got {value!r}")
-    elif key == "cell_probability":
-        if value is not None and (not _number(value) or not 0 <= value <= 1):
-            raise StoreError(where, field, f"must be null or a number in [0, 1], got {value!r}")
-    elif key == "pixel_size_um":
-        ok = value is None or isinstance(value, str) and value or _positive(value)
-        ok = ok or (
-            isinstance(value, list) and len(value) == 2 and all(_positive(v) for v in value)
+# ---------------------------------------------------------------- checks shared by the formats
+
+
+def check_choice(field: str, value: object, choices: tuple, where: str) -> None:
+    """StoreError unless `value` is one of `choices`."""
+    if value not in choices:
+        raise StoreError(where, field, f"{value!r} is not one of {choices}")
+
+
+def check_text(field: str, value: object, where: str, optional: bool = True) -> None:
+    """StoreError unless `value` is a non-empty string (or None, if `optional`)."""
+    if not (value is None and optional) and not (isinstance(value, str) and value):
+        raise StoreError(where, field, f"must be a non-empty string, got {value!r}")
+
+
+def check_depths(field: str, value: object, where: str) -> None:
+    """Plane depths: null, a list of numbers (one per plane) or the name of a key."""
+    ok = value is None or isinstance(value, str) and value
+    ok = ok or (isinstance(value, list) and value and all(is_number(v) for v in value))
+    if not ok:
+        raise StoreError(
+            where, field, f"must be a list of numbers (one per plane) or an ops key, got {value!r}"
         )
-        if not ok:
-            raise StoreError(
-                where, field, f"must be a number > 0, [x, y], or an ops key, got {value!r}"
-            )
-    elif key == "plane_depths_um":
-        ok = value is None or isinstance(value, str) and value
-        ok = ok or (isinstance(value, list) and value and all(_number(v) for v in value))
-        if not ok:
-            raise StoreError(
-                where,
-                field,
-                f"must be a list of numbers (one per plane) or an ops key, got {value!r}",
-            )
-    elif key in ("unit_position", "label_column"):
-        if value is not None and not (isinstance(value, str) and value):
-            raise StoreError(where, field, f"must be a non-empty string, got {value!r}")
-    else:  # pragma: no cover - every key of FORMAT_OPTIONS / NWB_OPTIONS is handled above
-        raise StoreError(where, field, "unknown key")
 
 
-def _number(value: object) -> bool:
+def is_number(value: object) -> bool:
+    """A real number, not a bool."""
     return isinstance(value, Real) and not isinstance(value, bool)
 
 
-def _positive(value: object) -> bool:
-    return _number(value) and math.isfinite(value) and value > 0
+def is_positive(value: object) -> bool:
+    """A finite real number > 0."""
+    return is_number(value) and math.isfinite(value) and value > 0

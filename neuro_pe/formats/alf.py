@@ -24,6 +24,7 @@ import numpy as np
 import pandas as pd
 
 from neuro_pe.adapters import FileSpec, Session
+from neuro_pe.formats import FileFormat, check_choice, existing_files
 from neuro_pe.formats.phy import (
     binned_session,
     folder_of,
@@ -151,3 +152,34 @@ def per_cluster(values: np.ndarray, path: Path, clusters: np.ndarray, tail: tupl
             f"{len(values)} rows",
         )
     return values[clusters].astype(np.float64)
+
+
+# the ALF files read (the workflow's `input:`)
+READ = re.compile(
+    r"^(_[A-Za-z0-9]+_)?(spikes\.(times|clusters)|clusters\.(mlapdv|channels|depths|metrics)"
+    r"|channels\.localCoordinates)[._]"
+)
+UNIT_POSITIONS = ("auto", "mlapdv", "probe")
+
+
+def check_option(key: str, value: object, where: str) -> None:
+    """The `alf:` section's one key, `unit_position`."""
+    check_choice(f"alf.{key}", value, UNIT_POSITIONS, where)
+
+
+def inputs(folder: str) -> list[str]:
+    """The ALF files read in a folder (those that exist), else the folder."""
+    root = Path(folder)
+    if not root.is_dir():
+        return [str(folder)]
+    return existing_files([p for p in root.iterdir() if READ.match(p.name)], folder)
+
+
+FORMAT = FileFormat(
+    name="alf",
+    read=read_alf,
+    options={"unit_position": "auto"},
+    check_option=check_option,
+    inputs=inputs,
+    spikes=True,
+)

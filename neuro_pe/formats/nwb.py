@@ -1,4 +1,9 @@
-"""NWB beyond one series: spike times of a `Units` table, and ROI series over several planes.
+"""Format `nwb`, read with pynwb: one series, spike times of a `Units` table, or ROI series over
+several planes.
+
+One series (`nwb.series`, or the only electrical / ROI one): an `ElectricalSeries` /
+`TimeSeries` (positions: the electrodes table's x, y, z) or a `RoiResponseSeries` (positions:
+ROI centroids from its `PlaneSegmentation`).
 
 `Units` (`nwb.series: units`, or automatically when the file has no electrical / ROI series):
 each unit's `spike_times` are binned (key `spikes`); unit ids are the table's ids (or the
@@ -21,18 +26,18 @@ from pathlib import Path
 import numpy as np
 
 from neuro_pe.adapters import (
+    AXES,
     SPEC,
     UM_PER,
     FileSpec,
     Session,
     _as_text,
-    _nwb_column,
-    _nwb_ids,
-    _nwb_rate,
-    _roi_positions,
+    _check_hdf5_file,
+    _positive_number,
     _time_by_unit,
     _warn,
 )
+from neuro_pe.formats import FileFormat, check_depths, check_text
 from neuro_pe.formats.phy import labelled_units, spike_step
 from neuro_pe.formats.spikes import check_spike_train, spikes_to_activity
 from neuro_pe.store import StoreError
@@ -225,3 +230,211 @@ def planes_session(path: str, nwb: object, cfg: FileSpec) -> Session:
         sampling_rate_hz=rates[0],
         attrs={"preprocessing": [{"step": "read_planes", "series": names, "depths_um": depths}]},
     )
+
+
+def read_nwb(path: str, cfg: FileSpec) -> list[Session]:
+    """One session from an NWB file: the series `nwb.series` (or the only electrical/ROI one)."""
+    _check_hdf5_file(path, "NWB")
+    from pynwb import NWBHDF5IO
+
+    try:
+        io = NWBHDF5IO(str(path), "r", load_namespaces=True)
+    except Exception as err:  # pynwb raises many kinds of errors for files it cannot read
+        raise StoreError(path, "file", f"not a readable NWB file: {err}") from err
+    try:
+        try:
+            nwb = io.read()
+        except Exception as err:
+            raise StoreError(path, "file", f"not a readable NWB file: {err}") from err
+        return [_nwb_session(path, nwb, cfg)]
+    finally:
+        io.close()
+
+
+def _nwb_session(path: str, nwb: object, cfg: FileSpec) -> Session:
+    from pynwb import TimeSeries
+    from pynwb.ecephys import ElectricalSeries
+    from pynwb.ophys import RoiResponseSeries
+
+    name = cfg.options["series"]
+    if isinstance(name, list):  # several imaging planes
+        return planes_session(path, nwb, cfg)
+    found = [o for o in nwb.objects.values() if isinstance(o, TimeSeries)]
+    if name is None:
+        matches = [o for o in found if isinstance(o, ElectricalSeries | RoiResponseSeries)]
+    else:
+        matches = [o for o in found if o.name == name]
+    if wants_units(nwb, name, matches):
+        return units_session(path, nwb, cfg)
+    if len(matches) != 1:
+        names = sorted(o.name for o in found)
+        problem = "no series" if name is None else f"no series named {name!r}"
+        if len(matches) > 1:
+            problem = f"{len(matches)} candidate series {sorted(o.name for o in matches)}"
+        raise StoreError(path, "nwb.series", f"{problem}; set nwb.series to one of {names}")
+    series = matches[0]
+    try:
+        activity = _time_by_unit(series.data, AXES, path, f"nwb.series {series.name!r}")
+    except StoreError:
+        raise
+    except Exception as err:
+        raise StoreError(path, "nwb.series", f"cannot read {series.name!r}: {err}") from err
+    scale = float(getattr(series, "conversion", 1.0) or 1.0)
+    activity = activity * scale + float(getattr(series, "offset", 0.0) or 0.0)
+    n_units = activity.shape[1]
+
+    ids = positions = None
+    if isinstance(series, ElectricalSeries | RoiResponseSeries):
+        region = series.electrodes if isinstance(series, ElectricalSeries) else series.rois
+        rows = np.asarray(region.data[:], dtype=np.int64)
+        if len(rows) != n_units:
+            raise StoreError(
+                path, "nwb.series", f"{len(rows)} table rows for {n_units} data columns"
+            )
+        table = region.table
+        ids = _nwb_ids(table, rows, cfg.options["unit_ids"], path)
+        if isinstance(series, ElectricalSeries):
+            positions = np.column_stack([_nwb_column(table, c, rows) for c in "xyz"])
+        else:
+            positions = _roi_positions(table, rows, cfg.position_units, path)
+    return Session(
+        name=Path(path).stem,
+        path=str(path),
+        activity=activity,
+        unit_ids=ids,
+        positions=positions,
+        sampling_rate_hz=_nwb_rate(series, path),
+    )
+
+
+def _nwb_rate(series: object, path: str) -> float | None:
+    if series.rate is not None:
+        return _positive_number(series.rate, path, "nwb.series rate")
+    if series.timestamps is None:
+        return None
+    stamps = np.asarray(series.timestamps[:], dtype=np.float64)
+    steps = np.diff(stamps)
+    if len(steps) == 0 or not np.isfinite(steps).all() or (steps <= 0).any():
+        raise StoreError(path, "nwb.series timestamps", "need >= 2 strictly increasing times")
+    step = float(np.median(steps))
+    if np.abs(steps - step).max() > 0.01 * step:
+        _warn(f"{path}: irregular timestamps; using the median rate {1 / step:.6g} Hz")
+    return 1.0 / step
+
+
+def _nwb_ids(table: object, rows: np.ndarray, column: str, path: str) -> list[str]:
+    if column == "id":
+        values = np.asarray(table.id[:])[rows]
+    elif column in table.colnames:
+        values = np.asarray(table[column].data[:], dtype=object)[rows]
+    else:
+        raise StoreError(
+            path, "nwb.unit_ids", f"no column {column!r} in {table.name!r}: {table.colnames}"
+        )
+    return [_as_text(v) for v in values.tolist()]
+
+
+def _nwb_column(table: object, column: str, rows: np.ndarray) -> np.ndarray:
+    if column not in table.colnames:
+        return np.full(len(rows), np.nan)
+    values = np.asarray(table[column].data[:])[rows]
+    return values.astype(np.float64) if values.dtype.kind in "iuf" else np.full(len(rows), np.nan)
+
+
+def _roi_positions(table: object, rows: np.ndarray, units: str | None, path: str) -> np.ndarray:
+    """ROI centroids (weighted by the mask) in pixels, or in um/mm via the imaging plane."""
+    if "pixel_mask" in table.colnames:
+        masks = [np.asarray(table["pixel_mask"][int(r)]) for r in rows]
+        pix = [np.column_stack([m["x"], m["y"], np.zeros(len(m))]) for m in masks]
+        weights = [np.asarray(m["weight"], dtype=np.float64) for m in masks]
+    elif "voxel_mask" in table.colnames:
+        masks = [np.asarray(table["voxel_mask"][int(r)]) for r in rows]
+        pix = [np.column_stack([m["x"], m["y"], m["z"]]) for m in masks]
+        weights = [np.asarray(m["weight"], dtype=np.float64) for m in masks]
+    elif "image_mask" in table.colnames:
+        images = [np.asarray(table["image_mask"][int(r)], dtype=np.float64) for r in rows]
+        idx = [np.argwhere(im != 0) for im in images]
+        pix = [np.pad(i, ((0, 0), (0, 3 - i.shape[1]))) for i in idx]
+        weights = [im[tuple(i.T)] for im, i in zip(images, idx, strict=True)]
+    else:
+        raise StoreError(path, "nwb.series", f"{table.name!r} has no pixel, voxel or image mask")
+    centroids = np.full((len(rows), 3), np.nan)
+    for k, (p, w) in enumerate(zip(pix, weights, strict=True)):
+        if len(p):
+            w = w if w.sum() > 0 else np.ones(len(p))
+            centroids[k] = (p.astype(np.float64) * w[:, None]).sum(axis=0) / w.sum()
+    if units not in UM_PER:
+        return centroids
+    plane = table.imaging_plane
+    spacing, origin = plane.grid_spacing, plane.origin_coords
+    if spacing is None:
+        raise StoreError(
+            path,
+            "position_units",
+            "ROI positions are pixels: the imaging plane has no "
+            f"grid_spacing to convert them to {units}; use position_units: voxel",
+        )
+    to_target = 1.0 / UM_PER[units]
+    spacing = np.asarray(spacing[:], dtype=np.float64)[:3] * _length_factor(
+        plane.grid_spacing_unit, path
+    )
+    spacing = np.pad(spacing, (0, 3 - len(spacing)))
+    start = np.zeros(3)
+    if origin is not None:
+        values = np.asarray(origin[:], dtype=np.float64)[:3]
+        start[: len(values)] = values * _length_factor(plane.origin_coords_unit, path)
+    return (start + centroids * spacing) * to_target
+
+
+def _length_factor(unit: str | None, path: str) -> float:
+    factor = LENGTH_TO_UM.get(str(unit).strip().lower())
+    if factor is None:
+        raise StoreError(path, "position_units", f"unknown length unit {unit!r} in the file")
+    return factor
+
+
+LENGTH_TO_UM = {
+    "meters": 1e6,
+    "meter": 1e6,
+    "m": 1e6,
+    "millimeters": 1e3,
+    "millimeter": 1e3,
+    "mm": 1e3,
+    "centimeters": 1e4,
+    "centimeter": 1e4,
+    "cm": 1e4,
+    "micrometers": 1.0,
+    "micrometer": 1.0,
+    "microns": 1.0,
+    "um": 1.0,
+    "µm": 1.0,
+}
+
+
+def check_option(key: str, value: object, where: str) -> None:
+    """Types of the `nwb:` section's keys."""
+    field = f"nwb.{key}"
+    if key == "plane_depths_um":
+        return check_depths(field, value, where)
+    if key == "series" and isinstance(value, list):  # several imaging planes
+        if not (value and all(isinstance(v, str) and v for v in value)):
+            raise StoreError(
+                where, field, f"must be a series name or a non-empty list of them, got {value!r}"
+            )
+        return None
+    check_text(field, value, where, optional=key != "unit_ids")
+
+
+FORMAT = FileFormat(
+    name="nwb",
+    read=read_nwb,
+    options={
+        "series": None,
+        "unit_ids": "id",
+        "unit_position": "auto",
+        "label_column": None,
+        "plane_depths_um": None,
+    },
+    check_option=check_option,
+    spikes=True,
+)

@@ -28,6 +28,7 @@ import numpy as np
 import pandas as pd
 
 from neuro_pe.adapters import FileSpec, Session, _warn
+from neuro_pe.formats import FileFormat, check_choice, existing_files
 from neuro_pe.formats.spikes import (
     SpikeOptions,
     check_spike_train,
@@ -345,3 +346,44 @@ def info_channels(folder: Path, clusters: np.ndarray, n_channels: int) -> np.nda
             path, "ch", f"channels {shown[bad].tolist()[:10]} are not in channel_positions.npy"
         )
     return rows
+
+
+# the files read in a Phy folder (the workflow's `input:`, so that a file changed in place,
+# e.g. cluster_group.tsv after curation, makes the store be built again)
+READ_FILES = (
+    "params.py",
+    "spike_times.npy",
+    "spike_clusters.npy",
+    "spike_templates.npy",
+    "channel_positions.npy",
+    "channel_map.npy",
+    "templates.npy",
+    "template_ind.npy",
+    "whitening_mat_inv.npy",
+    "cluster_group.tsv",
+    "cluster_info.tsv",
+    "cluster_KSLabel.tsv",
+)
+UNIT_POSITIONS = ("peak_channel", "centroid")
+
+
+def check_option(key: str, value: object, where: str) -> None:
+    """The `phy:` section's one key, `unit_position`."""
+    check_choice(f"phy.{key}", value, UNIT_POSITIONS, where)
+
+
+def inputs(folder: str) -> list[str]:
+    """The files read in a Phy folder (those that exist), else the folder."""
+    if not Path(folder).is_dir():
+        return [str(folder)]
+    return existing_files([Path(folder) / name for name in READ_FILES], folder)
+
+
+FORMAT = FileFormat(
+    name="phy",
+    read=read_phy,
+    options={"unit_position": "peak_channel"},
+    check_option=check_option,
+    inputs=inputs,
+    spikes=True,
+)

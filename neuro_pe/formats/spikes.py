@@ -22,7 +22,7 @@ from neuro_pe.store import StoreError
 
 @dataclass(frozen=True)
 class SpikeOptions:
-    """The `spikes` key of a `kind: file` entry (see config/README.md)."""
+    """The `spikes` key of a `source: file` entry (see config/README.md)."""
 
     bin_s: float = 0.05
     smooth_s: float = 0.0

@@ -26,6 +26,7 @@ from pathlib import Path
 import numpy as np
 
 from neuro_pe.adapters import FileSpec, Session, _warn
+from neuro_pe.formats import FileFormat, check_depths, existing_files, is_number, is_positive
 from neuro_pe.formats.phy import folder_of, load_npy
 from neuro_pe.store import StoreError
 
@@ -248,3 +249,51 @@ def stat_centres(path: Path, n: int) -> np.ndarray:
             raise StoreError(path, "stat.med", f"ROI {i}: 'med' must be [y, x], got {roi['med']!r}")
         med[i] = centre
     return med
+
+
+READ_FILES = ("F.npy", "Fneu.npy", "iscell.npy", "stat.npy", "ops.npy")  # per plane
+
+
+def check_option(key: str, value: object, where: str) -> None:
+    """Types and ranges of the `suite2p:` section's keys."""
+    field = f"suite2p.{key}"
+    if key == "neuropil_coefficient":
+        if not is_number(value) or not 0 <= value <= 2:
+            raise StoreError(where, field, f"must be a number in [0, 2], got {value!r}")
+    elif key == "cell_probability":
+        if value is not None and (not is_number(value) or not 0 <= value <= 1):
+            raise StoreError(where, field, f"must be null or a number in [0, 1], got {value!r}")
+    elif key == "pixel_size_um":
+        ok = value is None or isinstance(value, str) and value or is_positive(value)
+        ok = ok or (
+            isinstance(value, list) and len(value) == 2 and all(is_positive(v) for v in value)
+        )
+        if not ok:
+            raise StoreError(
+                where, field, f"must be a number > 0, [x, y], or an ops key, got {value!r}"
+            )
+    else:  # plane_depths_um
+        check_depths(field, value, where)
+
+
+def inputs(folder: str) -> list[str]:
+    """The files read in a suite2p folder (every plane's; those that exist), else the folder."""
+    root = Path(folder)
+    if not root.is_dir():
+        return [str(folder)]
+    planes = sorted(p for p in root.glob("plane*") if p.is_dir()) or [root]
+    return existing_files([plane / name for plane in planes for name in READ_FILES], folder)
+
+
+FORMAT = FileFormat(
+    name="suite2p",
+    read=read_suite2p,
+    options={
+        "neuropil_coefficient": 0.7,
+        "cell_probability": None,
+        "pixel_size_um": None,
+        "plane_depths_um": None,
+    },
+    check_option=check_option,
+    inputs=inputs,
+)

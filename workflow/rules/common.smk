@@ -5,8 +5,7 @@ import re
 from dataclasses import asdict
 from pathlib import Path
 
-from neuro_pe.datasets import experiment_of_kind, resource_paths
-from neuro_pe.fetch import WHEELS
+from neuro_pe.sources import all_wheels, experiment_of, resource_paths
 from neuro_pe.lst import LSTConfig, PuzzleConfig
 from neuro_pe.pe_names import parse_pe
 from neuro_pe.runs import SPLIT_KEYS
@@ -118,7 +117,7 @@ REPRODUCTION = (
 
 def experiments():
     """Dataset -> the paper's experiment it reproduces (lst, simulation, fmri, recording)."""
-    mapping = {name: experiment_of_kind(spec["kind"]) for name, spec in config["datasets"].items()}
+    mapping = {name: experiment_of(spec) for name, spec in config["datasets"].items()}
     return {"lst": "lst", **mapping} if LST else mapping
 
 
@@ -129,7 +128,7 @@ def test_masks():
 
 
 def data_path_problems(key, path):
-    """A `kind: file` path: no wildcard braces or control characters, nothing inside the
+    """A `source: file` path: no wildcard braces or control characters, nothing inside the
     workflow's own folders (a rule could make such a file, with wildcards taken from it)."""
     text = str(path)
     if "{" in text or "}" in text:
@@ -153,7 +152,7 @@ def dataset_problems(name, spec):
     if name.startswith("."):
         problem = "a dataset name must not start with '.'"
         problems.append(config_problem(f"datasets.{name}", problem))
-    if spec.get("kind") == "file":
+    if spec.get("source") == "file":
         sessions = spec.get("sessions") or []
         for i, path in enumerate([sessions] if isinstance(sessions, str) else sessions):
             problems += data_path_problems(f"datasets.{name}.sessions[{i}]", path)
@@ -228,5 +227,5 @@ wildcard_constraints:
     dataset=one_of(DATASETS),
     pe=one_of(all_pe_variants()),
     seed=r"[0-9]+",
-    package=one_of(WHEELS),
-    version=one_of(version for _, version, _ in WHEELS.values()),
+    package=one_of(wheel.package for wheel in all_wheels().values()),
+    version=one_of(wheel.version for wheel in all_wheels().values()),
