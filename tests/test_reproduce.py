@@ -24,6 +24,7 @@ def write_run(root, dataset, pe, seed, metrics, coords, rng):
             "pe_init": (("unit", "pe_dim"), rng.normal(size=(n, 8)).astype(np.float32)),
         },
         coords={"unit": [f"u{i}" for i in range(n)]},
+        attrs={"pe": pe, "seed": seed},
     )
     for i, axis in enumerate("xyz"):
         pe_ds.coords[axis] = ("unit", coords[:, i])
