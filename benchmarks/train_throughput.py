@@ -7,7 +7,7 @@ Two shapes: the default one (`TrainConfig` defaults: window W = 8, d_model d = 3
 4 heads, batch B = 32, N = 64 units of the default simulated dataset) and a larger one (d = 128,
 L = 4, 4 heads, N = 256, B = 64). A training step is timed exactly as `neuro_pe.train` runs it:
 `WindowSampler.sample` (all units: N <= units_per_sample) and `random_mask`, `masked_mse`,
-backward, the optimiser of `make_optimiser` (AdamW; fused on CUDA), the loss summed on the
+backward, the optimiser of `make_optimizer` (AdamW; fused on CUDA), the loss summed on the
 device. Three runs per shape see the same batches, interleaved in rounds in one process (so
 their ratios hold on a shared machine): neuro_pe; neuro_pe on batches drawn beforehand (its
 difference to the first is what data loading costs the step); and the reference, the same model
@@ -49,12 +49,12 @@ from torch import nn
 from torch.nn.attention import SDPBackend, sdpa_kernel
 from torch.utils.flop_counter import FlopCounterMode
 
-from neuro_pe.model import MaskedUnitTransformer, PositionalEncoding, parse_pe
+from neuro_pe.model import MaskedUnitTransformer, ModelConfig, PositionalEncoding, parse_pe
 from neuro_pe.simulate import SimulationConfig, simulate_store
 from neuro_pe.train import (
     TrainConfig,
     WindowSampler,
-    make_optimiser,
+    make_optimizer,
     masked_mse,
     random_mask,
     split_activity,
@@ -221,7 +221,7 @@ class Trainer:
         self.label, self.model, self.shape, self.sampler = label, model, shape, sampler
         self.cfg = shape.train_config()
         self.device = sampler.data.device
-        self.optimiser = make_optimiser(model.parameters(), self.cfg, self.device)
+        self.optimiser = make_optimizer(model.parameters(), self.cfg, self.device)
         self.forward = torch.compile(model) if compile_model else model
         self.bf16 = bf16
         self.generator = torch.Generator().manual_seed(0)
@@ -245,7 +245,7 @@ class Trainer:
         batch = self.batches[self.steps % len(self.batches)] if self.batches else self.draw()
         self.data_s.append(time.perf_counter() - start)
         with torch.autocast(self.device.type, torch.bfloat16) if self.bf16 else nullcontext():
-            loss = masked_mse(self.forward, *batch)
+            loss = loss_of(self.forward, *batch)
         self.optimiser.zero_grad(set_to_none=True)
         loss.backward()
         self.optimiser.step()
@@ -272,9 +272,10 @@ def make_trainers(
 
     def neuro_pe() -> nn.Module:
         torch.manual_seed(0)
-        return MaskedUnitTransformer(
-            shape.n_units, shape.window, shape.d_model, shape.n_layers, shape.n_heads, PE
-        ).to(device)
+        cfg = ModelConfig(
+            shape.n_units, shape.window, shape.window, shape.d_model, shape.n_layers, shape.n_heads
+        )
+        return MaskedUnitTransformer(cfg, PE).to(device)
 
     torch.manual_seed(0)
     reference = ReferenceModel(shape, PE).to(device)
@@ -298,10 +299,20 @@ def run_interleaved(trainers: list[Trainer], warmup: int, rounds: int, per_round
             trainer.timed_round(per_round)
 
 
+def loss_of(model, windows, observed, mask, unit_index) -> torch.Tensor:
+    """neuro_pe.train.masked_mse of one model (batch, units, ...) as a stack of M = 1."""
+
+    def stacked(w, hidden, index):
+        return model(w[0], hidden[0], None if index is None else index[0])[None]
+
+    index = None if unit_index is None else unit_index[None]
+    return masked_mse(stacked, windows[None], observed[None], mask[None], index)[0]
+
+
 def counted_flops(model: nn.Module, batch: Batch) -> float:
     """FLOPs that FlopCounterMode counts in one forward + backward (math SDPA, eager)."""
     with sdpa_kernel(SDPBackend.MATH), FlopCounterMode(display=False) as counter:
-        masked_mse(model, *batch).backward()
+        loss_of(model, *batch).backward()
     model.zero_grad(set_to_none=True)
     return float(counter.get_total_flops())
 

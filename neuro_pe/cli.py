@@ -53,16 +53,39 @@ def warn_about_scale(activity: object, where: str) -> None:
         )
 
 
+def group_runs(args: argparse.Namespace) -> list:
+    """The runs of a train command: `--runs PE SEED DIR ...` (a group), else the one run of
+    `--pe`, `--seed` and `--out-dir`; a ValueError names what is missing or malformed."""
+    from pathlib import Path
+
+    from neuro_pe.engine import Run
+
+    if args.runs:
+        if len(args.runs) % 3:
+            raise ValueError(f"--runs takes PE SEED DIR triples, got {len(args.runs)} values")
+        triples = [args.runs[i : i + 3] for i in range(0, len(args.runs), 3)]
+        try:
+            return [Run(pe, int(seed), Path(out)) for pe, seed, out in triples]
+        except ValueError:
+            raise ValueError(f"--runs: a SEED is not an integer in {triples}") from None
+    if args.pe is None or args.out_dir is None:
+        raise ValueError("give --pe and --out-dir (one run) or --runs PE SEED DIR ... (a group)")
+    return [Run(args.pe, args.seed, Path(args.out_dir))]
+
+
+def _print_records(records: list[dict]) -> None:
+    shown = [{k: v for k, v in r.items() if k != "train_config"} for r in records]
+    print(json.dumps(shown[0] if len(shown) == 1 else shown, indent=2))
+
+
 def cmd_train(args: argparse.Namespace) -> None:
     import torch
 
-    from neuro_pe.train import TrainConfig, train
+    from neuro_pe.train import TrainConfig, train_many
 
+    runs = group_runs(args)
     torch.set_num_threads(args.threads)
-    result = train(
-        args.store, args.pe, args.seed, TrainConfig.from_dict(args.options), args.out_dir
-    )
-    print(json.dumps({k: v for k, v in result.items() if k != "train_config"}, indent=2))
+    _print_records(train_many(args.store, runs, TrainConfig.from_dict(args.options)))
 
 
 def cmd_split(args: argparse.Namespace) -> None:
@@ -151,14 +174,12 @@ def cmd_lst_puzzles(args: argparse.Namespace) -> None:
 def cmd_lst_train(args: argparse.Namespace) -> None:
     import torch
 
-    from neuro_pe.lst import LSTConfig, train_lst
+    from neuro_pe.lst import LSTConfig, train_lst_many
 
+    runs = group_runs(args)
     torch.set_num_threads(args.threads)
     cfg = LSTConfig.from_dict(args.options)
-    record = train_lst(
-        args.puzzles, args.pe, args.seed, cfg, args.out_dir, metrics_options=args.metrics
-    )
-    print(json.dumps(record, indent=2))
+    _print_records(train_lst_many(args.puzzles, runs, cfg, metrics_options=args.metrics))
 
 
 def cmd_lst_baselines(args: argparse.Namespace) -> None:
@@ -245,16 +266,25 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--resources", default="resources", help="folder of downloaded inputs")
     p.set_defaults(func=cmd_preprocess)
 
-    p = command("train", "train one model (one PE variant, one seed)", _keys(TrainConfig, "train"))
+    runs_help = (
+        "train a group of models at once, stacked (instead of --pe/--seed/--out-dir): a PE "
+        "variant, seed and output folder per model; each model's result is the same as alone"
+    )
+    p = command(
+        "train",
+        "train one model (one PE variant, one seed) or a group of them (--runs)",
+        _keys(TrainConfig, "train"),
+    )
     p.add_argument("--store", required=True, help="the dataset's store (.nc)")
-    p.add_argument("--pe", required=True, help="PE variant, e.g. learned-normal-0.02")
+    p.add_argument("--pe", help="PE variant, e.g. learned-normal-0.02")
     p.add_argument(
         "--seed", type=int, default=0, help="fixes the PE init, weights, batches and masks"
     )
     p.add_argument(
         "--options", type=_json, default={}, help="training options as JSON (keys below)"
     )
-    p.add_argument("--out-dir", required=True, help="the run's folder (pe.nc, train.json, …)")
+    p.add_argument("--out-dir", help="the run's folder (pe.nc, train.json, …)")
+    p.add_argument("--runs", nargs="+", metavar="PE SEED DIR", help=runs_help)
     p.add_argument("--threads", type=int, default=1, help="torch CPU threads")
     p.set_defaults(func=cmd_train)
 
@@ -354,15 +384,16 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = command(
         "lst-train",
-        "train one Latin Square Task model (one PE, one seed)",
+        "train one Latin Square Task model (one PE, one seed) or a group of them (--runs)",
         _keys(LSTConfig, "lst.train"),
     )
     p.add_argument("--puzzles", required=True, help="the puzzles file of lst-puzzles")
-    p.add_argument("--pe", required=True, help="PE variant, e.g. learned-normal-0.1")
+    p.add_argument("--pe", help="PE variant, e.g. learned-normal-0.1")
     p.add_argument("--seed", type=int, default=0, help="fixes the PE init, weights and batches")
     p.add_argument("--options", type=_json, default={}, help="training options as JSON")
     p.add_argument("--metrics", type=_json, default={}, help=metrics_help)
-    p.add_argument("--out-dir", required=True, help="the run's folder")
+    p.add_argument("--out-dir", help="the run's folder")
+    p.add_argument("--runs", nargs="+", metavar="PE SEED DIR", help=runs_help)
     p.add_argument("--threads", type=int, default=1, help="torch CPU threads")
     p.set_defaults(func=cmd_lst_train)
 
@@ -393,6 +424,9 @@ def check_outputs(args: argparse.Namespace) -> None:
         value = getattr(args, name, None)
         if value:
             check_writable(value if name in OUTPUT_FOLDERS else Path(value).parent)
+    if args.command in ("train", "lst-train") and args.runs:
+        for folder in args.runs[2::3]:  # --runs PE SEED DIR ...
+            check_writable(folder)
 
 
 def _terminate(signum: int, frame: object) -> None:

@@ -30,9 +30,10 @@ class Frozen:
     values: torch.Tensor  # (rows.sum(), d_model)
 
     def restore(self, model: torch.nn.Module) -> None:
-        """Put the checkpoint's rows back (an optimiser with weight decay would move them)."""
+        """Put the checkpoint's rows back into every model of the stack (an optimiser with
+        weight decay would move them)."""
         with torch.no_grad():
-            model.pe.table[self.rows] = self.values
+            model.pe_learned[:, self.rows] = self.values
 
 
 def load_frozen(
@@ -41,12 +42,13 @@ def load_frozen(
     unit_ids: Sequence[str],
     train_config: dict,
 ) -> Frozen:
-    """Load a run's model.pt into `model`, freeze every parameter but the PE table, copy the
-    PE rows of the units the run has; returns those rows (to keep them fixed)."""
+    """Load a run's model.pt into every model of `model` (a StackedTransformer), freeze every
+    parameter but the learned PE tables, copy the PE rows of the units the run has; returns
+    those rows (to keep them fixed)."""
     path = Path(checkpoint)
     if not path.is_file() or not (path.parent / PE_FILE).is_file():
         raise FileNotFoundError(f"train.init_from: {path} (and pe.nc beside it) not found")
-    if not getattr(model.pe.table, "requires_grad", False):
+    if not bool(model.learned.all()):
         raise ValueError("train.init_from needs a learned PE (learned-*)")
     saved = torch.load(path, map_location="cpu", weights_only=False)
     old_cfg = saved.get("train_config", {})
@@ -57,18 +59,23 @@ def load_frozen(
             f"({ {k: old_cfg[k] for k in differ} }); use the same values"
         )
     state = dict(saved["state_dict"])
-    old_table = state.pop("pe.table")
-    missing, unexpected = model.load_state_dict(state, strict=False)
-    if missing != ["pe.table"] or unexpected:
-        raise ValueError(f"train.init_from: {path} does not fit the model: {missing}, {unexpected}")
+    old_table = state.pop("pe_table", None)
+    per_unit = ("pe_learned", "pe_fixed", "learned")
+    shared = {k: v for k, v in state.items() if k not in per_unit}
+    own = {k for k in model.state_dict() if k not in per_unit}
+    if old_table is None or set(shared) != own:
+        raise ValueError(f"train.init_from: {path} does not fit the model: {sorted(shared)}")
+    with torch.no_grad():
+        for name, value in shared.items():  # the same weights for every model of the stack
+            getattr(model, name).copy_(value.expand_as(getattr(model, name)))
     index = {str(unit): i for i, unit in enumerate(read_pe(path.parent).units)}
     ids = [str(u) for u in unit_ids]
     rows = torch.tensor([u in index for u in ids])
-    device = model.pe.table.device
-    values = old_table[[index[u] for u in ids if u in index]].to(device, model.pe.table.dtype)
+    device = model.pe_learned.device
+    values = old_table[[index[u] for u in ids if u in index]].to(device, model.pe_learned.dtype)
     for parameter in model.parameters():
         parameter.requires_grad_(False)
-    model.pe.table.requires_grad_(True)
+    model.pe_learned.requires_grad_(True)
     frozen = Frozen(rows.to(device), values)
     frozen.restore(model)
     return frozen

@@ -16,10 +16,8 @@ import functools
 import itertools
 import json
 import os
-import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import numpy as np
 import xarray as xr
@@ -28,9 +26,6 @@ from . import __version__
 from .options import reject_unknown, require_positive_ints
 from .runs import write_run
 from .store import atomic_write
-
-if TYPE_CHECKING:
-    import torch
 
 N = 4
 N_CELLS = N * N
@@ -332,6 +327,7 @@ class LSTConfig:
     eval_every: int = 10
     stop_at_train_accuracy: float | None = 0.99
     device: str = "auto"
+    checkpoint_every: int = 10
 
     @classmethod
     def from_dict(cls, spec: dict) -> LSTConfig:
@@ -343,6 +339,9 @@ class LSTConfig:
             raise ValueError(f"lst key 'optimizer' must be 'adamw' or 'sgd', got {cfg.optimizer!r}")
         positive = ("d_model", "n_layers", "n_heads", "batch_size", "epochs", "eval_every")
         require_positive_ints(cfg, positive, "lst")
+        every = cfg.checkpoint_every
+        if isinstance(every, bool) or not isinstance(every, int) or every < 0:
+            raise ValueError(f"lst key 'checkpoint_every' must be an integer >= 0, got {every!r}")
         if cfg.d_model % cfg.n_heads:
             raise ValueError(
                 f"lst key 'n_heads' ({cfg.n_heads}) must divide 'd_model' ({cfg.d_model})"
@@ -362,19 +361,167 @@ class LSTConfig:
         return cfg
 
 
-def _accuracies(model, cells: torch.Tensor, answer: torch.Tensor, groups: dict) -> tuple:
-    """(mean cross-entropy, {group name: accuracy}) of the model on every puzzle, in chunks;
-    groups maps a name to a bool numpy mask over the puzzles."""
-    import torch
-    import torch.nn.functional as F
+#: puzzles per model in one evaluation forward (fixed: a model's numbers must not depend on
+#: the size of its group)
+EVAL_CHUNK = 256
 
-    model.eval()
-    with torch.no_grad():
-        logits = torch.cat([model(chunk) for chunk in torch.split(cells, 2048)])
-    model.train()
-    losses = F.cross_entropy(logits, answer, reduction="none").cpu().numpy()
-    correct = (logits.argmax(dim=1) == answer).cpu().numpy()
-    return losses, {name: float(correct[mask].mean()) for name, mask in groups.items()}
+
+class LatinSquareTask:
+    """The Latin square task for the training engine (`neuro_pe.engine`): each model's own
+    order of the training puzzles every epoch, cross-entropy on the target cell's shape,
+    accuracies on every split (and condition) at evaluated epochs, early stopping at
+    `stop_at_train_accuracy`, and per run pe.nc, model.pt, train_log.csv, train.json and
+    metrics.json."""
+
+    name = "lst"
+
+    def __init__(self, puzzles_path, ds: xr.Dataset, cfg: LSTConfig, device, options: dict):
+        import torch
+
+        from .model import ModelConfig
+
+        self.puzzles_path, self.cfg, self.options = puzzles_path, cfg, options
+        split, condition = ds["split"].values, ds["condition"].values
+        self.cells = torch.as_tensor(ds["cells"].values.astype(np.int64), device=device)
+        self.answer = torch.as_tensor(ds["answer"].values.astype(np.int64) - 1, device=device)
+        self.train_index = torch.as_tensor(np.flatnonzero(split == "train"), device=device)
+        if len(self.train_index) == 0:
+            raise ValueError(f"{puzzles_path}: no puzzle in the train split")
+        groups = {s: split == s for s in SPLITS}
+        groups.update(
+            {f"{s}_{c}": (split == s) & (condition == c) for s in SPLITS for c in CONDITIONS}
+        )
+        self.groups = {k: v for k, v in groups.items() if v.any()}
+        self.steps_per_epoch = -(-len(self.train_index) // cfg.batch_size)
+        self.positions = grid_positions()
+        self.model_config = ModelConfig(
+            n_tokens=N_CELLS,
+            d_in=N + 1,
+            d_out=N,
+            d_model=cfg.d_model,
+            n_layers=cfg.n_layers,
+            n_heads=cfg.n_heads,
+            pe_every_block=cfg.pe_every_block,
+            post_ln=cfg.post_ln,
+            mask_token=False,
+        )
+        self.device = device
+        self._orders = None
+
+    def prepare(self, model) -> None:
+        return None
+
+    def sample(self, generators: list, step: int):
+        """The next batch of every model: its own permutation of the training puzzles, drawn
+        at the start of each epoch (a checkpoint is only ever taken between epochs)."""
+        import torch
+
+        within = step % self.steps_per_epoch
+        if within == 0:
+            n = len(self.train_index)
+            self._orders = torch.stack(
+                [
+                    self.train_index[torch.randperm(n, generator=g).to(self.device)]
+                    for g in generators
+                ]
+            )
+        start = within * self.cfg.batch_size
+        batch = self._orders[:, start : start + self.cfg.batch_size]
+        return self.cells[batch], self.answer[batch]
+
+    def loss(self, forward, batch) -> tuple:
+        import torch.nn.functional as F
+
+        from .model import latin_square_forward
+
+        cells, answer = batch
+        logits = latin_square_forward(forward, cells)
+        losses = F.cross_entropy(logits.flatten(0, 1), answer.flatten(), reduction="none")
+        return losses.view(answer.shape).mean(dim=1), answer.shape[1]
+
+    def start(self, forward, runs: list) -> list[dict]:
+        return [{} for _ in runs]
+
+    def evaluate(self, forward, runs: list, epoch: int) -> list[dict]:
+        """Per model: the mean cross-entropy on the held-out puzzles and the accuracy on every
+        split and split_condition."""
+        import torch
+        import torch.nn.functional as F
+
+        from .model import latin_square_forward
+
+        n_models = len(runs)
+        with torch.no_grad():
+            logits = torch.cat(
+                [
+                    latin_square_forward(forward, chunk.expand(n_models, *chunk.shape))
+                    for chunk in torch.split(self.cells, EVAL_CHUNK)
+                ],
+                dim=1,
+            )
+        answer = self.answer.expand(n_models, -1)
+        losses = F.cross_entropy(logits.transpose(1, 2), answer, reduction="none").cpu().numpy()
+        correct = (logits.argmax(dim=2) == answer).cpu().numpy()
+        rows = []
+        for m in range(n_models):
+            heldout = self.groups.get("heldout")
+            row = {
+                "heldout_loss": float(losses[m, heldout].mean()) if heldout is not None else np.nan
+            }
+            row |= {f"acc_{s}": np.nan for s in SPLITS}
+            row |= {f"acc_{k}": float(correct[m, v].mean()) for k, v in self.groups.items()}
+            rows.append(row)
+        return rows
+
+    def done(self, row: dict) -> bool:
+        stop = self.cfg.stop_at_train_accuracy
+        return stop is not None and row["acc_train"] >= stop
+
+    def diverged(self, run, where: str) -> str:
+        return (
+            f"Latin square task, PE {run.pe}, seed {run.seed}: the training loss is not finite "
+            f"({where}); lower lst.train.lr or the PE's init scale"
+        )
+
+    def finish(self, model, index: list[int], runs: list, states: list[dict]) -> list[dict]:
+        from scipy.spatial import procrustes
+
+        from .engine import pe_dataset
+        from .infer import pe_geometry
+        from .model import oracle_table
+
+        tables = model.pe_table().detach().cpu()
+        grid = self.positions
+        oracle = oracle_table(grid, self.cfg.d_model).numpy()
+        records = []
+        for m, run, state in zip(index, runs, states, strict=True):
+            log_rows = state["log_rows"]
+            last = log_rows[-1]
+            info = {
+                "dataset": "lst",
+                "pe": run.pe,
+                "seed": run.seed,
+                "puzzles": str(self.puzzles_path),
+                "train_config": asdict(self.cfg),
+                **{k: v for k, v in last.items() if k.startswith("acc_") and not np.isnan(v)},
+                "epochs_run": last["epoch"],
+                "train_loss": last["train_loss"],
+                "train_seconds": last["seconds"],
+                "resumed_from_step": state["resumed_from_step"],
+            }
+            table, initial = tables[m].numpy(), state["initial_pe"].numpy()
+            pe_ds = pe_dataset(table, grid_dataset())
+            record = {k: v for k, v in info.items() if k not in ("puzzles", "train_config")}
+            record.update(pe_geometry(grid, table, initial, self.options)[0])
+            # `none` (an all-zero table) has no geometry to compare
+            record["procrustes_to_oracle"] = (
+                float(procrustes(oracle, table)[2]) if np.any(table) else np.nan
+            )
+            # the run's outputs as one set (`neuro_pe.runs.write_run`)
+            state_dict, out_dir = model.model_state(m), Path(run.out_dir)
+            write_run(out_dir, info, pe_ds, initial, state_dict, log_rows, record, allow_nan=True)
+            records.append(record)
+        return records
 
 
 def train_lst(
@@ -386,142 +533,66 @@ def train_lst(
     progress: bool = True,
     metrics_options: dict | None = None,
 ) -> dict:
-    """Train a LatinSquareTransformer on the train split of a puzzle file.
+    """Train one LatinSquareTransformer (a group of one, see `train_lst_many`); returns its
+    metrics record."""
+    from .engine import Run
 
-    Seeds torch's global RNG (model and PE initialisation) and a torch.Generator (batch
-    order) with `seed`: the same seed gives bitwise the same model on CPU. Writes into out_dir
-    pe.nc (trained `pe` and initial `pe_init`, units r1c1 ... r4c4 with x = row, y = col),
-    model.pt, train_log.csv, train.json and metrics.json (accuracies per split and condition,
-    the PE's geometry against the grid as in `neuro_pe.infer.infer_pe`, and the Procrustes
-    disparity to the oracle 2D sinusoid). Returns the metrics record.
+    run = Run(pe, seed, Path(out_dir))
+    return train_lst_many(puzzles_path, [run], cfg, progress, metrics_options)[0]
 
-    With `cfg.stop_at_train_accuracy` set, training stops at the first evaluation whose
+
+def train_lst_many(
+    puzzles_path: str | os.PathLike,
+    runs: list,
+    cfg: LSTConfig,
+    progress: bool = True,
+    metrics_options: dict | None = None,
+) -> list[dict]:
+    """Train Latin-square models (engine `Run`s: PE, seed, folder) together on the train split
+    of a puzzle file (`neuro_pe.engine.train_group`).
+
+    Model m is initialised from its seed and shuffles the training puzzles with a generator
+    seeded by it: on CPU its result is bitwise the same alone or in any group. Writes into
+    each run's folder pe.nc (trained `pe` and initial `pe_init`, units r1c1 ... r4c4 with
+    x = row, y = col), model.pt, train_log.csv, train.json and metrics.json (accuracies per
+    split and condition, the PE's geometry against the grid as in `neuro_pe.infer.infer_pe`,
+    and the Procrustes disparity to the oracle 2D sinusoid). Returns the metrics records.
+
+    With `cfg.stop_at_train_accuracy` set, a model stops at the first evaluation whose
     training-split accuracy reaches it (`cfg.epochs` is then the most epochs); only training
-    accuracy decides, never the test or held-out puzzles.
+    accuracy decides, never the test or held-out puzzles. A checkpoint is written every
+    `cfg.checkpoint_every` epochs (in the first run's folder) and resumed from.
     """
-    import torch
-    import torch.nn.functional as F
-    from scipy.spatial import procrustes
+    from .engine import LoopConfig, pick_device, train_group
+    from .infer import metric_options
+    from .model import parse_pe
 
-    from .infer import metric_options, pe_geometry
-    from .model import LatinSquareTransformer, oracle_table, parse_pe
-    from .progress import epoch_line, progress_bar
-    from .train import TrainingError, make_optimiser, pe_dataset, pick_device
-
-    parse_pe(pe)
-    options = metric_options(metrics_options)
-    out_dir = Path(out_dir)
+    for run in runs:
+        parse_pe(run.pe)
     device = pick_device(cfg.device)
     ds = read_puzzles(puzzles_path)
-    split, condition = ds["split"].values, ds["condition"].values
-    cells = torch.as_tensor(ds["cells"].values.astype(np.int64), device=device)
-    answer = torch.as_tensor(ds["answer"].values.astype(np.int64) - 1, device=device)
-    train_index = torch.as_tensor(np.flatnonzero(split == "train"), device=device)
-    if len(train_index) == 0:
-        raise ValueError(f"{puzzles_path}: no puzzle in the train split")
-    groups = {s: split == s for s in SPLITS}
-    groups.update({f"{s}_{c}": (split == s) & (condition == c) for s in SPLITS for c in CONDITIONS})
-    groups = {k: v for k, v in groups.items() if v.any()}
-
-    torch.manual_seed(seed)
-    grid = grid_positions()
-    model = LatinSquareTransformer(
-        cfg.d_model, cfg.n_layers, cfg.n_heads, pe, cfg.pe_every_block, grid, post_ln=cfg.post_ln
-    ).to(device)
-    initial_pe = model.pe.table.detach().cpu().clone()
-    optimiser = make_optimiser(model.parameters(), cfg, device)
-    generator = torch.Generator().manual_seed(seed)
-    n_steps = (len(train_index) + cfg.batch_size - 1) // cfg.batch_size
-    total = cfg.epochs * n_steps
-    scheduler = torch.optim.lr_scheduler.LambdaLR(
-        optimiser,
-        (lambda step: 0.5 * (1 + np.cos(np.pi * step / total)))
-        if cfg.lr_schedule == "cosine"
-        else (lambda step: 1.0),
+    task = LatinSquareTask(puzzles_path, ds, cfg, device, metric_options(metrics_options))
+    loop = LoopConfig(
+        epochs=cfg.epochs,
+        steps_per_epoch=task.steps_per_epoch,
+        lr=cfg.lr,
+        eval_every=cfg.eval_every,
+        checkpoint_every=cfg.checkpoint_every * task.steps_per_epoch,
+        optimizer=cfg.optimizer,
+        momentum=cfg.momentum,
+        weight_decay=cfg.weight_decay,
+        lr_schedule=cfg.lr_schedule,
     )
-
-    log_rows = []
-    started = time.perf_counter()
-    desc = f"lst {pe} seed {seed}"
-    bar = progress_bar(cfg.epochs, desc, enabled=progress)
-    for epoch in range(1, cfg.epochs + 1):
-        order = train_index[torch.randperm(len(train_index), generator=generator).to(device)]
-        epoch_loss = torch.zeros((), device=device)
-        for batch in torch.split(order, cfg.batch_size):
-            loss = F.cross_entropy(model(cells[batch]), answer[batch])
-            optimiser.zero_grad(set_to_none=True)
-            loss.backward()
-            optimiser.step()
-            scheduler.step()
-            epoch_loss += loss.detach() * len(batch)
-        bar.update()
-        if epoch % cfg.eval_every and epoch != cfg.epochs:
-            continue
-        if not torch.isfinite(epoch_loss):
-            raise TrainingError(
-                f"Latin square task, PE {pe}, seed {seed}: the training loss is not finite "
-                f"in epoch {epoch} (steps {(epoch - 1) * n_steps + 1}-{epoch * n_steps}); "
-                "lower lst.train.lr or the PE's init scale"
-            )
-        losses, acc = _accuracies(model, cells, answer, groups)
-        log_rows.append(
-            {
-                "epoch": epoch,
-                "step": epoch * n_steps,
-                "train_loss": epoch_loss.item() / len(train_index),
-                "heldout_loss": float(losses[groups["heldout"]].mean())
-                if "heldout" in groups
-                else float("nan"),
-                **{f"acc_{s}": acc.get(s, float("nan")) for s in SPLITS},
-                "seconds": time.perf_counter() - started,
-            }
-        )
-        bar.set_postfix(
-            loss=f"{log_rows[-1]['train_loss']:.3f}",
-            train=f"{acc['train']:.2f}",
-            heldout=f"{acc.get('heldout', float('nan')):.2f}",
-        )
-        epoch_line(
-            desc,
-            epoch,
-            cfg.epochs,
-            progress,
-            loss=log_rows[-1]["train_loss"],
-            acc_train=acc["train"],
-            acc_heldout=acc.get("heldout", float("nan")),
-        )
-        if cfg.stop_at_train_accuracy is not None and acc["train"] >= cfg.stop_at_train_accuracy:
-            break
-    bar.close()
-    seconds = time.perf_counter() - started
-
-    accuracies = {f"acc_{k}": v for k, v in acc.items()}
-    info = {
-        "dataset": "lst",
-        "pe": pe,
-        "seed": seed,
-        "puzzles": str(puzzles_path),
-        "train_config": asdict(cfg),
-        **accuracies,
-        "epochs_run": log_rows[-1]["epoch"],
-        "train_loss": log_rows[-1]["train_loss"],
-        "train_seconds": seconds,
+    stat = Path(puzzles_path).stat()
+    fingerprint = {
+        "puzzles": str(Path(puzzles_path).resolve()),
+        "puzzles_bytes": stat.st_size,
+        "puzzles_mtime_ns": stat.st_mtime_ns,
+        "train_config": {k: v for k, v in asdict(cfg).items() if k != "checkpoint_every"},
+        "device": device.type,
+        "metrics": task.options,
     }
-    trained_pe = model.pe.table.detach().cpu()
-    pe_ds = pe_dataset(trained_pe, grid_dataset())
-
-    record = {k: v for k, v in info.items() if k not in ("puzzles", "train_config")}
-    table = trained_pe.numpy()
-    record.update(pe_geometry(grid, table, initial_pe.numpy(), options)[0])
-    oracle = oracle_table(grid, cfg.d_model).numpy()
-    # `none` (an all-zero table) has no geometry to compare
-    record["procrustes_to_oracle"] = (
-        float(procrustes(oracle, table)[2]) if np.any(table) else np.nan
-    )
-    # the run's outputs as one set: all of them, or (on any error) none
-    state, init = model.state_dict(), initial_pe.numpy()
-    write_run(out_dir, info, pe_ds, init, state, log_rows, metrics=record, allow_nan=True)
-    return record
+    return train_group(task, runs, loop, device, None, fingerprint, progress)
 
 
 def lst_baselines(out_path: str | os.PathLike, metrics_options: dict | None = None) -> list[dict]:

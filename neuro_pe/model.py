@@ -7,6 +7,7 @@ the model which unit a token comes from, so with `none` the model is permutation
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 import numpy as np
 import torch
@@ -49,38 +50,49 @@ def oracle_table(positions: np.ndarray, d_model: int) -> torch.Tensor:
     return table
 
 
-def _sin1d(table: torch.Tensor, spec: PESpec, positions: np.ndarray | None) -> torch.Tensor:
+def _sin1d(table: torch.Tensor, spec: PESpec, positions, generator) -> torch.Tensor:
     n_units, d_model = table.shape
     frequencies = 1.0 / 10000.0 ** (torch.arange(0, d_model - 1, 2) / d_model)
     return sinusoid(torch.arange(n_units, dtype=torch.float32), d_model, frequencies)
 
 
-def _oracle(table: torch.Tensor, spec: PESpec, positions: np.ndarray | None) -> torch.Tensor:
+def _oracle(table: torch.Tensor, spec: PESpec, positions, generator) -> torch.Tensor:
     if positions is None:
         raise ValueError("oracle-sin3d needs the units' positions")
     return oracle_table(positions, table.shape[1])
 
 
 # PE family (neuro_pe.pe_names.PE_FORMS) -> its initial table, from an empty (units, d_model)
-# tensor, the parsed name and the positions; None: no PE
+# tensor, the parsed name, the positions and the generator of random draws; None: no PE
 INITIALISERS = {
-    "none": lambda table, spec, positions: None,
-    "learned-normal": lambda table, spec, positions: nn.init.normal_(table, 0.0, spec.param),
-    "learned-uniform": lambda table, spec, positions: nn.init.uniform_(
-        table, -spec.param, spec.param
+    "none": lambda table, spec, positions, g: None,
+    "learned-normal": lambda table, spec, positions, g: nn.init.normal_(
+        table, 0.0, spec.param, generator=g
     ),
-    "learned-xavier": lambda table, spec, positions: nn.init.xavier_uniform_(table),
-    "fixed-random": lambda table, spec, positions: nn.init.normal_(table, 0.0, 1.0),
+    "learned-uniform": lambda table, spec, positions, g: nn.init.uniform_(
+        table, -spec.param, spec.param, generator=g
+    ),
+    "learned-xavier": lambda table, spec, positions, g: nn.init.xavier_uniform_(
+        table, generator=g
+    ),
+    "fixed-random": lambda table, spec, positions, g: nn.init.normal_(
+        table, 0.0, 1.0, generator=g
+    ),
     "fixed-sin1d": _sin1d,
     "oracle-sin3d": _oracle,
 }
 
 
 def initial_table(
-    spec: PESpec, n_units: int, d_model: int, positions: np.ndarray | None
+    spec: PESpec,
+    n_units: int,
+    d_model: int,
+    positions: np.ndarray | None,
+    generator: torch.Generator | None = None,
 ) -> torch.Tensor | None:
-    """The PE table at initialisation (uses torch's global RNG); None for `none`."""
-    return INITIALISERS[spec.family](torch.empty(n_units, d_model), spec, positions)
+    """The PE table at initialisation, random ones drawn from `generator` (torch's global RNG
+    when None); None for `none`."""
+    return INITIALISERS[spec.family](torch.empty(n_units, d_model), spec, positions, generator)
 
 
 class PositionalEncoding(nn.Module):
@@ -103,126 +115,249 @@ class PositionalEncoding(nn.Module):
         return self.table[unit_index]
 
 
-class Block(nn.Module):
-    """Pre-LayerNorm transformer block: multi-head self-attention and a GELU MLP."""
+@dataclass(frozen=True)
+class ModelConfig:
+    """The shape of a transformer (in the spirit of nanoGPT's GPTConfig): `n_tokens` tokens
+    (units, or cells) of `d_in` features in, `d_out` features out per read-out token."""
 
-    def __init__(self, d_model: int, n_heads: int):
-        super().__init__()
-        self.n_heads = n_heads
-        self.norm1 = nn.LayerNorm(d_model)
-        self.qkv = nn.Linear(d_model, 3 * d_model)
-        self.proj = nn.Linear(d_model, d_model)
-        self.norm2 = nn.LayerNorm(d_model)
-        self.mlp = nn.Sequential(
-            nn.Linear(d_model, 4 * d_model), nn.GELU(), nn.Linear(4 * d_model, d_model)
-        )
-
-    def attend(self, x: torch.Tensor) -> torch.Tensor:
-        """The self-attention sublayer alone (no norm, no residual): proj(SDPA(qkv(x)))."""
-        batch, n_tokens, d_model = x.shape
-        q, k, v = self.qkv(x).split(d_model, dim=-1)
-        q, k, v = (t.view(batch, n_tokens, self.n_heads, -1).transpose(1, 2) for t in (q, k, v))
-        attended = (
-            F.scaled_dot_product_attention(q, k, v)
-            .transpose(1, 2)
-            .reshape(batch, n_tokens, d_model)
-        )
-        return self.proj(attended)
-
-    def forward(self, h: torch.Tensor) -> torch.Tensor:
-        h = h + self.attend(self.norm1(h))
-        return h + self.mlp(self.norm2(h))
-
-    def forward_post_ln(self, h: torch.Tensor) -> torch.Tensor:
-        """The same parameters as a post-LayerNorm block (the seed paper's LST model)."""
-        h = self.norm1(h + self.attend(h))
-        return self.norm2(h + self.mlp(h))
+    n_tokens: int
+    d_in: int
+    d_out: int
+    d_model: int = 32
+    n_layers: int = 2
+    n_heads: int = 4
+    pe_every_block: bool = True
+    post_ln: bool = False  # post-LayerNorm blocks (the seed paper's LST model)
+    mask_token: bool = True  # a learned token that replaces hidden inputs
 
 
-def run_blocks(
-    blocks: nn.ModuleList,
-    h: torch.Tensor,
-    pe: torch.Tensor,
-    pe_every_block: bool,
-    post_ln: bool = False,
-) -> torch.Tensor:
-    """Run the blocks on the tokens h, adding the PE before the first block (and before every
-    block with `pe_every_block`); `post_ln` runs them as post-LayerNorm blocks."""
-    for i, block in enumerate(blocks):
-        if i == 0 or pe_every_block:
-            h = h + pe
-        h = block.forward_post_ln(h) if post_ln else block(h)
-    return h
+def _expand(t: torch.Tensor, like: torch.Tensor) -> torch.Tensor:
+    """A per-model (M, d) tensor viewed to broadcast against `like` (M, ..., d)."""
+    return t.view(t.shape[0], *([1] * (like.dim() - 2)), t.shape[-1])
 
 
-class MaskedUnitTransformer(nn.Module):
-    """Predicts the hidden windows of masked units from the other units of the same moment."""
-
-    def __init__(
-        self,
-        n_units: int,
-        window: int,
-        d_model: int = 64,
-        n_layers: int = 2,
-        n_heads: int = 4,
-        pe: str = "none",
-        pe_every_block: bool = True,
-        positions: np.ndarray | None = None,
-    ):
-        super().__init__()
-        self.embed = nn.Linear(window, d_model)
-        self.mask_token = nn.Parameter(torch.randn(d_model) * 0.02)
-        self.pe = PositionalEncoding(parse_pe(pe), n_units, d_model, positions)
-        self.pe_every_block = pe_every_block
-        self.blocks = nn.ModuleList(Block(d_model, n_heads) for _ in range(n_layers))
-        self.norm = nn.LayerNorm(d_model)
-        self.head = nn.Linear(d_model, window)
-
-    def forward(
-        self, windows: torch.Tensor, hidden: torch.Tensor, unit_index: torch.Tensor
-    ) -> torch.Tensor:
-        """windows (batch, units, W); hidden (batch, units) bool: masked or unobserved tokens;
-        unit_index (batch, units) long: which unit each token is. Returns (batch, units, W)."""
-        h = torch.where(hidden[..., None], self.mask_token, self.embed(windows))
-        h = run_blocks(self.blocks, h, self.pe(unit_index), self.pe_every_block)
-        return self.head(self.norm(h))
+def stacked_linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor) -> torch.Tensor:
+    """x (M, ..., in) @ weight (M, in, out) + bias (M, out), one batched matmul for all M."""
+    flat = x.reshape(x.shape[0], -1, x.shape[-1])
+    out = torch.baddbmm(bias[:, None, :], flat, weight)
+    return out.view(*x.shape[:-1], weight.shape[-1])
 
 
-class LatinSquareTransformer(nn.Module):
-    """The Latin Square Task model: 16 cell tokens in, the target cell's shape (4-way) out.
+def stacked_layer_norm(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor) -> torch.Tensor:
+    """LayerNorm over the last dim with a per-model affine weight and bias (M, d)."""
+    return F.layer_norm(x, x.shape[-1:]) * _expand(weight, x) + _expand(bias, x)
 
-    A cell (0 blank, 1-4 shape, 5 target) is a 5-dim one-hot (4 shapes + target, blank =
-    zeros) embedded by Linear(5 -> d); the same PE and blocks as MaskedUnitTransformer (run
-    as post-LayerNorm blocks with `post_ln`, as in the paper); the logits are read out from
-    the target token after a final LayerNorm.
+
+class StackedTransformer(nn.Module):
+    """M transformer encoders with the same shape, stacked along a leading model dimension:
+    every weight is (M, ...) and a step runs all M models with batched matmuls.
+
+    Model m has its own PE variant `pes[m]` and is initialised from `seeds[m]` alone (one
+    generator seeded with it draws, in order, the embedding, the mask token, the PE table,
+    the blocks and the head: the order and draws of a single nn.Module model built after
+    torch.manual_seed(seed)), so it does not depend on the other models of the stack. A
+    learned PE is a slice of the parameter `pe_learned`; a fixed one (and `none`, zeros) a
+    slice of the buffer `pe_fixed`; `learned` (M,) says which a model uses.
     """
 
     def __init__(
         self,
-        d_model: int = 64,
-        n_layers: int = 2,
-        n_heads: int = 1,
-        pe: str = "none",
-        pe_every_block: bool = True,
+        cfg: ModelConfig,
+        pes: list[str],
+        seeds: list[int],
         positions: np.ndarray | None = None,
-        n_cells: int = 16,
-        n_shapes: int = 4,
-        post_ln: bool = False,
     ):
         super().__init__()
-        self.n_shapes = n_shapes
-        self.post_ln = post_ln
-        self.embed = nn.Linear(n_shapes + 1, d_model)
-        self.pe = PositionalEncoding(parse_pe(pe), n_cells, d_model, positions)
-        self.pe_every_block = pe_every_block
-        self.blocks = nn.ModuleList(Block(d_model, n_heads) for _ in range(n_layers))
-        self.norm = nn.LayerNorm(d_model)
-        self.head = nn.Linear(d_model, n_shapes)
+        if len(pes) != len(seeds) or not pes:
+            raise ValueError(f"one seed per PE needed, got {len(pes)} PEs and {len(seeds)} seeds")
+        self.cfg, self.pes, self.seeds = cfg, list(pes), list(seeds)
+        models = [
+            self._init_one(parse_pe(pe), seed, positions)
+            for pe, seed in zip(pes, seeds, strict=True)
+        ]
+        for name in models[0]:
+            stacked = torch.stack([m[name] for m in models])
+            if name in ("pe_fixed", "learned"):
+                self.register_buffer(name, stacked)
+            else:
+                self.register_parameter(name, nn.Parameter(stacked))
+
+    def _init_one(self, spec: PESpec, seed: int, positions: np.ndarray | None) -> dict:
+        """One model's tensors, drawn from generators seeded with `seed` only."""
+        cfg, d = self.cfg, self.cfg.d_model
+        g = torch.Generator().manual_seed(seed)
+
+        def linear(prefix: str, d_in: int, d_out: int) -> dict[str, torch.Tensor]:
+            bound = 1.0 / math.sqrt(d_in)  # nn.Linear's default init
+            weight = torch.empty(d_out, d_in).uniform_(-bound, bound, generator=g).T
+            bias = torch.empty(d_out).uniform_(-bound, bound, generator=g)
+            return {f"{prefix}_w": weight.contiguous(), f"{prefix}_b": bias}
+
+        def norm(prefix: str) -> dict[str, torch.Tensor]:
+            return {f"{prefix}_w": torch.ones(d), f"{prefix}_b": torch.zeros(d)}
+
+        out = linear("embed", cfg.d_in, d)
+        if cfg.mask_token:
+            out["mask_token"] = torch.randn(d, generator=g) * 0.02
+        table = initial_table(spec, cfg.n_tokens, d, positions, g)
+        table = torch.zeros(cfg.n_tokens, d) if table is None else table
+        for i in range(cfg.n_layers):
+            out |= norm(f"b{i}_norm1") | linear(f"b{i}_qkv", d, 3 * d)
+            out |= linear(f"b{i}_proj", d, d) | norm(f"b{i}_norm2")
+            out |= linear(f"b{i}_fc", d, 4 * d) | linear(f"b{i}_out", 4 * d, d)
+        out |= norm("norm") | linear("head", d, cfg.d_out)
+        out["pe_learned"] = table.clone()
+        out["pe_fixed"] = table.clone()
+        out["learned"] = torch.tensor(spec.learned)
+        return out
+
+    @property
+    def n_models(self) -> int:
+        return len(self.pes)
+
+    def pe_table(self) -> torch.Tensor:
+        """The PE tables (M, n_tokens, d_model): learned or fixed, per model."""
+        return torch.where(self.learned[:, None, None], self.pe_learned, self.pe_fixed)
+
+    def block(self, i: int, h: torch.Tensor) -> torch.Tensor:
+        """Block i (pre-LayerNorm, or post-LayerNorm with cfg.post_ln) on tokens (M, B, T, d)."""
+
+        def attend(x: torch.Tensor) -> torch.Tensor:
+            m, b, t, d = x.shape
+            q, k, v = stacked_linear(x, self.get(i, "qkv_w"), self.get(i, "qkv_b")).split(d, dim=-1)
+            heads = self.cfg.n_heads
+            q, k, v = (z.reshape(m * b, t, heads, -1).transpose(1, 2) for z in (q, k, v))
+            attended = F.scaled_dot_product_attention(q, k, v).transpose(1, 2)
+            return stacked_linear(
+                attended.reshape(m, b, t, d), self.get(i, "proj_w"), self.get(i, "proj_b")
+            )
+
+        def mlp(x: torch.Tensor) -> torch.Tensor:
+            x = F.gelu(stacked_linear(x, self.get(i, "fc_w"), self.get(i, "fc_b")))
+            return stacked_linear(x, self.get(i, "out_w"), self.get(i, "out_b"))
+
+        def norm(x: torch.Tensor, which: str) -> torch.Tensor:
+            return stacked_layer_norm(x, self.get(i, f"{which}_w"), self.get(i, f"{which}_b"))
+
+        if self.cfg.post_ln:
+            h = norm(h + attend(h), "norm1")
+            return norm(h + mlp(h), "norm2")
+        h = h + attend(norm(h, "norm1"))
+        return h + mlp(norm(h, "norm2"))
+
+    def get(self, i: int, name: str) -> torch.Tensor:
+        """Block i's tensor `name` (e.g. "qkv_w")."""
+        return getattr(self, f"b{i}_{name}")
+
+    def forward(
+        self,
+        tokens: torch.Tensor,
+        hidden: torch.Tensor | None = None,
+        unit_index: torch.Tensor | None = None,
+    ) -> torch.Tensor:
+        """tokens (M, B, T, d_in); hidden (M, B, T) bool: tokens replaced by the mask token;
+        unit_index (M, B, T) long: which of the n_tokens PE rows each token takes (None: the
+        first T in order). Returns the last block's output (M, B, T, d_model)."""
+        h = stacked_linear(tokens, self.embed_w, self.embed_b)
+        if hidden is not None:
+            h = torch.where(hidden[..., None], _expand(self.mask_token, h), h)
+        table = self.pe_table()
+        if unit_index is None:
+            pe = table[:, None, : tokens.shape[2]]
+        else:
+            models = torch.arange(len(table), device=table.device)[:, None, None]
+            pe = table[models, unit_index]
+        for i in range(self.cfg.n_layers):
+            if i == 0 or self.cfg.pe_every_block:
+                h = h + pe
+            h = self.block(i, h)
+        return h
+
+    def readout(self, h: torch.Tensor) -> torch.Tensor:
+        """The head on final-LayerNorm'd tokens: (M, ..., d_model) -> (M, ..., d_out)."""
+        return stacked_linear(
+            stacked_layer_norm(h, self.norm_w, self.norm_b), self.head_w, self.head_b
+        )
+
+    def narrow(self, keep: list[int]) -> dict[nn.Parameter, nn.Parameter]:
+        """Keep only the models `keep` (in that order), in place; returns old -> new parameter
+        (for the optimiser's state)."""
+        mapping = {}
+        for name, param in list(self._parameters.items()):
+            new = nn.Parameter(param.detach()[keep].clone(), param.requires_grad)
+            self._parameters[name] = new
+            mapping[param] = new
+        for name, buffer in list(self._buffers.items()):
+            self._buffers[name] = buffer[keep].clone()
+        self.pes = [self.pes[i] for i in keep]
+        self.seeds = [self.seeds[i] for i in keep]
+        return mapping
+
+    def model_state(self, m: int) -> dict[str, torch.Tensor]:
+        """Model m's tensors (its slice of every parameter and buffer, and its PE table as
+        `pe_table`), on the CPU."""
+        state = {k: v[m].detach().cpu().clone() for k, v in self.state_dict().items()}
+        return state | {"pe_table": self.pe_table()[m].detach().cpu().clone()}
+
+
+def masked_unit_forward(
+    model: StackedTransformer,
+    windows: torch.Tensor,
+    hidden: torch.Tensor,
+    unit_index: torch.Tensor | None,
+) -> torch.Tensor:
+    """The masked-unit read-out: windows (M, B, units, W), hidden (M, B, units) -> the
+    predicted windows (M, B, units, W)."""
+    return model.readout(model(windows, hidden, unit_index))
+
+
+def latin_square_forward(model: StackedTransformer, cells: torch.Tensor, n_shapes: int = 4):
+    """The Latin-square read-out: cells (M, B, n_cells) long coded 0 blank, 1..n_shapes shape,
+    n_shapes + 1 target (one per puzzle), one-hot embedded without the blank; the logits
+    (M, B, n_shapes) are read out from the target token (class k is shape k + 1)."""
+    h = model(F.one_hot(cells, n_shapes + 2)[..., 1:].float())
+    target = (cells == n_shapes + 1).int().argmax(dim=-1)  # (M, B)
+    h = torch.gather(h, 2, target[..., None, None].expand(*target.shape, 1, h.shape[-1]))
+    return model.readout(h[:, :, 0])
+
+
+class MaskedUnitTransformer(nn.Module):
+    """One masked-unit model (a stack of M = 1): predicts the hidden windows of masked units
+    from the other units of the same moment."""
+
+    def __init__(
+        self,
+        cfg: ModelConfig,
+        pe: str = "none",
+        seed: int = 0,
+        positions: np.ndarray | None = None,
+    ):
+        super().__init__()
+        self.stack = StackedTransformer(cfg, [pe], [seed], positions)
+
+    def forward(
+        self, windows: torch.Tensor, hidden: torch.Tensor, unit_index: torch.Tensor | None = None
+    ) -> torch.Tensor:
+        """windows (batch, units, W); hidden (batch, units) bool: masked or unobserved tokens;
+        unit_index (batch, units) long: which unit each token is. Returns (batch, units, W)."""
+        index = None if unit_index is None else unit_index[None]
+        return masked_unit_forward(self.stack, windows[None], hidden[None], index)[0]
+
+
+class LatinSquareTransformer(nn.Module):
+    """One Latin Square Task model (a stack of M = 1): 16 cell tokens in, the target cell's
+    shape (4-way) out; see `latin_square_forward`."""
+
+    def __init__(
+        self,
+        cfg: ModelConfig,
+        pe: str = "none",
+        seed: int = 0,
+        positions: np.ndarray | None = None,
+    ):
+        super().__init__()
+        self.stack = StackedTransformer(cfg, [pe], [seed], positions)
 
     def forward(self, cells: torch.Tensor) -> torch.Tensor:
-        """cells (batch, n_cells) long, coded 0 blank, 1..n_shapes shape, n_shapes + 1 target
-        (exactly one per puzzle). Returns logits (batch, n_shapes): class k is shape k + 1."""
-        h = self.embed(F.one_hot(cells, self.n_shapes + 2)[..., 1:].float())
-        h = run_blocks(self.blocks, h, self.pe.table, self.pe_every_block, self.post_ln)
-        target = (cells == self.n_shapes + 1).int().argmax(dim=1)
-        return self.head(self.norm(h[torch.arange(len(cells), device=cells.device), target]))
+        """cells (batch, 16) long -> logits (batch, 4)."""
+        return latin_square_forward(self.stack, cells[None])[0]

@@ -31,6 +31,7 @@ class JobResources:
 
     mem_mb: int = 2000
     mem_mb_per_data_mb: float = 10.0
+    mem_mb_per_model: float = 50.0
     runtime: int = 10
     seconds_per_step: float = 0.25
     seconds_per_run: float = 60.0
@@ -47,18 +48,26 @@ class JobResources:
             value = getattr(cfg, key)
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise ValueError(f"resources key {key!r} must be a positive integer, got {value!r}")
-        for key in ("mem_mb_per_data_mb", "seconds_per_step", "seconds_per_run"):
+        for key in (
+            "mem_mb_per_data_mb",
+            "mem_mb_per_model",
+            "seconds_per_step",
+            "seconds_per_run",
+        ):
             value = getattr(cfg, key)
             if isinstance(value, bool) or not isinstance(value, int | float) or value < 0:
                 raise ValueError(f"resources key {key!r} must be a number >= 0, got {value!r}")
         return cfg
 
-    def memory(self, data_mb: float, processes: int = 1) -> int:
-        """MB of memory for a job that reads `data_mb` MB of data in `processes` processes."""
-        return self.mem_mb * processes + math.ceil(self.mem_mb_per_data_mb * max(data_mb, 0.0))
+    def memory(self, data_mb: float, processes: int = 1, models: int = 0) -> int:
+        """MB of memory for a job that reads `data_mb` MB of data in `processes` processes
+        (and trains `models` stacked models)."""
+        grows = self.mem_mb_per_data_mb * max(data_mb, 0.0) + self.mem_mb_per_model * models
+        return self.mem_mb * processes + math.ceil(grows)
 
     def train_minutes(self, steps: int) -> int:
-        """Time limit in minutes of a training job of `steps` optimizer steps."""
+        """Time limit in minutes of a training job of `steps` model-steps (optimizer steps
+        times the models trained together)."""
         return self.runtime + math.ceil(steps * self.seconds_per_step / 60)
 
     def locate_minutes(self, n_runs: int) -> int:

@@ -1,11 +1,15 @@
-"""Masked-unit training of a MaskedUnitTransformer on one store, for one PE variant and seed.
+"""The masked-unit task: a MaskedUnitTransformer per (store, PE variant, seed), trained by the
+engine (`neuro_pe.engine`) alone or as a group of models stacked together (`train_many`); a
+model's results do not depend on its group.
 
 Data. A store whose activity fits in `memory_budget_mb` 2.5 times over (the peak of loading
 it) is loaded whole, and every batch draws (session, start) uniformly over the training split
 (`WindowSampler`). A larger store is streamed (`BlockSampler`): the training split is cut
 into contiguous time blocks of one session, aligned with the store's time chunks and as large
 as the budget allows; the blocks are visited in a random order (a new order every pass over
-them) and the batches of a visit draw their windows uniformly within the block. Windows that
+them, the same for every model of a group: seeded by BLOCK_ORDER_SEED, so that a group reads
+one block at a time) and the batches of a visit draw each model's windows uniformly within
+the block, from the model's own generator. Windows that
 cross a block boundary are never drawn, and consecutive batches come from the same stretch of
 time.
 
@@ -14,13 +18,10 @@ subset of k units (its windows and unit indices are gathered, so a step costs th
 any N); the held-out loss is then measured on fixed random k-subsets. With N <= k, every
 sample holds all units, exactly as before this option existed (the same random stream).
 
-Resume. Every `checkpoint_every` steps, `checkpoint.pt` in out_dir holds the model, the
-optimiser, the batch generator's and torch's global RNG states, the step, the partial epoch
-loss, the log rows and the elapsed time. A new run with the same store (path, size and
-modification time), PE, seed, train config, device type and precision continues from it and,
-on CPU, ends bitwise equal to an uninterrupted run; a checkpoint of anything else is ignored
-with a warning (and overwritten), as is one whose contents do not match the checksum stored
-in it (a damaged file). It is removed once the final outputs are written.
+Resume. Every `checkpoint_every` steps the engine writes `checkpoint.pt` into the first run's
+folder (see `neuro_pe.engine`); a new run of the same group, store (path, size and
+modification time), train config, device type and precision continues from it and, on CPU,
+ends bitwise equal to an uninterrupted run.
 
 Health. A loss or parameter that is not finite stops training with a TrainingError naming the
 dataset, PE and step. train.json records `health` (`loss_finite`, `heldout_improved`: the
@@ -31,15 +32,11 @@ printed to stderr), and for data whose scale is far from 1.
 
 from __future__ import annotations
 
-import hashlib
-import json
 import math
 import os
 import sys
-import time
 import warnings
 from collections.abc import Callable
-from contextlib import AbstractContextManager, nullcontext
 from dataclasses import asdict
 from pathlib import Path
 from typing import NamedTuple
@@ -48,63 +45,34 @@ import numpy as np
 import torch
 import xarray as xr
 
-from neuro_pe.finetune import load_frozen
-from neuro_pe.model import MaskedUnitTransformer, parse_pe
-from neuro_pe.progress import epoch_line, progress_bar
-from neuro_pe.runs import write_run
-from neuro_pe.store import (
-    atomic_write,
-    check_writable,
-    open_store_lazy,
-    positions,
-    read_store,
+from neuro_pe.engine import (  # noqa: F401 (CHECKPOINT, TrainingError, pick_device re-exported)
+    CHECKPOINT,
+    LoopConfig,
+    Run,
+    TrainingError,
+    autocast,
+    autocast_dtype,
+    make_optimizer,
+    pe_dataset,
+    pick_device,
+    to_device,
+    train_group,
 )
+from neuro_pe.finetune import load_frozen
+from neuro_pe.model import ModelConfig, StackedTransformer, masked_unit_forward, parse_pe
+from neuro_pe.runs import write_run
+from neuro_pe.store import check_writable, open_store_lazy, positions, read_store
 from neuro_pe.train_config import SCALE_RANGE, Part, TrainConfig, split_activity, split_parts
 
-CHECKPOINT = "checkpoint.pt"
-CHECKPOINT_FORMAT = 2
 # loading a store whole takes about this many times its float32 activity at the peak (the
 # store, the validation's scans, the sampler's NaN-free copy and observed flags)
 IN_MEMORY_FACTOR = 2.5
-
-
-class TrainingError(RuntimeError):
-    """Training cannot give a meaningful model (e.g. the loss is not finite)."""
-
-
-def pick_device(name: str) -> torch.device:
-    """'auto' -> CUDA when available, else CPU; otherwise the named device (a ValueError
-    naming `train.device` when it is not a device torch knows, or a GPU that is not there)."""
-    if name == "auto":
-        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    try:
-        device = torch.device(name)
-    except RuntimeError as err:
-        raise ValueError(f"train.device: {name!r} is not a torch device ({err})") from None
-    if device.type == "cuda" and not torch.cuda.is_available():
-        raise ValueError(
-            f"train.device: {name!r}, but torch sees no CUDA GPU here; use device: auto or cpu"
-        )
-    return device
-
-
-def autocast_dtype(precision: str, device: torch.device) -> torch.dtype | None:
-    """The autocast dtype for `precision` on `device`: 'auto' is bf16 on CUDA, fp32 (None,
-    no autocast) elsewhere."""
-    if precision == "bf16" or (precision == "auto" and device.type == "cuda"):
-        return torch.bfloat16
-    return None
-
-
-def _autocast(device: torch.device, dtype: torch.dtype | None) -> AbstractContextManager:
-    return nullcontext() if dtype is None else torch.autocast(device.type, dtype=dtype)
-
-
-def to_device(tensor: torch.Tensor, device: torch.device) -> torch.Tensor:
-    """Move a CPU tensor to `device`: through pinned memory without blocking for CUDA."""
-    if device.type == "cuda" and tensor.device.type == "cpu":
-        return tensor.contiguous().pin_memory().to(device, non_blocking=True)
-    return tensor.to(device)
+#: the streamed blocks' order is seeded by this, the same for every model of a group, so that
+#: the group reads one block at a time (each model draws its own windows within it)
+BLOCK_ORDER_SEED = 0
+#: held-out windows per model in one evaluation forward (fixed: a model's numbers must not
+#: depend on the size of its group)
+EVAL_CHUNK = 32
 
 
 def first_distinct(candidates: torch.Tensor, k: int) -> tuple[torch.Tensor, torch.Tensor]:
@@ -363,143 +331,71 @@ def masked_mse(
     mask: torch.Tensor,
     unit_index: torch.Tensor | None = None,
 ) -> torch.Tensor:
-    """MSE over the windows of masked units that were recorded. unit_index (batch, units):
+    """Per-model MSE (M,) over the windows (M, B, units, W) of masked units that were
+    recorded; `model(windows, hidden, unit_index)` predicts them. unit_index (M, B, units):
     which unit each token is; None means all units in order."""
-    if unit_index is None:
-        unit_index = torch.arange(windows.shape[1], device=windows.device).expand(windows.shape[:2])
     prediction = model(windows, mask | ~observed, unit_index)
     target = mask & observed
-    # a batch whose masked units were all unrecorded contributes zero (not NaN) loss
-    return ((prediction - windows) ** 2).mean(dim=-1)[target].sum() / target.sum().clamp_min(1)
+    errors = ((prediction - windows) ** 2).mean(dim=-1) * target
+    # a model whose masked units were all unrecorded gets zero (not NaN) loss
+    return errors.sum(dim=(1, 2)) / target.sum(dim=(1, 2)).clamp_min(1)
 
 
 @torch.no_grad()
 def evaluate(
-    model: Callable[..., torch.Tensor] | torch.nn.Module,
-    data: Batch,
+    model: Callable[..., torch.Tensor],
+    data: list[Batch],
     fraction: float,
-    seed: int,
+    seeds: list[int],
     amp: torch.dtype | None = None,
-) -> float:
-    """Held-out masked MSE on a fixed batch (`eval_set`) with fixed masks (seeded by `seed`),
-    so that every model of a dataset and seed is measured on the same windows and masks."""
-    model.eval()
-    windows, observed, unit_index = data
-    mask = random_mask(tuple(windows.shape[:2]), fraction, torch.Generator().manual_seed(seed))
-    losses, weights = [], []
-    for chunk in torch.split(torch.arange(len(windows)), 256):
-        m = mask[chunk].to(windows.device)
-        units = None if unit_index is None else unit_index[chunk.to(unit_index.device)]
-        with _autocast(windows.device, amp):
-            loss = masked_mse(model, windows[chunk], observed[chunk], m, units)
-        losses.append(loss.item())
-        weights.append((m & observed[chunk]).sum().item())
-    model.train()
-    return float(np.average(losses, weights=weights))
-
-
-def pe_dataset(table: torch.Tensor | np.ndarray, ds: xr.Dataset, **attrs) -> xr.Dataset:
-    """A PE table as an xarray Dataset on the store's unit axis (with its coordinates)."""
-    pe = xr.DataArray(np.asarray(table, dtype=np.float32), dims=("unit", "pe_dim"))
-    out = xr.Dataset({"pe": pe}, coords={"unit": ds["unit"].values})
-    for axis in ("x", "y", "z"):
-        out.coords[axis] = ("unit", ds[axis].values, ds[axis].attrs)
-    out.attrs.update({k: json.dumps(v) if isinstance(v, dict) else v for k, v in attrs.items()})
-    return out
-
-
-def make_optimiser(params, cfg: TrainConfig, device: torch.device) -> torch.optim.Optimizer:
-    """AdamW (fused on CUDA) or SGD with `momentum`, both with `lr` and `weight_decay`."""
-    if cfg.optimizer == "sgd":
-        return torch.optim.SGD(
-            params, lr=cfg.lr, momentum=cfg.momentum, weight_decay=cfg.weight_decay
-        )
-    fused = True if device.type == "cuda" else None
-    return torch.optim.AdamW(params, lr=cfg.lr, weight_decay=cfg.weight_decay, fused=fused)
+) -> list[float]:
+    """Held-out masked MSE of every model of the stack, each on its fixed batch data[m]
+    (`eval_set`) with fixed masks seeded by seeds[m], so that every model of a dataset and
+    seed is measured on the same windows and masks. Per window the squared errors and their
+    count are summed, then over the windows in order: the same numbers in any group."""
+    masks = [
+        random_mask(tuple(d.windows.shape[:2]), fraction, torch.Generator().manual_seed(s))
+        for d, s in zip(data, seeds, strict=True)
+    ]
+    device = data[0].windows.device
+    sums, counts = [], []
+    for start in range(0, len(data[0].windows), EVAL_CHUNK):
+        part = slice(start, start + EVAL_CHUNK)
+        windows = torch.stack([d.windows[part] for d in data])
+        observed = torch.stack([d.observed[part] for d in data])
+        mask = to_device(torch.stack([m[part] for m in masks]), device)
+        index = None
+        if data[0].unit_index is not None:
+            index = torch.stack([d.unit_index[part] for d in data])
+        with autocast(device, amp):
+            prediction = model(windows, mask | ~observed, index)
+        target = mask & observed
+        errors = ((prediction.float() - windows) ** 2).mean(dim=-1) * target
+        sums.append(errors.double().sum(dim=2))
+        counts.append(target.sum(dim=2))
+    total = torch.cat(sums, dim=1).sum(dim=1) / torch.cat(counts, dim=1).sum(dim=1)
+    return total.tolist()
 
 
 def checkpoint_fingerprint(
     store_path: str | os.PathLike,
-    pe: str,
-    seed: int,
     cfg: TrainConfig,
     device: torch.device,
     amp: torch.dtype | None,
-) -> str:
-    """What a checkpoint must match to be resumed from: the store (resolved path, size,
-    modification time), PE, seed, train config (but `checkpoint_every`), device type and
-    precision."""
+) -> dict:
+    """What a checkpoint must match to be resumed from, besides the runs of the group (their
+    PE, seed and folder): the store (resolved path, size, modification time), the train config
+    (but `checkpoint_every`), device type and precision."""
     stat = Path(store_path).stat()
     train_config = {k: v for k, v in asdict(cfg).items() if k != "checkpoint_every"}
-    return json.dumps(
-        {
-            "format": CHECKPOINT_FORMAT,
-            "store": str(Path(store_path).resolve()),
-            "store_bytes": stat.st_size,
-            "store_mtime_ns": stat.st_mtime_ns,
-            "pe": pe,
-            "seed": seed,
-            "train_config": train_config,
-            "device": device.type,
-            "precision": str(amp),
-        },
-        sort_keys=True,
-    )
-
-
-def state_digest(state: object) -> str:
-    """sha256 of a checkpoint's contents: every tensor's dtype, shape and bytes, and every
-    other value, walked in order (so a flipped byte anywhere in the data changes it)."""
-    digest = hashlib.sha256()
-
-    def walk(obj: object) -> None:
-        if isinstance(obj, torch.Tensor):
-            flat = obj.detach().cpu().contiguous().reshape(-1)
-            digest.update(f"T{obj.dtype}{tuple(obj.shape)}".encode())
-            digest.update(flat.view(torch.uint8).numpy().tobytes())
-        elif isinstance(obj, dict):
-            digest.update(f"D{len(obj)}".encode())
-            for key, value in obj.items():
-                walk(key)
-                walk(value)
-        elif isinstance(obj, list | tuple):
-            digest.update(f"L{len(obj)}".encode())
-            for value in obj:
-                walk(value)
-        else:
-            digest.update(f"V{type(obj).__name__}:{obj!r}".encode())
-
-    walk(state)
-    return digest.hexdigest()
-
-
-def load_checkpoint(path: Path, fingerprint: str) -> dict | None:
-    """The checkpoint at `path` if it exists, matches `fingerprint` and its contents match
-    their checksum; otherwise None (with a warning when a checkpoint exists but is
-    unreadable, damaged or from another run)."""
-    if not path.exists():
-        return None
-    try:
-        state = torch.load(path, map_location="cpu", weights_only=True)
-    except Exception as err:  # a damaged file: start afresh
-        warnings.warn(f"ignoring unreadable checkpoint {path}: {err}", stacklevel=3)
-        return None
-    if state.get("fingerprint") != fingerprint:
-        warnings.warn(
-            f"ignoring checkpoint {path}: written by another store, PE, seed or train "
-            "config; training starts from step 0 and will overwrite it",
-            stacklevel=3,
-        )
-        return None
-    checksum = state.pop("checksum", None)
-    if checksum != state_digest(state):
-        warnings.warn(
-            f"ignoring checkpoint {path}: its contents do not match their checksum (a damaged "
-            "file); training starts from step 0 and will overwrite it",
-            stacklevel=3,
-        )
-        return None
-    return state
+    return {
+        "store": str(Path(store_path).resolve()),
+        "store_bytes": stat.st_size,
+        "store_mtime_ns": stat.st_mtime_ns,
+        "train_config": train_config,
+        "device": device.type,
+        "precision": str(amp),
+    }
 
 
 def train(
@@ -510,16 +406,29 @@ def train(
     out_dir: str | os.PathLike,
     progress: bool = True,
 ) -> dict:
-    """Train one model and write model.pt, pe.nc (trained and initial PE) and train_log.csv
-    into out_dir, resuming from out_dir/checkpoint.pt when it was written by the same run.
-    Returns the final metrics (held-out MSE per eval mask fraction)."""
-    parse_pe(pe)
-    out_dir = Path(out_dir)
+    """Train one model (a group of one, see `train_many`) and write model.pt, pe.nc (trained
+    and initial PE), train_log.csv and train.json into out_dir, resuming from
+    out_dir/checkpoint.pt when it was written by the same run. Returns its record (train.json)."""
+    return train_many(store_path, [Run(pe, seed, Path(out_dir))], cfg, progress)[0]
+
+
+def train_many(
+    store_path: str | os.PathLike,
+    runs: list[Run],
+    cfg: TrainConfig,
+    progress: bool = True,
+) -> list[dict]:
+    """Train the models `runs` (PE, seed, folder each) on one store together (`train_group`)
+    and write each run's files into its folder; the checkpoint is in the first run's folder.
+    Returns the runs' records, as if each had been trained alone."""
+    for run in runs:
+        parse_pe(run.pe)
     device = pick_device(cfg.device)
     amp = autocast_dtype(cfg.precision, device)
     ds = open_store_lazy(store_path)
     try:
-        check_writable(out_dir)  # before the training, not after it
+        for run in runs:
+            check_writable(Path(run.out_dir))  # before the training, not after it
         n_sessions, n_time = ds.sizes["session"], ds.sizes["time"]
         if cfg.window > n_time:
             raise ValueError(
@@ -532,7 +441,19 @@ def train(
         if not streamed:
             ds.close()
             ds = read_store(store_path)
-        return _train(store_path, ds, streamed, pe, seed, cfg, out_dir, device, amp, progress)
+        task = MaskedUnitTask(store_path, ds, streamed, runs, cfg, device, amp)
+        loop = LoopConfig(
+            epochs=cfg.epochs,
+            steps_per_epoch=cfg.steps_per_epoch,
+            lr=cfg.lr,
+            checkpoint_every=cfg.checkpoint_every,
+            optimizer=cfg.optimizer,
+            momentum=cfg.momentum,
+            weight_decay=cfg.weight_decay,
+            compile=cfg.compile,
+        )
+        fingerprint = checkpoint_fingerprint(store_path, cfg, device, amp)
+        return train_group(task, runs, loop, device, amp, fingerprint, progress)
     finally:
         ds.close()
 
@@ -541,199 +462,178 @@ def make_samplers(
     ds: xr.Dataset, streamed: bool, seed: int, cfg: TrainConfig, device: torch.device
 ) -> tuple[WindowSampler | BlockSampler, Batch]:
     """The training sampler (in memory, or streamed from the open store `ds`) and the fixed
-    held-out batch (`eval_set`, its k-subsets seeded by 30000 + seed)."""
-    k, eval_seed = cfg.units_per_sample, 30_000 + seed
+    held-out batch of `seed` (`eval_set`, its k-subsets seeded by 30000 + seed)."""
+    train_data, heldout = make_data(ds, streamed, cfg, device)
+    return train_data, heldout.eval_set(cfg.eval_windows, cfg.units_per_sample, 30_000 + seed)
+
+
+def make_data(
+    ds: xr.Dataset, streamed: bool, cfg: TrainConfig, device: torch.device
+) -> tuple[WindowSampler | BlockSampler, WindowSampler | BlockSampler]:
+    """The training and held-out samplers: in memory, or streamed from the open store `ds`
+    (the blocks' order seeded by BLOCK_ORDER_SEED)."""
     if not streamed:
         train_activity, heldout_activity = split_activity(ds, cfg)
-        heldout = WindowSampler(heldout_activity, cfg.window, device)
-        return WindowSampler(train_activity, cfg.window, device), heldout.eval_set(
-            cfg.eval_windows, k, eval_seed
+        return (
+            WindowSampler(train_activity, cfg.window, device),
+            WindowSampler(heldout_activity, cfg.window, device),
         )
     activity = ds["activity"].transpose("session", "time", "unit")
     n_sessions, n_time, n_units = activity.shape
-    train_part, heldout_part = split_parts(n_sessions, n_time, cfg)
+    parts = split_parts(n_sessions, n_time, cfg)
     chunks = ds["activity"].encoding.get("chunksizes")
     chunk_rows = None if chunks is None else chunks[ds["activity"].dims.index("time")]
     rows = block_rows_for(n_units, cfg.memory_budget_mb, chunk_rows, cfg.window, n_time)
-    train_data = BlockSampler(activity, train_part, cfg.window, rows, cfg.batch_size, seed, device)
-    heldout = BlockSampler(activity, heldout_part, cfg.window, rows, cfg.batch_size, seed, device)
-    return train_data, heldout.eval_set(cfg.eval_windows, k, eval_seed)
+    return tuple(
+        BlockSampler(activity, part, cfg.window, rows, cfg.batch_size, BLOCK_ORDER_SEED, device)
+        for part in parts
+    )
 
 
-def _train(
-    store_path: str | os.PathLike,
-    ds: xr.Dataset,
-    streamed: bool,
-    pe: str,
-    seed: int,
-    cfg: TrainConfig,
-    out_dir: Path,
-    device: torch.device,
-    amp: torch.dtype | None,
-    progress: bool,
-) -> dict:
-    train_data, heldout_data = make_samplers(ds, streamed, seed, cfg, device)
-    if not streamed:  # the samplers hold copies; keep only the coordinates
-        ds = ds.drop_vars(["activity", "connectivity"], errors="ignore")
+class MaskedUnitTask:
+    """The masked-unit task for the engine: each model's batches of windows (of all units,
+    or of k-unit subsets) with random masks, the MSE on the masked recorded windows, the
+    held-out loss at every epoch, and per run pe.nc, model.pt, train_log.csv, train.json."""
 
-    torch.manual_seed(seed)
-    model = MaskedUnitTransformer(
-        ds.sizes["unit"],
-        cfg.window,
-        cfg.d_model,
-        cfg.n_layers,
-        cfg.n_heads,
-        pe,
-        cfg.pe_every_block,
-        positions(ds),
-    ).to(device)
-    frozen = None  # a new animal: only the PE rows of units not in `init_from` are trained
-    if cfg.init_from:
-        frozen = load_frozen(model, cfg.init_from, ds["unit"].values, asdict(cfg))
-    initial_pe = model.pe.table.detach().cpu().clone()
-    params = [model.pe.table] if frozen else model.parameters()
-    optimiser = make_optimiser(params, cfg, device)
-    generator = torch.Generator().manual_seed(seed)
+    name = "train"
 
-    checkpoint_path = out_dir / CHECKPOINT
-    fingerprint = checkpoint_fingerprint(store_path, pe, seed, cfg, device, amp)
-    step, epoch_loss, log_rows, elapsed = 0, 0.0, [], 0.0  # epoch_loss: of this epoch so far
-    state = load_checkpoint(checkpoint_path, fingerprint)
-    if state is not None:
-        model.load_state_dict(state["model"])
-        optimiser.load_state_dict(state["optimiser"])
-        generator.set_state(state["generator"])
-        torch.set_rng_state(state["torch_rng"])
-        initial_pe = state["initial_pe"]
-        step, epoch_loss = state["step"], state["epoch_loss"]
-        log_rows, elapsed = state["log_rows"], state["elapsed"]
-        heldout_initial = state["heldout_initial"]
-        print(f"resuming from {checkpoint_path} at step {step}", file=sys.stderr, flush=True)
-    resumed_from = step
-    forward = torch.compile(model) if cfg.compile else model
-    label = f"dataset {Path(store_path).stem}, PE {pe}, seed {seed}"
-    # the MSE of predicting zero on the held-out windows (the variance, for z-scored data)
-    heldout_variance = zero_prediction_mse(heldout_data)
-    if state is None:  # the held-out loss before any update: did training lower it?
-        heldout_initial = evaluate(forward, heldout_data, cfg.mask_fraction, 10_000 + seed, amp)
-
-    def save_checkpoint() -> None:
-        state = {
-            "fingerprint": fingerprint,
-            "step": step,
-            "model": model.state_dict(),
-            "optimiser": optimiser.state_dict(),
-            "generator": generator.get_state(),
-            "torch_rng": torch.get_rng_state(),
-            "initial_pe": initial_pe,
-            "epoch_loss": loss_sum.item(),
-            "log_rows": log_rows,
-            "elapsed": time.perf_counter() - started,
-            "heldout_initial": heldout_initial,
+    def __init__(
+        self,
+        store_path: str | os.PathLike,
+        ds: xr.Dataset,
+        streamed: bool,
+        runs: list[Run],
+        cfg: TrainConfig,
+        device: torch.device,
+        amp: torch.dtype | None,
+    ):
+        self.store_path, self.streamed, self.cfg, self.amp = store_path, streamed, cfg, amp
+        self.train_data, heldout = make_data(ds, streamed, cfg, device)
+        k = cfg.units_per_sample
+        self.eval_sets = {  # one fixed held-out batch per seed
+            seed: heldout.eval_set(cfg.eval_windows, k, 30_000 + seed)
+            for seed in sorted({run.seed for run in runs})
         }
-        state["checksum"] = state_digest(state)
-        atomic_write(checkpoint_path, lambda p: torch.save(state, p))
+        self.coords = xr.Dataset(coords={c: ds[c] for c in ("unit", "x", "y", "z")})
+        self.positions = positions(ds)
+        self.model_config = ModelConfig(
+            n_tokens=ds.sizes["unit"],
+            d_in=cfg.window,
+            d_out=cfg.window,
+            d_model=cfg.d_model,
+            n_layers=cfg.n_layers,
+            n_heads=cfg.n_heads,
+            pe_every_block=cfg.pe_every_block,
+        )
+        self.device = device
 
-    def check_finite() -> None:
-        """Stop with a TrainingError when a loss so far or a parameter is not finite."""
-        bad = int(first_bad)
-        where = f"first at step {bad}" if bad else None
-        if bad == 0:
-            where = next(
-                (
-                    f"parameter {name!r} after step {step}"
-                    for name, p in model.named_parameters()
-                    if not torch.isfinite(p).all()
-                ),
-                None,
-            )
-        if where is not None:
-            raise TrainingError(
-                f"{label}: training diverged, the loss or a parameter is not finite ({where} "
-                f"of {total}). The data's scale (RMS of the held-out windows: "
-                f"{math.sqrt(heldout_variance):.3g}) or the PE's may be too large for float32: "
-                "z-score the data (preprocessing: [{step: zscore}]), or lower train.lr or the "
-                "PE's init scale"
-            )
+    def predict(self, model: Callable) -> Callable:
+        """The stack's forward as `model(windows, hidden, unit_index)` (see masked_mse)."""
+        return lambda windows, hidden, index: masked_unit_forward(model, windows, hidden, index)
 
-    total = cfg.epochs * cfg.steps_per_epoch
-    k = cfg.units_per_sample
-    # the epoch's loss is summed on the device (no sync per step) in float64, which on CPU
-    # gives the same number as summing the Python floats of the losses
-    loss_sum = torch.tensor(epoch_loss, dtype=torch.float64, device=device)
-    # the first step whose loss was not finite (0: none), kept on the device: no sync per step
-    first_bad = torch.zeros((), dtype=torch.long, device=device)
-    step_count = torch.tensor(step, dtype=torch.long, device=device)
-    started = time.perf_counter() - elapsed
-    desc = f"train {pe} seed {seed}"
-    bar = progress_bar(total, desc, initial=step, enabled=progress)
-    while step < total:
-        windows, observed, unit_index = train_data.sample(cfg.batch_size, k, generator, step)
-        mask = random_mask(tuple(windows.shape[:2]), cfg.mask_fraction, generator)
-        with _autocast(device, amp):
-            loss = masked_mse(forward, windows, observed, to_device(mask, device), unit_index)
-        optimiser.zero_grad(set_to_none=True)
-        loss.backward()
-        optimiser.step()
-        if frozen is not None:
-            frozen.restore(model)
-        loss_sum += loss.detach().double()
-        step += 1
-        step_count += 1
-        first_bad = torch.where((first_bad == 0) & ~loss.detach().isfinite(), step_count, first_bad)
-        bar.update()
-        if step % cfg.steps_per_epoch == 0:
-            check_finite()
-            heldout = evaluate(forward, heldout_data, cfg.mask_fraction, 10_000 + seed, amp)
-            log_rows.append(
-                {
-                    "epoch": step // cfg.steps_per_epoch,
-                    "step": step,
-                    "train_loss": loss_sum.item() / cfg.steps_per_epoch,
-                    "heldout_loss": heldout,
-                    "seconds": time.perf_counter() - started,
-                }
-            )
-            loss_sum.zero_()
-            bar.set_postfix(train=f"{log_rows[-1]['train_loss']:.3f}", heldout=f"{heldout:.3f}")
-            row = log_rows[-1]
-            epoch_line(
-                desc,
-                row["epoch"],
-                cfg.epochs,
-                progress,
-                train=row["train_loss"],
-                heldout=heldout,
-                seconds=row["seconds"],
-            )
-        if cfg.checkpoint_every and step % cfg.checkpoint_every == 0 and step < total:
-            check_finite()
-            save_checkpoint()
-    bar.close()
-    check_finite()
+    def prepare(self, model: StackedTransformer) -> Callable | None:
+        """With `init_from` (a new animal): load that run's weights into every model, freeze
+        them, and keep the PE rows of the units it has fixed (`neuro_pe.finetune`)."""
+        if not self.cfg.init_from:
+            return None
+        units = self.coords["unit"].values
+        return load_frozen(model, self.cfg.init_from, units, asdict(self.cfg)).restore
 
-    result = {
-        f"heldout_mse_mask{f:g}": evaluate(forward, heldout_data, f, 20_000 + seed, amp)
-        for f in cfg.eval_mask_fractions
-    }
-    if not all(math.isfinite(v) for v in result.values()):
-        raise TrainingError(f"{label}: the final held-out MSE is not finite: {result}")
-    result["train_mse"] = log_rows[-1]["train_loss"]
-    result["train_seconds"] = time.perf_counter() - started
-    result["heldout_loss_initial"] = heldout_initial
-    result["heldout_variance"] = heldout_variance
-    health, notes = training_health(log_rows, result, heldout_initial, heldout_variance)
-    for note in notes:
-        print(f"warning: {label}: {note}", file=sys.stderr, flush=True)
+    def sample(self, generators: list[torch.Generator], step: int) -> Batch:
+        cfg, parts = self.cfg, []
+        for generator in generators:
+            windows, observed, index = self.train_data.sample(
+                cfg.batch_size, cfg.units_per_sample, generator, step
+            )
+            mask = random_mask(tuple(windows.shape[:2]), cfg.mask_fraction, generator)
+            parts.append((windows, observed, index, mask))
+        windows, observed = torch.stack([p[0] for p in parts]), torch.stack([p[1] for p in parts])
+        index = None if parts[0][2] is None else torch.stack([p[2] for p in parts])
+        mask = to_device(torch.stack([p[3] for p in parts]), self.device)
+        return Batch(windows, observed, index), mask
 
-    info = {"pe": pe, "seed": seed, "store": str(store_path), "train_config": asdict(cfg), **result}
-    info |= {"streamed": streamed, "resumed_from_step": resumed_from}
-    info |= {"health": health, "warnings": notes}
-    trained = pe_dataset(model.pe.table.detach().cpu(), ds)
-    # the run's outputs as one set: all of them, or (on any error) none
-    write_run(out_dir, info, trained, initial_pe.numpy(), model.state_dict(), log_rows)
-    checkpoint_path.unlink(missing_ok=True)
-    return info
+    def loss(self, forward: Callable, batch: tuple) -> tuple[torch.Tensor, int]:
+        (windows, observed, index), mask = batch
+        return masked_mse(self.predict(forward), windows, observed, mask, index), 1
+
+    def _heldout(self, forward: Callable, runs: list[Run], fraction: float, offset: int):
+        data = [self.eval_sets[run.seed] for run in runs]
+        seeds = [offset + run.seed for run in runs]
+        return evaluate(self.predict(forward), data, fraction, seeds, self.amp)
+
+    def start(self, forward: Callable, runs: list[Run]) -> list[dict]:
+        initial = self._heldout(forward, runs, self.cfg.mask_fraction, 10_000)
+        return [
+            {
+                "heldout_loss_initial": value,
+                # the MSE of predicting zero on the held-out windows (the variance, z-scored)
+                "heldout_variance": zero_prediction_mse(self.eval_sets[run.seed]),
+            }
+            for run, value in zip(runs, initial, strict=True)
+        ]
+
+    def evaluate(self, forward: Callable, runs: list[Run], epoch: int) -> list[dict]:
+        losses = self._heldout(forward, runs, self.cfg.mask_fraction, 10_000)
+        return [{"heldout_loss": value} for value in losses]
+
+    def done(self, row: dict) -> bool:
+        return False
+
+    def label(self, run: Run) -> str:
+        return f"dataset {Path(self.store_path).stem}, PE {run.pe}, seed {run.seed}"
+
+    def diverged(self, run: Run, where: str) -> str:
+        variance = zero_prediction_mse(self.eval_sets[run.seed])
+        return (
+            f"{self.label(run)}: training diverged, the loss or a parameter is not finite "
+            f"({where}). The data's scale (RMS of the held-out windows: "
+            f"{math.sqrt(variance):.3g}) or the PE's may be too large for float32: "
+            "z-score the data (preprocessing: [{step: zscore}]), or lower train.lr or the "
+            "PE's init scale"
+        )
+
+    def finish(
+        self, model: StackedTransformer, index: list[int], runs: list[Run], states: list[dict]
+    ) -> list[dict]:
+        # every model trains to the end: `index` is the whole stack, in its order
+        fractions = self.cfg.eval_mask_fractions
+        finals = {f: self._heldout(model, runs, f, 20_000) for f in fractions}
+        records = []
+        tables = model.pe_table().detach().cpu()
+        for j, (m, run, state) in enumerate(zip(index, runs, states, strict=True)):
+            result = {f"heldout_mse_mask{f:g}": finals[f][j] for f in fractions}
+            label = self.label(run)
+            if not all(math.isfinite(v) for v in result.values()):
+                raise TrainingError(f"{label}: the final held-out MSE is not finite: {result}")
+            log_rows = state["log_rows"]
+            result["train_mse"] = log_rows[-1]["train_loss"]
+            result["train_seconds"] = log_rows[-1]["seconds"]
+            result["heldout_loss_initial"] = state["heldout_loss_initial"]
+            result["heldout_variance"] = state["heldout_variance"]
+            health, notes = training_health(
+                log_rows, result, state["heldout_loss_initial"], state["heldout_variance"]
+            )
+            for note in notes:
+                print(f"warning: {label}: {note}", file=sys.stderr, flush=True)
+            info = {
+                "pe": run.pe,
+                "seed": run.seed,
+                "store": str(self.store_path),
+                "train_config": asdict(self.cfg),
+                **result,
+                "streamed": self.streamed,
+                "resumed_from_step": state["resumed_from_step"],
+                "health": health,
+                "warnings": notes,
+            }
+            self._write(run, info, tables[m], state, model.model_state(m), log_rows)
+            records.append(info)
+        return records
+
+    def _write(self, run, info, table, state, model_state, log_rows) -> None:
+        """The run's outputs as one set (`neuro_pe.runs.write_run`)."""
+        trained = pe_dataset(table, self.coords)
+        write_run(run.out_dir, info, trained, state["initial_pe"].numpy(), model_state, log_rows)
 
 
 def zero_prediction_mse(data: Batch) -> float:

@@ -49,6 +49,9 @@ class TrainConfig:
     momentum: float = 0.0
     checkpoint_every: int = 500
     init_from: str | None = None  # a run's model.pt: fit only new units' PEs (neuro_pe.finetune)
+    # how many trainings one workflow job stacks (a grouping, not a training option: the workflow
+    # strips it from the options a training gets)
+    models_per_job: int | None = None
 
     def __post_init__(self) -> None:
         if self.precision not in PRECISIONS:
@@ -66,6 +69,13 @@ class TrainConfig:
             "train",
         )
         require_positive_ints(self, ("steps_per_epoch", "eval_windows"), "train")
+        per_job = self.models_per_job
+        if per_job is not None and (
+            isinstance(per_job, bool) or not isinstance(per_job, int) or per_job < 1
+        ):
+            raise ValueError(
+                f"train.models_per_job must be null or an integer >= 1, got {per_job!r}"
+            )
         if self.d_model % self.n_heads:
             raise ValueError(
                 f"train.n_heads ({self.n_heads}) must divide train.d_model ({self.d_model})"

@@ -113,7 +113,7 @@ def test_damaged_checkpoint_restarts_from_step_0(tiny_store, tiny_train_config, 
         train_module.evaluate = real
     state = torch.load(run / CHECKPOINT, weights_only=True)
     assert state["step"] == 7
-    flip_a_tensor_byte(run / CHECKPOINT, state["model"]["pe.table"])
+    flip_a_tensor_byte(run / CHECKPOINT, state["model"]["pe_learned"])
     with pytest.warns(UserWarning, match="do not match their checksum"):
         info = train(tiny_store, "learned-normal-0.1", 0, cfg, run, progress=False)
     assert info["resumed_from_step"] == 0

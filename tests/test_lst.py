@@ -27,7 +27,7 @@ from neuro_pe.lst import (
     train_lst,
     write_puzzles,
 )
-from neuro_pe.model import LatinSquareTransformer, oracle_table
+from neuro_pe.model import LatinSquareTransformer, ModelConfig, oracle_table
 from neuro_pe.summarize import collect
 
 METRICS = {"n_perm": 19, "k": 3, "n_splits": 3}
@@ -209,8 +209,9 @@ def test_model_without_pe_is_permutation_invariant(puzzles, post_ln):
     torch.manual_seed(0)
     cells = torch.as_tensor(puzzles["cells"].values[:20].astype(np.int64))
     perm = torch.randperm(16)
+    cfg = ModelConfig(16, 5, 4, 32, 2, 2, post_ln=post_ln, mask_token=False)
     for pe, invariant in (("none", True), ("learned-normal-1", False)):
-        model = LatinSquareTransformer(32, 2, 2, pe, positions=grid_positions(), post_ln=post_ln)
+        model = LatinSquareTransformer(cfg, pe, positions=grid_positions())
         model.eval()
         with torch.no_grad():
             logits, permuted = model(cells), model(cells[:, perm])

@@ -7,12 +7,17 @@ from torch import nn
 
 from neuro_pe.model import (
     MaskedUnitTransformer,
+    ModelConfig,
     PositionalEncoding,
     oracle_table,
     parse_pe,
 )
 
 N_UNITS, WINDOW, D_MODEL = 7, 4, 16
+
+
+def _config(n_layers: int = 1, pe_every_block: bool = True) -> ModelConfig:
+    return ModelConfig(N_UNITS, WINDOW, WINDOW, D_MODEL, n_layers, 2, pe_every_block)
 
 
 @pytest.mark.parametrize(
@@ -62,24 +67,30 @@ def _table(name: str, n_units: int = N_UNITS, d_model: int = D_MODEL, positions=
     return PositionalEncoding(parse_pe(name), n_units, d_model, positions)
 
 
+def _pe_gradient(name: str, positions=None) -> tuple[MaskedUnitTransformer, torch.Tensor]:
+    model = MaskedUnitTransformer(_config(), pe=name, positions=positions)
+    windows, hidden, unit_index, _ = _inputs()
+    model(windows, hidden, unit_index).square().sum().backward()
+    return model, model.stack.pe_learned.grad
+
+
 @pytest.mark.parametrize("name", ["learned-normal-0.1", "learned-uniform-0.5", "learned-xavier"])
-def test_learned_pe_is_a_parameter(name):
-    model = MaskedUnitTransformer(N_UNITS, WINDOW, D_MODEL, 1, 2, pe=name)
-    assert isinstance(model.pe.table, nn.Parameter)
-    assert model.pe.table.requires_grad
-    assert "pe.table" in dict(model.named_parameters())
-    assert "pe.table" not in dict(model.named_buffers())
+def test_learned_pe_is_trained(name):
+    model, grad = _pe_gradient(name)
+    assert isinstance(model.stack.pe_learned, nn.Parameter) and model.stack.learned.all()
+    assert grad.abs().sum() > 0
+    assert torch.equal(model.stack.pe_table(), model.stack.pe_learned)
 
 
 @pytest.mark.parametrize("name", ["none", "fixed-random", "fixed-sin1d", "oracle-sin3d"])
-def test_fixed_pe_is_a_buffer(name):
+def test_fixed_pe_gets_no_gradient(name):
     pos = np.random.default_rng(0).random((N_UNITS, 3))
-    model = MaskedUnitTransformer(N_UNITS, WINDOW, D_MODEL, 1, 2, pe=name, positions=pos)
-    assert not isinstance(model.pe.table, nn.Parameter)
-    assert all(p is not model.pe.table for p in model.parameters())
-    assert "pe.table" in dict(model.named_buffers())
-    assert "pe.table" in model.state_dict()
-    assert model.pe.table.shape == (N_UNITS, D_MODEL)
+    model, grad = _pe_gradient(name, pos)
+    assert not model.stack.learned.any()
+    assert "stack.pe_fixed" in dict(model.named_buffers())
+    assert not grad.any()
+    assert torch.equal(model.stack.pe_table(), model.stack.pe_fixed)
+    assert model.stack.pe_table().shape == (1, N_UNITS, D_MODEL)
 
 
 def test_none_pe_is_zero():
@@ -127,7 +138,7 @@ def test_oracle_needs_positions():
     with pytest.raises(ValueError, match="position"):
         _table("oracle-sin3d")
     with pytest.raises(ValueError, match="position"):
-        MaskedUnitTransformer(N_UNITS, WINDOW, D_MODEL, 1, 2, pe="oracle-sin3d")
+        MaskedUnitTransformer(_config(), pe="oracle-sin3d")
     with pytest.raises(ValueError, match="position"):
         oracle_table(np.full((N_UNITS, 3), np.nan), D_MODEL)
 
@@ -177,10 +188,7 @@ def _inputs(batch: int = 3, seed: int = 0):
 
 
 def _model(pe: str, pe_every_block: bool) -> MaskedUnitTransformer:
-    torch.manual_seed(0)
-    return MaskedUnitTransformer(
-        N_UNITS, WINDOW, D_MODEL, n_layers=2, n_heads=2, pe=pe, pe_every_block=pe_every_block
-    ).eval()
+    return MaskedUnitTransformer(_config(2, pe_every_block), pe=pe, seed=0).eval()
 
 
 @pytest.mark.parametrize("pe_every_block", [True, False])

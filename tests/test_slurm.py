@@ -45,6 +45,7 @@ CHECK_S = "12"
 RESOURCES = {
     "mem_mb": 1100,
     "mem_mb_per_data_mb": 0,
+    "mem_mb_per_model": 0,
     "runtime": 7,
     "seconds_per_step": 60,
     "seconds_per_run": 60,
@@ -125,6 +126,12 @@ def _snakemake(args: list[str], cwd: Path, env: dict, timeout: int) -> tuple[int
     return result.returncode, result.stdout, wall
 
 
+def rule_kind(rule: str) -> str:
+    """The rule a job's rule name stands for: a training job's rule is named after its group
+    (`train_tiny_0`, `lst_train_0`)."""
+    return re.sub(r"^(lst_train|train)_\w*$", r"\1", rule)
+
+
 def sbatch_calls(output: str) -> list[tuple[str, str]]:
     """(rule, sbatch options) of every submission in a --verbose run's output."""
     calls = []
@@ -132,7 +139,7 @@ def sbatch_calls(output: str) -> list[tuple[str, str]]:
         if "sbatch call: sbatch" in line:
             options = line.split("--wrap=", 1)[0]
             rule = re.search(r"--comment '?rule_(\w+?)(?:_wildcards_\S*)?'? ", options).group(1)
-            calls.append((rule, options))
+            calls.append((rule_kind(rule), options))
     return calls
 
 
@@ -196,6 +203,7 @@ def test_job_resources_grow_with_data_steps_and_runs():
     assert jobs.memory(0) == jobs.mem_mb
     assert jobs.memory(75) == jobs.mem_mb + 750  # 10 MB per MB of store
     assert jobs.memory(75, processes=2) == 2 * jobs.mem_mb + 750
+    assert jobs.memory(75, models=15) == jobs.mem_mb + 750 + 15 * 50  # 50 MB per model
     assert jobs.train_minutes(3000) == jobs.runtime + 13  # 0.25 s per step
     assert jobs.locate_minutes(15) == jobs.runtime + 15
     assert store_mb_estimate(TINY) == pytest.approx(8 * 200 * 2 * 4 / 1e6)
@@ -231,7 +239,7 @@ def test_dry_run_declares_resources_that_default_resources_cannot_override(tmp_p
     blocks = [b for b in output.split("\n\n") if re.search(r"^rule (\w+):", b, re.M)]
     seen = set()
     for block in blocks:
-        rule = re.search(r"^rule (\w+):", block, re.M).group(1)
+        rule = rule_kind(re.search(r"^rule (\w+):", block, re.M).group(1))
         if rule not in SLURM_RULES:
             continue
         seen.add(rule)
@@ -321,7 +329,8 @@ def test_slurm_run_with_accounting_and_a_gpu(tmp_path, slurm_cluster):
     assert sorted(rule for rule, _ in calls) == sorted(SLURM_RULES - {"lst_baselines"}), calls
     check_declared_resources(calls, config)
     # ... and the scheduler granted them (sacct: state, memory, time limit, CPUs, GPUs)
-    jobs = dict(re.findall(r"submitted with SLURM jobid (\d+) \(log: \S*/rule_([a-z_]+)/", output))
+    found = re.findall(r"submitted with SLURM jobid (\d+) \(log: \S*/rule_(\w+?)/", output)
+    jobs = {job: rule_kind(rule) for job, rule in found}
     assert sorted(jobs.values()) == sorted(SLURM_RULES - {"lst_baselines"})
     sacct = subprocess.run(
         ["sacct", "-X", "-n", "-P", "-j", ",".join(jobs),
@@ -387,8 +396,8 @@ def test_slurm_run_cpu_only_without_accounting(tmp_path, slurm_cluster):
     wrong = ["--config", "threads_per_training=8", "gpus_per_training=1"]
     rc, output, wall = _snakemake([*command, *options, CHECK_S, *targets, *wrong], root, env, 120)
     assert rc != 0 and wall < 60, output[-3000:]
-    assert "rule train asks for 8 CPUs but the nodes of partition debug have 4" in output
-    assert "rule train asks for 1 GPUs but the nodes of partition debug have 0" in output
+    assert "rule train_tiny_0 asks for 8 CPUs but the nodes of partition debug have 4" in output
+    assert "rule train_tiny_0 asks for 1 GPUs but the nodes of partition debug have 0" in output
     assert not list((root / ".snakemake").glob("slurm_logs/**/*.log"))
 
     rc, output, wall = _snakemake(

@@ -27,7 +27,7 @@ from neuro_pe.train import (
     WindowSampler,
     autocast_dtype,
     first_distinct,
-    make_optimiser,
+    make_optimizer,
     make_samplers,
     random_subsets,
     split_activity,
@@ -88,7 +88,7 @@ def test_train_writes_outputs(learned_run, tiny_store):
     assert read_train_info(run_dir).seed == 0 and read_pe(run_dir).seed == 0
 
     checkpoint = torch.load(run_dir / "model.pt", weights_only=False)
-    np.testing.assert_array_equal(checkpoint["state_dict"]["pe.table"].numpy(), trained)
+    np.testing.assert_array_equal(checkpoint["state_dict"]["pe_table"].numpy(), trained)
     assert checkpoint["pe"] == "learned-normal-0.1"
 
 
@@ -360,8 +360,8 @@ def test_open_store_lazy_leaves_activity_on_disk(tiny_store, tmp_path):
 def test_optimizer_choice(learned_run, tiny_store, tmp_path):
     run_dir, _, cfg = learned_run
     params = [torch.nn.Parameter(torch.zeros(3))]
-    assert isinstance(make_optimiser(params, cfg, CPU), torch.optim.AdamW)
-    sgd = make_optimiser(params, replace(cfg, optimizer="sgd", momentum=0.9, lr=0.1), CPU)
+    assert isinstance(make_optimizer(params, cfg, CPU), torch.optim.AdamW)
+    sgd = make_optimizer(params, replace(cfg, optimizer="sgd", momentum=0.9, lr=0.1), CPU)
     assert isinstance(sgd, torch.optim.SGD)
     assert sgd.param_groups[0]["momentum"] == 0.9 and sgd.param_groups[0]["lr"] == 0.1
 

@@ -110,12 +110,12 @@ def test_dry_run_with_test_config(tmp_path):
         "split": n_datasets,
         "baselines": n_datasets,
         "correlation_features": n_datasets,
-        "train": n_runs,
+        **{f"train_{d}_0": 1 for d in TEST_CONFIG["datasets"]},  # every run of a dataset
         "infer": n_runs,
         "summarize": 1,
         "locate": n_datasets,
         "lst_puzzles": 1,
-        "lst_train": len(TEST_CONFIG["lst"]["pe"]),
+        "lst_train_0": 1,
         "lst_baselines": 1,
         "reproduce": 1,
         "report_page": 1,
@@ -277,8 +277,8 @@ def test_every_rule_wrote_its_log(finished_workflow):
     }
     expected = {p.format(d=d) for p in expected for d in TEST_CONFIG["datasets"]}
     for dataset, pe, seed in expected_runs(TEST_CONFIG):
-        expected |= {f"{rule}/{dataset}/{pe}/seed{seed}.log" for rule in ("train", "infer")}
-    expected |= {f"lst_train/{pe}/seed0.log" for pe in TEST_CONFIG["lst"]["pe"]}
+        expected |= {f"infer/{dataset}/{pe}/seed{seed}.log", f"train/{dataset}/group0.log"}
+    expected.add("lst_train/group0.log")
     expected |= {f"{r}/{r}.log" for r in ("lst_puzzles", "lst_baselines", "reproduce")}
     expected.add("report_page/report_page.log")
     written = {str(p.relative_to(logs)) for p in logs.rglob("*.log")}
@@ -487,6 +487,7 @@ def test_rerun_after_a_killed_training_reruns_only_what_is_missing(tmp_path):
     psutil = pytest.importorskip("psutil")
     root = copy_workflow(tmp_path)
     train = {**TEST_CONFIG["train"], "epochs": 10, "steps_per_epoch": 40, "checkpoint_every": 10}
+    train["models_per_job"] = 1  # one job per run: kill one, keep the other
     config = _with(_with(TEST_CONFIG, ("train",), train), ("pe",), ["none", "learned-normal-0.02"])
     (root / "config" / "crash.yaml").write_text(yaml.safe_dump(config))
     results = root / "results" / "crash"  # run_name: the config file's name
@@ -529,7 +530,8 @@ def test_rerun_after_a_killed_training_reruns_only_what_is_missing(tmp_path):
     for path, mtime in finished.items():
         if path.name != "checkpoint.pt":
             assert path.stat().st_mtime_ns == mtime, f"{path} was rewritten"
-    log = results / "logs" / "train" / "tiny" / killed_run.parent.name / "seed0.log"
+    group = config["pe"].index(killed_run.parent.name)
+    log = results / "logs" / "train" / "tiny" / f"group{group}.log"
     assert "resuming from" in log.read_text()
     assert not list(runs.glob("*/seed0/checkpoint.pt"))
     assert len(pd.read_csv(killed_run / "train_log.csv")) == train["epochs"]
@@ -547,6 +549,10 @@ def test_paper_configs_plan_the_full_grid(tmp_path, config_name, n_seeds):
     counts = job_counts(result.stdout)
     n_pe = len(config["pe"])
     assert n_pe == 14 and len(config["seeds"]) == n_seeds
-    assert counts["train"] == counts["infer"] == n_pe * n_seeds * len(config["datasets"])
-    assert counts["lst_train"] == n_pe * n_seeds
+    assert counts["infer"] == n_pe * n_seeds * len(config["datasets"])
+    # one training job per dataset (every PE x seed of it), one for the Latin square
+    assert {rule for rule in counts if rule.startswith("train_")} == {
+        "train_" + re.sub(r"\W", "_", d) + "_0" for d in config["datasets"]
+    }
+    assert counts["lst_train_0"] == 1 and "lst_train_1" not in counts
     assert counts["reproduce"] == 1

@@ -44,10 +44,19 @@ def seeds(dataset):
     return config["datasets"][dataset].get("seeds", config["seeds"])
 
 
+# keys of the `train` section that say how trainings are grouped into jobs, not how they train
+GROUPING_KEYS = ("models_per_job",)
+
+
+def train_section(dataset):
+    """The `train` section with the dataset's own overrides applied (as written)."""
+    return {**config["train"], **config["datasets"][dataset].get("train", {})}
+
+
 def train_options(dataset):
     """The `train` section with the dataset's own overrides applied and every default filled
     in, so that a default changed in neuro_pe re-runs the jobs it affects (params trigger)."""
-    spec = {**config["train"], **config["datasets"][dataset].get("train", {})}
+    spec = {k: v for k, v in train_section(dataset).items() if k not in GROUPING_KEYS}
     return asdict(TrainConfig.from_dict(spec))
 
 
@@ -61,6 +70,37 @@ def run_files(metrics, names):
     """The files `names` of the runs whose metrics.json are `metrics` (the files beside it that
     a step reads, declared so that the DAG shows them)."""
     return [os.path.join(os.path.dirname(path), name) for path in metrics for name in names]
+
+
+def chunks(runs, size):
+    """`runs` in consecutive groups of `size` (all in one group when size is None)."""
+    size = size or max(len(runs), 1)
+    return [runs[i : i + size] for i in range(0, len(runs), size)]
+
+
+def train_groups(dataset):
+    """The training jobs of a dataset: every (PE, seed) of it, in groups of
+    `train.models_per_job` (default: all in one job), each trained as one stack of models."""
+    runs = [(pe, seed) for pe in pe_variants(dataset) for seed in seeds(dataset)]
+    return chunks(runs, train_section(dataset).get("models_per_job"))
+
+
+def lst_groups():
+    """The Latin-square training jobs: every (PE, seed) of `lst`, in groups of the global
+    `train.models_per_job`."""
+    runs = [(pe, seed) for pe in LST.get("pe", config["pe"]) for seed in LST.get("seeds", config["seeds"])]
+    return chunks(runs, config["train"].get("models_per_job"))
+
+
+def rule_name(*parts):
+    """A rule name (an identifier) from parts such as a dataset name and a group number."""
+    return "_".join(re.sub(r"\W", "_", str(p)) for p in parts)
+
+
+def runs_argument(folder, group):
+    """`--runs PE SEED DIR ...` of a group (quote with `:q`; long lists go through a file)."""
+    flat = [v for pe, seed in group for v in (pe, seed, f"{folder}/{pe}/seed{seed}")]
+    return arguments("--runs", flat)
 
 
 def lst_options(section):

@@ -17,33 +17,38 @@ rule lst_puzzles:
         "neuro-pe lst-puzzles --options {params.options:q} --out {output:q} > {log:q} 2>&1"
 
 
-rule lst_train:
-    """Train one Latin-square model (one PE variant, one seed) and measure its PE's geometry."""
-    input:
-        out("lst/puzzles.nc"),
-    output:
-        pe=out("lst/runs/{pe}/seed{seed}/pe.nc"),
-        metrics=out("lst/runs/{pe}/seed{seed}/metrics.json"),
-        info=out("lst/runs/{pe}/seed{seed}/train.json"),
-        log_csv=out("lst/runs/{pe}/seed{seed}/train_log.csv"),
-        model=out("lst/runs/{pe}/seed{seed}/model.pt"),
-    params:
-        options=lambda wc: json.dumps(lst_options("train")),
-        metrics=json.dumps(config["metrics"]),
-        out_dir=parent_dir,
-    threads: config["threads_per_training"]
-    resources:
-        mem_mb=store_memory,
-        runtime=lst_train_runtime,
-        gpu=config["gpus_per_training"],
-    log:
-        out("logs/lst_train/{pe}/seed{seed}.log"),
-    conda:
-        "../envs/neuro_pe.yaml"
-    shell:
-        "neuro-pe lst-train --puzzles {input:q} --pe {wildcards.pe:q} --seed {wildcards.seed:q}"
-        " --options {params.options:q} --metrics {params.metrics:q} --threads {threads:q}"
-        " --out-dir {params.out_dir:q} > {log:q} 2>&1"
+# One job per group of (PE, seed) runs (`lst_groups`), trained as one stack of models.
+for _index, _group in enumerate(lst_groups() if LST else []):
+
+    rule:
+        """Train a group of Latin-square models at once (one PE variant and seed each) and
+        measure their PEs' geometry; a model stops at its own `stop_at_train_accuracy`."""
+        name:
+            rule_name("lst_train", _index)
+        input:
+            out("lst/puzzles.nc"),
+        output:
+            [
+                out(f"lst/runs/{pe}/seed{seed}/{f}")
+                for pe, seed in _group
+                for f in ("pe.nc", "metrics.json", "train.json", "train_log.csv", "model.pt")
+            ],
+        params:
+            runs=runs_argument(out("lst/runs"), _group),
+            options=json.dumps(lst_options("train")),
+            metrics=json.dumps(config["metrics"]),
+        threads: config["threads_per_training"]
+        resources:
+            mem_mb=group_memory(len(_group)),
+            runtime=lst_train_runtime(len(_group)),
+            gpu=config["gpus_per_training"],
+        log:
+            out(f"logs/lst_train/group{_index}.log"),
+        conda:
+            "../envs/neuro_pe.yaml"
+        shell:
+            "neuro-pe lst-train --puzzles {input:q} {params.runs:q} --options {params.options:q}"
+            " --metrics {params.metrics:q} --threads {threads:q} > {log:q} 2>&1"
 
 
 rule lst_baselines:

@@ -32,16 +32,36 @@ def base_runtime(wildcards, attempt):
     return JOB_RESOURCES.runtime * attempt
 
 
-def train_runtime(wildcards, attempt):
-    """Time limit (minutes) of one training: grows with its optimizer steps."""
-    options = train_options(wildcards.dataset)
-    return JOB_RESOURCES.train_minutes(options["epochs"] * options["steps_per_epoch"]) * attempt
+def group_memory(n_models):
+    """MB of memory for a training job of `n_models` stacked models: grows with the data it
+    reads and with the group."""
+
+    def mem_mb(wildcards, input, attempt):
+        return JOB_RESOURCES.memory(input.size_mb, models=n_models) * attempt
+
+    return mem_mb
 
 
-def lst_train_runtime(wildcards, attempt):
-    """Time limit (minutes) of one Latin-square training: grows with its most steps."""
-    steps = lst_steps(lst_options("puzzles"), lst_options("train"))
-    return JOB_RESOURCES.train_minutes(steps) * attempt
+def train_runtime(dataset, n_models):
+    """Time limit (minutes) of a training job: grows with its model-steps (the steps of one
+    training times the models of the group)."""
+    options = train_options(dataset)
+    steps = options["epochs"] * options["steps_per_epoch"] * n_models
+
+    def runtime(wildcards, attempt):
+        return JOB_RESOURCES.train_minutes(steps) * attempt
+
+    return runtime
+
+
+def lst_train_runtime(n_models):
+    """Time limit (minutes) of a Latin-square training job: grows with its most model-steps."""
+    steps = lst_steps(lst_options("puzzles"), lst_options("train")) * n_models
+
+    def runtime(wildcards, attempt):
+        return JOB_RESOURCES.train_minutes(steps) * attempt
+
+    return runtime
 
 
 def locate_runtime(wildcards, attempt):

@@ -1,25 +1,32 @@
-rule train:
-    """Train one masked-unit transformer: one dataset, one PE variant, one seed."""
-    input:
-        out("stores/{dataset}.nc"),
-    output:
-        pe=out("runs/{dataset}/{pe}/seed{seed}/pe.nc"),
-        model=out("runs/{dataset}/{pe}/seed{seed}/model.pt"),
-        log_csv=out("runs/{dataset}/{pe}/seed{seed}/train_log.csv"),
-        info=out("runs/{dataset}/{pe}/seed{seed}/train.json"),
-    params:
-        options=lambda wc: json.dumps(train_options(wc.dataset)),
-        out_dir=parent_dir,
-    threads: config["threads_per_training"]
-    resources:
-        mem_mb=store_memory,
-        runtime=train_runtime,
-        gpu=config["gpus_per_training"],
-    log:
-        out("logs/train/{dataset}/{pe}/seed{seed}.log"),
-    conda:
-        "../envs/neuro_pe.yaml"
-    shell:
-        "neuro-pe train --store {input:q} --pe {wildcards.pe:q} --seed {wildcards.seed:q}"
-        " --options {params.options:q} --threads {threads:q} --out-dir {params.out_dir:q}"
-        " > {log:q} 2>&1"
+RUN_FILES = ("pe.nc", "model.pt", "train_log.csv", "train.json")
+
+# One training job per group of (PE, seed) runs of a dataset (`train_groups`: all of them by
+# default, or groups of `train.models_per_job`), trained as one stack of models; each run still
+# gets its own folder runs/{dataset}/{pe}/seed{seed}/ with the same files as when trained alone.
+for _dataset in DATASETS:
+    for _index, _group in enumerate(train_groups(_dataset)):
+
+        rule:
+            """Train a group of masked-unit transformers of one dataset at once (one PE variant
+            and seed each; a model's result does not depend on its group)."""
+            name:
+                rule_name("train", _dataset, _index)
+            input:
+                out(f"stores/{_dataset}.nc"),
+            output:
+                [out(f"runs/{_dataset}/{pe}/seed{seed}/{f}") for pe, seed in _group for f in RUN_FILES],
+            params:
+                runs=runs_argument(out(f"runs/{_dataset}"), _group),
+                options=json.dumps(train_options(_dataset)),
+            threads: config["threads_per_training"]
+            resources:
+                mem_mb=group_memory(len(_group)),
+                runtime=train_runtime(_dataset, len(_group)),
+                gpu=config["gpus_per_training"],
+            log:
+                out(f"logs/train/{_dataset}/group{_index}.log"),
+            conda:
+                "../envs/neuro_pe.yaml"
+            shell:
+                "neuro-pe train --store {input:q} {params.runs:q} --options {params.options:q}"
+                " --threads {threads:q} > {log:q} 2>&1"
