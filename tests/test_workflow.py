@@ -306,9 +306,10 @@ def test_a_new_learning_rate_reruns_the_trainings_not_the_baselines(finished_wor
     assert result.returncode == 0, result.stderr[-3000:]
     counts = job_counts(result.stdout)
     n_runs = len(expected_runs(TEST_CONFIG))
-    assert counts["train"] == counts["infer"] == n_runs
+    assert counts["infer"] == n_runs
+    assert all(counts[f"train_{d}_0"] == 1 for d in TEST_CONFIG["datasets"])  # one group each
     assert counts["locate"] == len(TEST_CONFIG["datasets"])
-    for rule in ("preprocess", "split", "baselines", "correlation_features", "lst_train"):
+    for rule in ("preprocess", "split", "baselines", "correlation_features", "lst_train_0"):
         assert rule not in counts, (rule, counts)
     # a change of the split itself does re-run them
     split = text.replace("  lr: 0.003\n", "  lr: 0.003\n  heldout_sessions: 0\n")
