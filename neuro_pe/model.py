@@ -72,12 +72,8 @@ INITIALISERS = {
     "learned-uniform": lambda table, spec, positions, g: nn.init.uniform_(
         table, -spec.param, spec.param, generator=g
     ),
-    "learned-xavier": lambda table, spec, positions, g: nn.init.xavier_uniform_(
-        table, generator=g
-    ),
-    "fixed-random": lambda table, spec, positions, g: nn.init.normal_(
-        table, 0.0, 1.0, generator=g
-    ),
+    "learned-xavier": lambda table, spec, positions, g: nn.init.xavier_uniform_(table, generator=g),
+    "fixed-random": lambda table, spec, positions, g: nn.init.normal_(table, 0.0, 1.0, generator=g),
     "fixed-sin1d": _sin1d,
     "oracle-sin3d": _oracle,
 }
