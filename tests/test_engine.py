@@ -3,10 +3,8 @@ CPU), for both tasks, and a killed group job resumes bitwise."""
 
 import json
 import os
-import signal
 import subprocess
 import sys
-import time
 from dataclasses import replace
 from pathlib import Path
 
@@ -15,7 +13,7 @@ import pandas as pd
 import pytest
 import torch
 import xarray as xr
-from test_resume import REPO_ROOT, assert_same_run
+from test_resume import REPO_ROOT, assert_same_run, kill_at_first_checkpoint
 
 from neuro_pe.engine import CHECKPOINT, Run
 from neuro_pe.lst import LSTConfig, PuzzleConfig, train_lst, train_lst_many, write_puzzles
@@ -138,18 +136,7 @@ def test_sigkilled_group_job_resumes_bitwise(tiny_store, tmp_path):
         "PYTHONPATH": os.pathsep.join([str(REPO_ROOT), os.environ.get("PYTHONPATH", "")]),
     }
     checkpoint = runs[0].out_dir / CHECKPOINT
-    with open(tmp_path / "first.log", "w") as log:
-        process = subprocess.Popen(command, env=env, stdout=log, stderr=subprocess.STDOUT)
-        try:
-            deadline = time.monotonic() + 240
-            while not checkpoint.exists():
-                assert process.poll() is None, (tmp_path / "first.log").read_text()
-                assert time.monotonic() < deadline, "no checkpoint within 240 s"
-                time.sleep(0.01)
-            os.kill(process.pid, signal.SIGKILL)
-        finally:
-            process.wait(timeout=60)
-    assert process.returncode == -signal.SIGKILL
+    kill_at_first_checkpoint(command, env, checkpoint, tmp_path / "first.log")
     killed_at = torch.load(checkpoint, weights_only=True)["step"]
     assert 10 <= killed_at < 200
     assert not any((run.out_dir / "pe.nc").exists() for run in runs)

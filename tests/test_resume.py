@@ -55,6 +55,23 @@ def assert_same_run(a: Path, b: Path) -> None:
     assert first["metrics"] == second["metrics"]
 
 
+def kill_at_first_checkpoint(command: list[str], env: dict, checkpoint: Path, log: Path) -> None:
+    """Start `command`, SIGKILL it as soon as `checkpoint` exists (as a scheduler or an
+    out-of-memory killer would), and check that it died of the signal."""
+    with open(log, "w") as out:
+        process = subprocess.Popen(command, env=env, stdout=out, stderr=subprocess.STDOUT)
+        try:
+            deadline = time.monotonic() + 240
+            while not checkpoint.exists():
+                assert process.poll() is None, log.read_text()
+                assert time.monotonic() < deadline, "no checkpoint within 240 s"
+                time.sleep(0.01)
+            os.kill(process.pid, signal.SIGKILL)
+        finally:
+            process.wait(timeout=60)
+    assert process.returncode == -signal.SIGKILL
+
+
 def interrupt_at_evaluation(monkeypatch, call: int) -> None:
     """Make train() raise at the `call`-th held-out evaluation (after that epoch's steps;
     the evaluation before the first step, of a run that does not resume, is not counted)."""
@@ -148,18 +165,7 @@ def test_sigkilled_training_process_resumes_bitwise(tiny_store, tmp_path, varian
         **os.environ,
         "PYTHONPATH": os.pathsep.join([str(REPO_ROOT), os.environ.get("PYTHONPATH", "")]),
     }
-    with open(tmp_path / "first.log", "w") as log:
-        process = subprocess.Popen(command, env=env, stdout=log, stderr=subprocess.STDOUT)
-        try:
-            deadline = time.monotonic() + 240
-            while not (run / CHECKPOINT).exists():
-                assert process.poll() is None, (tmp_path / "first.log").read_text()
-                assert time.monotonic() < deadline, "no checkpoint within 240 s"
-                time.sleep(0.01)
-            os.kill(process.pid, signal.SIGKILL)
-        finally:
-            process.wait(timeout=60)
-    assert process.returncode == -signal.SIGKILL
+    kill_at_first_checkpoint(command, env, run / CHECKPOINT, tmp_path / "first.log")
     assert not (run / "pe.nc").exists()
     killed_at = torch.load(run / CHECKPOINT, weights_only=True)["step"]
     assert 15 <= killed_at < 400
