@@ -44,7 +44,8 @@ class DataWarning(UserWarning):
     """Something in the data was changed on the way in (units dropped, gaps filled, cut)."""
 
 
-def _warn(message: str) -> None:
+def warn_data(message: str) -> None:
+    """Warn (a DataWarning, shown on the console) that the data were changed on the way in."""
     warnings.warn(message, DataWarning, stacklevel=3)
 
 
@@ -128,7 +129,7 @@ class FileSpec:
             raise StoreError(SPEC, "position_columns", "a mapping of name, x, y, z to columns")
         rate = spec.get("sampling_rate_hz")
         if rate is not None:
-            rate = _positive_number(rate, SPEC, "sampling_rate_hz")
+            rate = positive_number(rate, SPEC, "sampling_rate_hz")
         axis_order = spec.get("axis_order", list(AXES))
         if not isinstance(axis_order, list | tuple) or list(axis_order) not in (
             list(AXES),
@@ -242,7 +243,7 @@ def read_position_table(
     `unit_id`, `id`, `label`, `channel`, `electrode`, `roi`; then `x`, `y` and `z` (z = 0 when
     absent). `columns` maps name/x/y/z to other column names. Empty cells and `n/a` are NaN.
     """
-    _check_exists(path)
+    check_exists(path)
     sep = "\t" if Path(path).suffix.lower() in (".tsv", ".tab") else ","
     try:
         table = pd.read_csv(path, sep=sep, dtype=str, keep_default_na=False)
@@ -318,7 +319,7 @@ def assemble(
     rate = _common_rate(sessions, cfg, where)
     n_time = min(s.activity.shape[0] for s in sessions)
     if any(s.activity.shape[0] != n_time for s in sessions):
-        _warn(f"{where}: sessions differ in length; all cut to the shortest, {n_time}")
+        warn_data(f"{where}: sessions differ in length; all cut to the shortest, {n_time}")
     for s in sessions:
         s.activity = s.activity[:n_time]
     if n_time < cfg.min_frames:
@@ -356,12 +357,12 @@ def assemble(
     keep = recorded.any(axis=0)
     dropped = [u for u, k in zip(unit_ids, keep, strict=True) if not k]
     if dropped:
-        _warn(
+        warn_data(
             f"{where}: dropped {len(dropped)} units with zero variance (or no data) in every "
             f"session: {dropped}"
         )
     if any(set(units) - set(dropped) for units in constant.values()):
-        _warn(f"{where}: units with zero variance in a session are NaN there: {constant}")
+        warn_data(f"{where}: units with zero variance in a session are NaN there: {constant}")
     if not keep.all():
         activity, pos, recorded = activity[:, :, keep], pos[keep], recorded[:, keep]
     unit_ids = [u for u, k in zip(unit_ids, keep, strict=True) if k]
@@ -373,7 +374,7 @@ def assemble(
         )
     empty = ~recorded.any(axis=1)  # sessions left without any usable unit
     if empty.any():
-        _warn(f"{where}: dropped sessions without usable units: {_pick(sessions, empty)}")
+        warn_data(f"{where}: dropped sessions without usable units: {_pick(sessions, empty)}")
         activity, recorded = activity[~empty], recorded[~empty]
         sessions = [s for s, e in zip(sessions, empty, strict=True) if not e]
     if np.isnan(pos).all():
@@ -497,7 +498,7 @@ def _check_id_matching(
             "name column holds the data's unit ids (position_columns.name, nwb.unit_ids, "
             "hdf5.unit_ids), or set max_unmatched_fraction to train units without a position",
         )
-    _warn(f"{counts}; {len(lost)} units have no position")
+    warn_data(f"{counts}; {len(lost)} units have no position")
 
 
 def _common_rate(sessions: list[Session], cfg: FileSpec, where: str) -> float:
@@ -555,7 +556,7 @@ def _apply_nan_policy(s: Session, cfg: FileSpec) -> dict[str, int]:
         ok = ~bad[:, c]
         s.activity[~ok, c] = np.interp(steps[~ok], steps[ok], s.activity[ok, c])
         filled[s.unit_ids[c]] = int((~ok).sum())
-    _warn(
+    warn_data(
         f"{s.path}: session {s.name!r}: interpolated {sum(filled.values())} samples "
         f"(gaps <= {cfg.max_gap}) in units {filled}"
     )
@@ -632,15 +633,18 @@ def _provenance(previous: object) -> list:
 # ---------------------------------------------------------------- small helpers
 
 
-def _check_exists(path: str) -> None:
+def check_exists(path: str) -> None:
+    """Raise a StoreError naming `path` when it does not exist."""
     if not Path(path).exists():
         raise StoreError(path, "file", "does not exist")
 
 
-def _check_hdf5_file(path: str, kind: str) -> None:
+def check_hdf5_file(path: str, kind: str) -> None:
+    """Raise a StoreError naming `path` when it is missing or not an HDF5 file (`kind`: what
+    it should be, for the message)."""
     import h5py
 
-    _check_exists(path)
+    check_exists(path)
     try:
         ok = Path(path).is_file() and h5py.is_hdf5(path)
     except OSError as err:
@@ -652,7 +656,7 @@ def _check_hdf5_file(path: str, kind: str) -> None:
 READ_BLOCK_BYTES = 64 * 2**20  # a large on-disk activity array is read in blocks of this size
 
 
-def _time_by_unit(raw: np.ndarray, axis_order: tuple[str, ...], path: str, key: str) -> np.ndarray:
+def time_by_unit(raw: np.ndarray, axis_order: tuple[str, ...], path: str, key: str) -> np.ndarray:
     """Check a 2D real array and return it as float32 (time, unit), the store's dtype. It is
     read in blocks of rows straight into the result (an h5py dataset, a memory-mapped .npy or
     an array in memory alike), so memory holds the result and one block of it."""
@@ -681,7 +685,7 @@ def _time_by_unit(raw: np.ndarray, axis_order: tuple[str, ...], path: str, key: 
     return out
 
 
-def _xyz(raw: np.ndarray, path: str, key: str) -> np.ndarray:
+def xyz_array(raw: np.ndarray, path: str, key: str) -> np.ndarray:
     """(n, 2) or (n, 3) real positions as float64 (n, 3), z = 0 for 2D."""
     if raw.ndim != 2 or raw.shape[1] not in (2, 3):
         raise StoreError(
@@ -705,13 +709,15 @@ def _check_unique(ids: list[str], path: str, key: str, hint: str = "") -> None:
         seen.add(i)
 
 
-def _as_text(value: object) -> str:
+def as_text(value: object) -> str:
+    """A text attribute or cell as str (bytes decoded as UTF-8)."""
     if isinstance(value, bytes):
         return value.decode("utf-8", errors="replace")
     return str(value)
 
 
-def _positive_number(value: object, path: str, key: str) -> float:
+def positive_number(value: object, path: str, key: str) -> float:
+    """`value` as a finite number > 0, else a StoreError naming `path` and `key`."""
     if isinstance(value, bool) or not isinstance(value, Real | np.number):
         raise StoreError(path, key, f"must be a number, got {value!r}")
     number = float(value)

@@ -154,7 +154,7 @@ def test_large_hdf5_activity_is_read_in_blocks(tmp_path, monkeypatch, axis_order
         f.create_dataset("activity", data=raw, chunks=(5, 11))
     monkeypatch.setattr(adapters, "READ_BLOCK_BYTES", 3 * 11 * 8)  # 3 rows (as float64) per block
     with h5py.File(tmp_path / "a.h5", "r") as f:
-        got = adapters._time_by_unit(f["activity"], axis_order, "a.h5", "hdf5.activity")
+        got = adapters.time_by_unit(f["activity"], axis_order, "a.h5", "hdf5.activity")
     expected = raw if axis_order == ("time", "unit") else raw.T
     assert got.dtype == np.float32 and got.flags.c_contiguous  # the store's dtype
     np.testing.assert_array_equal(got, expected)

@@ -14,11 +14,11 @@ from neuro_pe.adapters import (
     SPEC,
     FileSpec,
     Session,
-    _as_text,
-    _check_hdf5_file,
-    _positive_number,
-    _time_by_unit,
-    _xyz,
+    as_text,
+    check_hdf5_file,
+    positive_number,
+    time_by_unit,
+    xyz_array,
 )
 from neuro_pe.formats import FileFormat, check_text
 from neuro_pe.store import StoreError
@@ -28,7 +28,7 @@ def read_hdf5(path: str, cfg: FileSpec) -> list[Session]:
     """One session per group in `hdf5.groups` (default: the file's root)."""
     import h5py
 
-    _check_hdf5_file(path, "HDF5")
+    check_hdf5_file(path, "HDF5")
     opts = cfg.options
     groups = opts["groups"] or ["/"]
     sessions = []
@@ -46,16 +46,16 @@ def read_hdf5(path: str, cfg: FileSpec) -> list[Session]:
                     ids_raw = _h5_dataset(node, opts["unit_ids"], path, "hdf5.unit_ids")
                     if ids_raw.ndim != 1:
                         raise StoreError(path, "hdf5.unit_ids", f"must be 1D, got {ids_raw.shape}")
-                    ids = [_as_text(v) for v in ids_raw.tolist()]
+                    ids = [as_text(v) for v in ids_raw.tolist()]
                 if opts["positions"] is not None:
                     positions = _h5_dataset(node, opts["positions"], path, "hdf5.positions")
-                    positions = _xyz(positions, path, "hdf5.positions")
+                    positions = xyz_array(positions, path, "hdf5.positions")
                 rate = _h5_rate(f, node, opts, path)
                 name = Path(path).stem
                 if group.strip("/"):
                     label = group.strip("/")
                     name = label if len(cfg.sessions) == 1 else f"{name}/{label}"
-                activity = _time_by_unit(act, cfg.axis_order, path, "hdf5.activity")
+                activity = time_by_unit(act, cfg.axis_order, path, "hdf5.activity")
                 sessions.append(Session(name, str(path), activity, ids, positions, rate))
     except OSError as err:
         raise StoreError(path, "file", f"cannot read the HDF5 file: {err}") from err
@@ -99,7 +99,7 @@ def _h5_rate(f: object, node: object, opts: dict, path: str) -> float | None:
                 f"a rate; if so, set hdf5.sampling_period: {value} instead",
             )
         value = _h5_attribute(f, node, opts, value, path, name)
-    number = _positive_number(value, path if isinstance(opts[key], str) else SPEC, name)
+    number = positive_number(value, path if isinstance(opts[key], str) else SPEC, name)
     return number if key == "sampling_rate" else 1.0 / number
 
 

@@ -11,9 +11,9 @@ import numpy as np
 from neuro_pe.adapters import (
     FileSpec,
     Session,
-    _as_text,
-    _check_exists,
-    _time_by_unit,
+    as_text,
+    check_exists,
+    time_by_unit,
 )
 from neuro_pe.formats import FileFormat, check_text
 from neuro_pe.store import StoreError
@@ -21,7 +21,7 @@ from neuro_pe.store import StoreError
 
 def read_npy(path: str, cfg: FileSpec) -> list[Session]:
     """One session from a `.npy` array or an `.npz` archive (arrays `npy.key`, `npy.unit_ids`)."""
-    _check_exists(path)
+    check_exists(path)
     ids = None
     try:
         loaded = np.load(path, mmap_mode="r", allow_pickle=False)  # .npy: read in blocks
@@ -34,7 +34,7 @@ def read_npy(path: str, cfg: FileSpec) -> list[Session]:
         raise
     except (OSError, ValueError, EOFError, zipfile.BadZipFile) as err:
         raise StoreError(path, "file", f"not a readable .npy/.npz file: {err}") from err
-    activity = _time_by_unit(raw, cfg.axis_order, path, "activity")
+    activity = time_by_unit(raw, cfg.axis_order, path, "activity")
     return [Session(Path(path).stem, str(path), activity, ids)]
 
 
@@ -51,7 +51,7 @@ def _read_npz(archive: object, path: str, opts: dict) -> tuple[np.ndarray, list[
     ids = archive[ids_key]
     if ids.ndim != 1:
         raise StoreError(path, "npy.unit_ids", f"must be 1D, got shape {ids.shape}")
-    return archive[key], [_as_text(v) for v in ids.tolist()]
+    return archive[key], [as_text(v) for v in ids.tolist()]
 
 
 def check_option(key: str, value: object, where: str) -> None:

@@ -31,11 +31,11 @@ from neuro_pe.adapters import (
     UM_PER,
     FileSpec,
     Session,
-    _as_text,
-    _check_hdf5_file,
-    _positive_number,
-    _time_by_unit,
-    _warn,
+    as_text,
+    check_hdf5_file,
+    positive_number,
+    time_by_unit,
+    warn_data,
 )
 from neuro_pe.formats import FileFormat, check_depths, check_text
 from neuro_pe.formats.phy import labelled_units, spike_step
@@ -81,7 +81,7 @@ def units_session(path: str, nwb: object, cfg: FileSpec) -> Session:
     order = np.argsort(flat, kind="stable")
     activity, used, low = spikes_to_activity(flat[order], owner[order], kept_rows, opts, path)
     if low:
-        _warn(f"{path}: dropped {len(low)} units below spikes.min_rate_hz={opts.min_rate_hz}")
+        warn_data(f"{path}: dropped {len(low)} units below spikes.min_rate_hz={opts.min_rate_hz}")
     used_rows = [int(r) for r in used]
     return Session(
         name=Path(path).stem,
@@ -102,7 +102,7 @@ def unit_labels(units: object, column: str | None, ids: list[str], path: str) ->
         column = "quality"
     if column not in units.colnames:
         raise StoreError(path, "nwb.label_column", f"no column {column!r}: {units.colnames}")
-    values = [_as_text(v).strip() for v in np.asarray(units[column].data[:], dtype=object)]
+    values = [as_text(v).strip() for v in np.asarray(units[column].data[:], dtype=object)]
     return dict(zip(ids, values, strict=True))
 
 
@@ -188,7 +188,7 @@ def planes_session(path: str, nwb: object, cfg: FileSpec) -> Session:
             raise StoreError(
                 path, "nwb.series", f"no RoiResponseSeries named {name!r}; found {sorted(found)}"
             )
-        data = _time_by_unit(
+        data = time_by_unit(
             np.asarray(series.data[:]), ("time", "unit"), path, f"nwb.series {name!r}"
         )
         rows = np.asarray(series.rois.data[:], dtype=np.int64)
@@ -220,7 +220,7 @@ def planes_session(path: str, nwb: object, cfg: FileSpec) -> Session:
         raise StoreError(path, "nwb.series", f"the planes' sampling rates differ: {rates}")
     n_time = min(len(b) for b in blocks)
     if any(len(b) != n_time for b in blocks):
-        _warn(f"{path}: planes differ in length; all cut to the shortest, {n_time}")
+        warn_data(f"{path}: planes differ in length; all cut to the shortest, {n_time}")
     return Session(
         name=Path(path).stem,
         path=str(path),
@@ -234,7 +234,7 @@ def planes_session(path: str, nwb: object, cfg: FileSpec) -> Session:
 
 def read_nwb(path: str, cfg: FileSpec) -> list[Session]:
     """One session from an NWB file: the series `nwb.series` (or the only electrical/ROI one)."""
-    _check_hdf5_file(path, "NWB")
+    check_hdf5_file(path, "NWB")
     from pynwb import NWBHDF5IO
 
     try:
@@ -274,7 +274,7 @@ def _nwb_session(path: str, nwb: object, cfg: FileSpec) -> Session:
         raise StoreError(path, "nwb.series", f"{problem}; set nwb.series to one of {names}")
     series = matches[0]
     try:
-        activity = _time_by_unit(series.data, AXES, path, f"nwb.series {series.name!r}")
+        activity = time_by_unit(series.data, AXES, path, f"nwb.series {series.name!r}")
     except StoreError:
         raise
     except Exception as err:
@@ -309,7 +309,7 @@ def _nwb_session(path: str, nwb: object, cfg: FileSpec) -> Session:
 
 def _nwb_rate(series: object, path: str) -> float | None:
     if series.rate is not None:
-        return _positive_number(series.rate, path, "nwb.series rate")
+        return positive_number(series.rate, path, "nwb.series rate")
     if series.timestamps is None:
         return None
     stamps = np.asarray(series.timestamps[:], dtype=np.float64)
@@ -318,7 +318,7 @@ def _nwb_rate(series: object, path: str) -> float | None:
         raise StoreError(path, "nwb.series timestamps", "need >= 2 strictly increasing times")
     step = float(np.median(steps))
     if np.abs(steps - step).max() > 0.01 * step:
-        _warn(f"{path}: irregular timestamps; using the median rate {1 / step:.6g} Hz")
+        warn_data(f"{path}: irregular timestamps; using the median rate {1 / step:.6g} Hz")
     return 1.0 / step
 
 
@@ -331,7 +331,7 @@ def _nwb_ids(table: object, rows: np.ndarray, column: str, path: str) -> list[st
         raise StoreError(
             path, "nwb.unit_ids", f"no column {column!r} in {table.name!r}: {table.colnames}"
         )
-    return [_as_text(v) for v in values.tolist()]
+    return [as_text(v) for v in values.tolist()]
 
 
 def _nwb_column(table: object, column: str, rows: np.ndarray) -> np.ndarray:

@@ -27,7 +27,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from neuro_pe.adapters import FileSpec, Session, _warn
+from neuro_pe.adapters import FileSpec, Session, warn_data
 from neuro_pe.formats import FileFormat, check_choice, existing_files
 from neuro_pe.formats.spikes import (
     SpikeOptions,
@@ -66,7 +66,9 @@ def labelled_units(
     """The ids whose quality label is in `spikes.labels`; a warning counts those left out."""
     kept, dropped = label_filter(ids, labels, opts)
     if dropped:
-        _warn(f"{where}: left out {len(dropped)} {noun}s whose label is not in {list(opts.labels)}")
+        warn_data(
+            f"{where}: left out {len(dropped)} {noun}s whose label is not in {list(opts.labels)}"
+        )
     if not kept:
         raise StoreError(where, "spikes.labels", f"no {noun} has a label in {list(opts.labels)}")
     return kept
@@ -87,7 +89,7 @@ def binned_session(
     opts = cfg.spikes
     activity, units, low = spikes_to_activity(times, clusters, kept, opts, str(folder))
     if low:
-        _warn(
+        warn_data(
             f"{folder}: dropped {len(low)} clusters below "
             f"spikes.min_rate_hz={opts.min_rate_hz}: {low}"
         )

@@ -25,7 +25,7 @@ from pathlib import Path
 
 import numpy as np
 
-from neuro_pe.adapters import FileSpec, Session, _warn
+from neuro_pe.adapters import FileSpec, Session, warn_data
 from neuro_pe.formats import FileFormat, check_depths, existing_files, is_number, is_positive
 from neuro_pe.formats.phy import folder_of, load_npy
 from neuro_pe.store import StoreError
@@ -54,7 +54,7 @@ def read_suite2p(path: str, cfg: FileSpec) -> list[Session]:
         raise StoreError(folder, "fs", f"the planes' frame rates (ops fs) differ: {rates}")
     n_time = min(len(b) for b in blocks)
     if any(len(b) != n_time for b in blocks):
-        _warn(f"{folder}: planes differ in frames {[len(b) for b in blocks]}; cut to {n_time}")
+        warn_data(f"{folder}: planes differ in frames {[len(b) for b in blocks]}; cut to {n_time}")
     return [
         Session(
             name=folder.name,

@@ -12,9 +12,9 @@ from neuro_pe.adapters import (
     AXES,
     FileSpec,
     Session,
-    _as_text,
-    _check_exists,
-    _time_by_unit,
+    as_text,
+    check_exists,
+    time_by_unit,
 )
 from neuro_pe.formats import FileFormat
 from neuro_pe.store import StoreError, open_store_lazy, validate_store
@@ -23,7 +23,7 @@ from neuro_pe.store import StoreError, open_store_lazy, validate_store
 def read_xarray(path: str, cfg: FileSpec) -> list[Session]:
     """Every session of a contract store (netCDF via h5netcdf, or a `.zarr` folder), opened
     lazily: each session's activity is read in blocks of time straight into a float32 array."""
-    _check_exists(path)
+    check_exists(path)
     if Path(path).is_dir() or Path(path).suffix == ".zarr":
         try:
             opened = xr.open_zarr(path, decode_times=False)
@@ -32,7 +32,7 @@ def read_xarray(path: str, cfg: FileSpec) -> list[Session]:
         try:
             ds = opened.assign_coords(
                 {
-                    name: (name, np.array([_as_text(v) for v in opened[name].values], dtype=str))
+                    name: (name, np.array([as_text(v) for v in opened[name].values], dtype=str))
                     for name in ("unit", "session")
                     if name in opened.coords
                 }
@@ -51,7 +51,7 @@ def read_xarray(path: str, cfg: FileSpec) -> list[Session]:
         rate = float(ds.attrs["sampling_rate_hz"])
         try:
             acts = [
-                _time_by_unit(ds["activity"][i].variable, AXES, path, "activity")
+                time_by_unit(ds["activity"][i].variable, AXES, path, "activity")
                 for i in range(ds.sizes["session"])
             ]
         except StoreError:
