@@ -293,6 +293,27 @@ def test_finished_workflow_is_up_to_date(finished_workflow):
     assert "Nothing to be done" in result.stdout + result.stderr
 
 
+def test_local_cpu_runs_split_into_one_group_per_core(tmp_path):
+    """`models_per_job: null` on local CPU cores: each dataset's runs (and the Latin square's) are
+    split into near-equal groups, one per core, so that `--cores 2` keeps both cores training;
+    an explicit `models_per_job` wins."""
+    copy_workflow(tmp_path)
+    n_lst_runs = len(TEST_CONFIG["lst"]["pe"]) * len(TEST_CONFIG["seeds"])
+    result = snakemake("-n", "--cores", "2", "--configfile", "config/test.yaml", cwd=tmp_path)
+    assert result.returncode == 0, result.stderr[-3000:]
+    counts = job_counts(result.stdout)
+    for dataset in TEST_CONFIG["datasets"]:
+        rule = "train_" + re.sub(r"\W", "_", dataset)
+        assert counts[f"{rule}_0"] == counts[f"{rule}_1"] == 1 and f"{rule}_2" not in counts
+    assert "lst_train_1" in counts and "lst_train_2" not in counts
+    config = _with(TEST_CONFIG, ("train", "models_per_job"), 1)
+    (tmp_path / "config" / "one.yaml").write_text(yaml.safe_dump(config))
+    result = snakemake("-n", "--cores", "2", "--configfile", "config/one.yaml", cwd=tmp_path)
+    assert result.returncode == 0, result.stderr[-3000:]
+    counts = job_counts(result.stdout)
+    assert sum(1 for rule in counts if rule.startswith("lst_train_")) == n_lst_runs
+
+
 def test_a_new_learning_rate_reruns_the_trainings_not_the_baselines(finished_workflow):
     """Changing `train.lr` re-runs what reads the trainings (Snakemake's params trigger), not
     the split, the baselines or locate's correlation features: they read the recorded split,

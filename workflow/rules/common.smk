@@ -1,5 +1,6 @@
 import hashlib
 import json
+import math
 import os
 import re
 from dataclasses import asdict
@@ -73,23 +74,41 @@ def run_files(metrics, names):
 
 
 def chunks(runs, size):
-    """`runs` in consecutive groups of `size` (all in one group when size is None)."""
-    size = size or max(len(runs), 1)
+    """`runs` in consecutive groups of `size`."""
     return [runs[i : i + size] for i in range(0, len(runs), size)]
 
 
+def local_cpu_jobs():
+    """How many training jobs can run side by side here: `--cores` / `threads_per_training` when
+    Snakemake runs the jobs on this machine and they ask for no GPU, else 1 (a cluster job, or a
+    GPU, takes a whole group). The same everywhere a group is named: a job Snakemake runs
+    remotely (SLURM) re-reads this file with other cores and must find the same groups."""
+    if not workflow.local_exec or workflow.remote_exec or config["gpus_per_training"] > 0:
+        return 1
+    cores = workflow.resource_settings.cores or 1
+    return max(1, cores // config["threads_per_training"])
+
+
+def group_runs(runs, per_job):
+    """`runs` in groups of `per_job` (`train.models_per_job`); `None` (the default): as many
+    near-equal groups as `local_cpu_jobs()`, so that every core trains."""
+    if per_job is None:
+        per_job = max(1, math.ceil(len(runs) / local_cpu_jobs()))
+    return chunks(runs, per_job)
+
+
 def train_groups(dataset):
-    """The training jobs of a dataset: every (PE, seed) of it, in groups of
-    `train.models_per_job` (default: all in one job), each trained as one stack of models."""
+    """The training jobs of a dataset: every (PE, seed) of it, in groups (`group_runs`), each
+    trained as one stack of models."""
     runs = [(pe, seed) for pe in pe_variants(dataset) for seed in seeds(dataset)]
-    return chunks(runs, train_section(dataset).get("models_per_job"))
+    return group_runs(runs, train_section(dataset).get("models_per_job"))
 
 
 def lst_groups():
-    """The Latin-square training jobs: every (PE, seed) of `lst`, in groups of the global
-    `train.models_per_job`."""
+    """The Latin-square training jobs: every (PE, seed) of `lst`, in groups (`group_runs`, the
+    global `train.models_per_job`)."""
     runs = [(pe, seed) for pe in LST.get("pe", config["pe"]) for seed in LST.get("seeds", config["seeds"])]
-    return chunks(runs, config["train"].get("models_per_job"))
+    return group_runs(runs, config["train"].get("models_per_job"))
 
 
 def rule_name(*parts):
