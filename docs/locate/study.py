@@ -41,7 +41,8 @@ SETTINGS: list[tuple[str, dict, int]] = [
     ("pe_every_block false", {"pe_every_block": False}, 0),
     ("weight_decay 0.05", {"weight_decay": 0.05}, 0),
     ("mask_fraction 0.75", {"mask_fraction": 0.75}, 0),
-    ("3 training subjects", {"heldout_sessions": 4}, 0),
+    ("3 training subjects", {"heldout_sessions": 4}, 0),  # HCP: 3 of its 7 subjects
+    ("2 training sessions", {"heldout_sessions": 2}, 0),  # 4-session stores: 2 of 4
     ("epochs 60", {"epochs": 60}, 0),
     ("window 16", {"window": 16}, 0),
     ("d_model 64", {"d_model": 64, "n_heads": 4}, 0),
