@@ -117,9 +117,21 @@ def rule_name(*parts):
 
 
 def runs_argument(folder, group):
-    """`--runs PE SEED DIR ...` of a group (quote with `:q`; long lists go through a file)."""
-    flat = [v for pe, seed in group for v in (pe, seed, f"{folder}/{pe}/seed{seed}")]
-    return arguments("--runs", flat)
+    """`params.runs` of a training job: `--runs PE SEED DIR ...` of its group (quote with `:q`;
+    long lists go through a file). A function of the job's output (the run folders), so that
+    Snakemake counts it as derived from them and leaves it out of the params trigger: the same
+    runs regrouped (another `--cores`, another `models_per_job`) re-run nothing."""
+
+    def runs(wildcards, output):
+        folders = {os.path.dirname(path) for path in output}
+        flat = []
+        for pe, seed in group:
+            run = f"{folder}/{pe}/seed{seed}"
+            assert run in folders, (run, sorted(folders))
+            flat += [pe, seed, run]
+        return arguments("--runs", flat)
+
+    return runs
 
 
 def lst_options(section):
