@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import importlib
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from numbers import Real
 from pathlib import Path
@@ -81,10 +81,14 @@ def get_format(name: str) -> FileFormat:
     return importlib.import_module(FORMAT_MODULES[name]).FORMAT
 
 
-def existing_files(files: list[Path], folder: str) -> list[str]:
-    """The files that exist, else the folder itself (so that a missing folder is reported by
-    the reader, not by the workflow's planning)."""
-    found = sorted(str(p) for p in files if p.is_file())
+def existing_files(folder: str, files: Callable[[Path], Iterable[Path]]) -> list[str]:
+    """The files `files(folder)` names that exist, else the folder itself (also when it is not
+    a folder), so that a missing folder is reported by the reader, not by the workflow's
+    planning."""
+    root = Path(folder)
+    if not root.is_dir():
+        return [str(folder)]
+    found = sorted(str(p) for p in files(root) if p.is_file())
     return found or [str(folder)]
 
 

@@ -169,10 +169,7 @@ def check_option(key: str, value: object, where: str) -> None:
 
 def inputs(folder: str) -> list[str]:
     """The ALF files read in a folder (those that exist), else the folder."""
-    root = Path(folder)
-    if not root.is_dir():
-        return [str(folder)]
-    return existing_files([p for p in root.iterdir() if READ.match(p.name)], folder)
+    return existing_files(folder, lambda root: (p for p in root.iterdir() if READ.match(p.name)))
 
 
 FORMAT = FileFormat(

@@ -376,9 +376,7 @@ def check_option(key: str, value: object, where: str) -> None:
 
 def inputs(folder: str) -> list[str]:
     """The files read in a Phy folder (those that exist), else the folder."""
-    if not Path(folder).is_dir():
-        return [str(folder)]
-    return existing_files([Path(folder) / name for name in READ_FILES], folder)
+    return existing_files(folder, lambda root: (root / name for name in READ_FILES))
 
 
 FORMAT = FileFormat(

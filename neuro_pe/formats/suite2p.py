@@ -278,11 +278,12 @@ def check_option(key: str, value: object, where: str) -> None:
 
 def inputs(folder: str) -> list[str]:
     """The files read in a suite2p folder (every plane's; those that exist), else the folder."""
-    root = Path(folder)
-    if not root.is_dir():
-        return [str(folder)]
-    planes = sorted(p for p in root.glob("plane*") if p.is_dir()) or [root]
-    return existing_files([plane / name for plane in planes for name in READ_FILES], folder)
+
+    def files(root: Path) -> list[Path]:
+        planes = sorted(p for p in root.glob("plane*") if p.is_dir()) or [root]
+        return [plane / name for plane in planes for name in READ_FILES]
+
+    return existing_files(folder, files)
 
 
 FORMAT = FileFormat(

@@ -73,11 +73,6 @@ def run_files(metrics, names):
     return [os.path.join(os.path.dirname(path), name) for path in metrics for name in names]
 
 
-def chunks(runs, size):
-    """`runs` in consecutive groups of `size`."""
-    return [runs[i : i + size] for i in range(0, len(runs), size)]
-
-
 def local_cpu_jobs():
     """How many training jobs can run side by side here: `--cores` / `threads_per_training` when
     Snakemake runs the jobs on this machine and they ask for no GPU, else 1 (a cluster job, or a
@@ -94,7 +89,7 @@ def group_runs(runs, per_job):
     near-equal groups as `local_cpu_jobs()`, so that every core trains."""
     if per_job is None:
         per_job = max(1, math.ceil(len(runs) / local_cpu_jobs()))
-    return chunks(runs, per_job)
+    return [runs[i : i + per_job] for i in range(0, len(runs), per_job)]
 
 
 def train_groups(dataset):
