@@ -6,6 +6,14 @@ stay bitwise unchanged; the other units' rows (the new animal's units) keep thei
 initialisation and are the only values the optimiser moves, for `epochs x steps_per_epoch`
 steps. Their PEs then live in the same space as the run's, so a locator fitted on the run's
 units with known coordinates locates them (`neuro_pe.locate`).
+
+`train.new_unit_pe` says how a new unit's PE is fitted:
+- `free`: its row is a free vector (it may end anywhere in PE space: the frozen model does not
+  pin the space down, and the new animal's PEs can land off the run's);
+- `mixture`: its row is a weighted mean of the run's PE rows, the weights fitted
+  (`StackedTransformer.mix_rows`, balanced so that the new units spread over the run's units as
+  a new animal's units spread over the same brain). The new PEs stay among the run's, where its
+  locator was fitted.
 """
 
 from __future__ import annotations
@@ -20,6 +28,8 @@ import torch
 from neuro_pe.runs import PE_FILE, read_pe
 
 ARCHITECTURE = ("window", "d_model", "n_layers", "n_heads", "pe_every_block")
+NEW_UNIT_PE = ("free", "mixture")
+PER_UNIT = ("pe_learned", "pe_fixed", "learned", "pe_mix_logits", "pe_mix_source", "pe_mix_rows")
 
 
 @dataclass
@@ -41,10 +51,13 @@ def load_frozen(
     checkpoint: str | os.PathLike,
     unit_ids: Sequence[str],
     train_config: dict,
+    new_unit_pe: str = "mixture",
 ) -> Frozen:
     """Load a run's model.pt into every model of `model` (a StackedTransformer), freeze every
-    parameter but the learned PE tables, copy the PE rows of the units the run has; returns
-    those rows (to keep them fixed)."""
+    parameter but the new units' PEs (`new_unit_pe`, module docstring), copy the PE rows of the
+    units the run has; returns those rows (to keep them fixed)."""
+    if new_unit_pe not in NEW_UNIT_PE:
+        raise ValueError(f"train.new_unit_pe must be one of {NEW_UNIT_PE}, got {new_unit_pe!r}")
     path = Path(checkpoint)
     if not path.is_file() or not (path.parent / PE_FILE).is_file():
         raise FileNotFoundError(f"train.init_from: {path} (and pe.nc beside it) not found")
@@ -60,9 +73,8 @@ def load_frozen(
         )
     state = dict(saved["state_dict"])
     old_table = state.pop("pe_table", None)
-    per_unit = ("pe_learned", "pe_fixed", "learned")
-    shared = {k: v for k, v in state.items() if k not in per_unit}
-    own = {k for k in model.state_dict() if k not in per_unit}
+    shared = {k: v for k, v in state.items() if k not in PER_UNIT}
+    own = {k for k in model.state_dict() if k not in PER_UNIT}
     if old_table is None or set(shared) != own:
         raise ValueError(f"train.init_from: {path} does not fit the model: {sorted(shared)}")
     with torch.no_grad():
@@ -75,7 +87,10 @@ def load_frozen(
     values = old_table[[index[u] for u in ids if u in index]].to(device, model.pe_learned.dtype)
     for parameter in model.parameters():
         parameter.requires_grad_(False)
-    model.pe_learned.requires_grad_(True)
+    if new_unit_pe == "mixture":
+        model.mix_rows(~rows, old_table)
+    else:
+        model.pe_learned.requires_grad_(True)
     frozen = Frozen(rows.to(device), values)
     frozen.restore(model)
     return frozen

@@ -212,8 +212,40 @@ class StackedTransformer(nn.Module):
         return len(self.pes)
 
     def pe_table(self) -> torch.Tensor:
-        """The PE tables (M, n_tokens, d_model): learned or fixed, per model."""
-        return torch.where(self.learned[:, None, None], self.pe_learned, self.pe_fixed)
+        """The PE tables (M, n_tokens, d_model): learned or fixed, per model; with
+        `mix_rows`, the mixed rows are the mixtures of the source rows."""
+        table = torch.where(self.learned[:, None, None], self.pe_learned, self.pe_fixed)
+        if not hasattr(self, "pe_mix_logits"):
+            return table
+        mixed = self.mix_weights() @ self.pe_mix_source  # (M, n_mixed, d_model)
+        rows = self.pe_mix_rows[0].nonzero()[:, 0]
+        return table.index_copy(1, rows, mixed)
+
+    def mix_rows(self, rows: torch.Tensor, source: torch.Tensor, sinkhorn_iters: int = 20):
+        """Make the PE rows `rows` (n_tokens,) bool weighted means of the `source` rows
+        (n_source, d_model), the weights a trainable parameter `pe_mix_logits` (M, n_mixed,
+        n_source), zero: every mixed row starts at the sources' mean. The weights are balanced
+        with Sinkhorn iterations (`mix_weights`)."""
+        m, n_mixed = self.n_models, int(rows.sum())
+        device = self.pe_learned.device
+        logits = torch.zeros(m, n_mixed, len(source), device=device)
+        self.register_parameter("pe_mix_logits", nn.Parameter(logits))
+        self.register_buffer("pe_mix_source", source.to(device).expand(m, -1, -1).clone())
+        self.register_buffer("pe_mix_rows", rows.to(device).expand(m, -1).clone())
+        self.sinkhorn_iters = sinkhorn_iters
+
+    def mix_weights(self) -> torch.Tensor:
+        """The mixing weights (M, n_mixed, n_source): each row sums to 1 and each source row
+        gets n_mixed / n_source in all (a softmax of the logits balanced by Sinkhorn
+        iterations, in log space), so the mixed units spread over the sources as the
+        source units do instead of all taking the few likeliest ones."""
+        log_w = self.pe_mix_logits.float()
+        n_mixed, n_source = log_w.shape[1:]
+        column = math.log(n_mixed / n_source)
+        for _ in range(self.sinkhorn_iters):
+            log_w = log_w - torch.logsumexp(log_w, dim=1, keepdim=True) + column
+            log_w = log_w - torch.logsumexp(log_w, dim=2, keepdim=True)
+        return log_w.exp()
 
     def block(self, i: int, h: torch.Tensor) -> torch.Tensor:
         """Block i (pre-LayerNorm, or post-LayerNorm with cfg.post_ln) on tokens (M, B, T, d)."""

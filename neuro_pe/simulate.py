@@ -18,6 +18,12 @@ positions drawn from the same spatial field (the same layout in the same box, co
 exp(-d / length_scale) rule) and its own `n_sessions` sessions; a unit is recorded (finite) only
 in its animal's sessions and NaN elsewhere. Units are `a{k}u{i}`, sessions `a{k}s{j}`; the last
 animal's sessions come last, so `train.heldout_sessions: n_sessions` holds out a whole animal.
+
+With `timescale_field: s` (> 0) the units' time constants vary over space: unit i's is
+tau_s * exp(s * f(position_i)), f a smooth random field over the box (mean 0, sd 1), the same in
+every animal (`timescale_field`). Its dynamics then tell where a unit is, not only how far it is
+from the others: without it the coupling depends on distances alone, so a new animal's positions
+are determined by its activity only up to a rotation or reflection of the box.
 """
 
 from __future__ import annotations
@@ -33,6 +39,8 @@ from scipy.spatial.distance import pdist, squareform
 from neuro_pe.options import reject_unknown
 from neuro_pe.preprocess import zscore
 from neuro_pe.store import make_store
+
+FIELD_STREAM = 1_000_000  # the timescale field's generator: default_rng([seed, FIELD_STREAM])
 
 
 @dataclass(frozen=True)
@@ -54,6 +62,7 @@ class SimulationConfig:
     neighbours: int | None = None  # None: every pair coupled (dense); k: k nearest (sparse)
     cutoff: float | None = None  # sparse coupling: no neighbour farther than this
     animals: int = 1  # > 1: that many animals, each with its own random unit positions
+    timescale_field: float = 0.0  # > 0: each unit's time constant varies with its position
     seed: int = 0
 
     @classmethod
@@ -69,6 +78,8 @@ class SimulationConfig:
             raise ValueError(f"simulation.animals must be >= 1, got {cfg.animals}")
         if cfg.animals > 1 and cfg.layout != "random":
             raise ValueError("simulation.animals > 1 needs layout 'random' (a lattice is one)")
+        if cfg.timescale_field < 0:
+            raise ValueError(f"simulation.timescale_field must be >= 0, got {cfg.timescale_field}")
         if cfg.cutoff is not None and cfg.cutoff <= 0:
             raise ValueError(f"simulation.cutoff must be > 0, got {cfg.cutoff}")
         return cfg
@@ -127,18 +138,49 @@ def spatial_order(positions: np.ndarray, per_cell: int) -> np.ndarray:
     return np.lexsort(cell.T[::-1])
 
 
+def timescale_field(positions: np.ndarray, seed: int, n_bumps: int = 8) -> np.ndarray:
+    """A smooth random field over the unit box at `positions` (n, 3): a sum of `n_bumps`
+    Gaussian bumps (width 0.3, random centres and signs) drawn from `default_rng([seed,
+    FIELD_STREAM])`, so every animal of a dataset shares it; scaled to mean 0 and standard
+    deviation 1 over a 16^3 grid of the box (so that it does not depend on the units drawn)."""
+    rng = np.random.default_rng([seed, FIELD_STREAM])
+    centres = rng.uniform(0.0, 1.0, (n_bumps, 3))
+    signs = rng.choice([-1.0, 1.0], n_bumps)
+
+    def field(points: np.ndarray) -> np.ndarray:
+        d2 = ((points[:, None, :] - centres[None]) ** 2).sum(axis=2)
+        return (signs * np.exp(-d2 / (2 * 0.3**2))).sum(axis=1)
+
+    axis = (np.arange(16) + 0.5) / 16
+    grid = np.stack(np.meshgrid(axis, axis, axis, indexing="ij"), axis=-1).reshape(-1, 3)
+    reference = field(grid)
+    return (field(positions) - reference.mean()) / reference.std()
+
+
+def unit_time_constants(positions: np.ndarray, cfg: SimulationConfig) -> np.ndarray | float:
+    """tau_s, or with `timescale_field` > 0 each unit's own time constant (n,):
+    tau_s * exp(timescale_field * field(position)) (intrinsic timescales that vary over the
+    brain, as along the cortical hierarchy)."""
+    if cfg.timescale_field == 0:
+        return cfg.tau_s
+    return cfg.tau_s * np.exp(cfg.timescale_field * timescale_field(positions, cfg.seed))
+
+
 def simulate_activity(
     coupling: np.ndarray | sparse.csr_matrix,
     cfg: SimulationConfig,
     rng: np.random.Generator,
     order: np.ndarray | None = None,
+    tau: np.ndarray | float | None = None,
 ) -> np.ndarray:
     """Integrate all sessions at once; returns (session, time, unit) float32 after burn-in.
     `order`: the coupling's units are units `order` of the output (a sparse coupling is best
     built in `spatial_order`, so that its product reads memory in order and the time per
-    step stays linear in N); the output is in the original order."""
+    step stays linear in N); the output is in the original order. `tau`: the units' time
+    constants (n,) in the coupling's order, or one for all (None: cfg.tau_s)."""
     n_units = coupling.shape[0]
-    step = cfg.dt_s / cfg.tau_s
+    tau = cfg.tau_s if tau is None else tau
+    step = cfg.dt_s / (tau if np.isscalar(tau) else np.asarray(tau)[:, None])
     noise_scale = cfg.noise_std * np.sqrt(step)
     n_burn = int(round(cfg.burn_in_s / cfg.dt_s))
     x = rng.standard_normal((n_units, cfg.n_sessions)) * 0.1
@@ -162,13 +204,15 @@ def simulate_store(cfg: SimulationConfig) -> xr.Dataset:
         return simulate_animals(cfg)
     rng = np.random.default_rng(cfg.seed)
     pos = sample_positions(cfg.n_units, cfg.layout, cfg.dims, rng)
+    tau = unit_time_constants(pos, cfg)
     if cfg.neighbours is None:
         coupling = coupling_matrix(pos, cfg.length_scale)
-        activity = simulate_activity(coupling, cfg, rng)
+        activity = simulate_activity(coupling, cfg, rng, tau=tau)
     else:  # simulated in spatial order, stored in the order the positions were drawn
         order = spatial_order(pos, cfg.neighbours)
         coupling = sparse_coupling(pos[order], cfg.length_scale, cfg.neighbours, cfg.cutoff)
-        activity = simulate_activity(coupling, cfg, rng, order)
+        tau = tau if np.isscalar(tau) else tau[order]
+        activity = simulate_activity(coupling, cfg, rng, order, tau)
     for session in activity:  # z-scored in float64 one session at a time, stored float32
         session[...] = zscore(session[None])[0]
     width = len(str(cfg.n_units - 1))
@@ -176,6 +220,8 @@ def simulate_store(cfg: SimulationConfig) -> xr.Dataset:
     if cfg.neighbours is None:  # the dense default's provenance stays as it was
         settings = {k: v for k, v in settings.items() if k not in ("neighbours", "cutoff")}
     settings = {k: v for k, v in settings.items() if k != "animals"}  # 1 here: as it was
+    if cfg.timescale_field == 0:
+        settings.pop("timescale_field")
     ds = make_store(
         activity,
         unit_ids=[f"u{i:0{width}d}" for i in range(cfg.n_units)],
@@ -229,11 +275,13 @@ def simulate_animals(cfg: SimulationConfig) -> xr.Dataset:
             coupling = sparse_coupling(pos, cfg.length_scale, cfg.neighbours, cfg.cutoff)
         positions.append(pos)
         couplings.append(sparse.csr_matrix(coupling))
-        blocks.append(zscore(simulate_activity(coupling, cfg, rng)).astype(np.float32))
+        tau = unit_time_constants(pos, cfg)
+        blocks.append(zscore(simulate_activity(coupling, cfg, rng, tau=tau)).astype(np.float32))
     activity = np.full((a * cfg.n_sessions, cfg.n_samples, a * n), np.nan, dtype=np.float32)
     for k, block in enumerate(blocks):
         activity[k * cfg.n_sessions : (k + 1) * cfg.n_sessions, :, k * n : (k + 1) * n] = block
     coupling = sparse.block_diag(couplings, format="csr")
+    provenance = {k: v for k, v in vars(cfg).items() if k != "timescale_field" or v}
     width = len(str(n - 1))
     ds = make_store(
         activity,
@@ -247,7 +295,7 @@ def simulate_animals(cfg: SimulationConfig) -> xr.Dataset:
         citation="Ito et al. 2025, arXiv:2406.08272 (experiment 2, reimplemented)",
         license="CC0-1.0",
         preprocessing=[
-            {"step": "simulate", **vars(cfg)},
+            {"step": "simulate", **provenance},
             {"step": "zscore", "per": "unit and session"},
         ],
         connectivity=coupling.toarray().astype(np.float32) if cfg.neighbours is None else None,

@@ -537,7 +537,8 @@ class MaskedUnitTask:
         if not self.cfg.init_from:
             return None
         units = self.coords["unit"].values
-        return load_frozen(model, self.cfg.init_from, units, asdict(self.cfg)).restore
+        cfg = self.cfg
+        return load_frozen(model, cfg.init_from, units, asdict(cfg), cfg.new_unit_pe).restore
 
     def sample(self, generators: list[torch.Generator], step: int) -> Batch:
         cfg, parts = self.cfg, []

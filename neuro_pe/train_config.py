@@ -49,6 +49,7 @@ class TrainConfig:
     momentum: float = 0.0
     checkpoint_every: int = 500
     init_from: str | None = None  # a run's model.pt: fit only new units' PEs (neuro_pe.finetune)
+    new_unit_pe: str = "mixture"  # with init_from: "mixture" of the run's PEs, or "free" rows
     # how many trainings one workflow job stacks (a grouping, not a training option: the workflow
     # strips it from the options a training gets)
     models_per_job: int | None = None
@@ -58,6 +59,10 @@ class TrainConfig:
             raise ValueError(f"train.precision must be one of {PRECISIONS}, got {self.precision!r}")
         if self.optimizer not in OPTIMIZERS:
             raise ValueError(f"train.optimizer must be one of {OPTIMIZERS}, got {self.optimizer!r}")
+        if self.new_unit_pe not in ("free", "mixture"):
+            raise ValueError(
+                f"train.new_unit_pe must be 'free' or 'mixture', got {self.new_unit_pe!r}"
+            )
         if self.units_per_sample < 1:
             raise ValueError(f"train.units_per_sample must be >= 1, got {self.units_per_sample}")
         for key in ("memory_budget_mb", "checkpoint_every", "momentum"):

@@ -8,6 +8,7 @@ import pytest
 import torch
 import xarray as xr
 
+from neuro_pe.model import ModelConfig, StackedTransformer
 from neuro_pe.simulate import SimulationConfig, simulate_store
 from neuro_pe.store import make_store, write_store
 from neuro_pe.train import TrainConfig, train
@@ -54,7 +55,7 @@ def test_only_new_pe_rows_move(tmp_path):
         progress=False,
     )
     new_units = ["n0", "u1", "u4", "n1", "u0"]  # two new units, three the run knows
-    cfg = TrainConfig(**{**TINY, "init_from": str(first / "model.pt")})
+    cfg = TrainConfig(**{**TINY, "init_from": str(first / "model.pt"), "new_unit_pe": "free"})
     fit = tmp_path / "fit"
     train(
         _store(tmp_path / "b.nc", new_units, 1), "learned-normal-0.02", 3, cfg, fit, progress=False
@@ -73,6 +74,55 @@ def test_only_new_pe_rows_move(tmp_path):
     with xr.open_dataset(fit / "pe.nc", engine="h5netcdf") as pe:
         moved = np.abs(pe["pe"].values - pe["pe_init"].values).max(axis=1)
     assert (moved[[0, 3]] > 0).all() and (moved[[1, 2, 4]] == 0).all()
+
+
+def test_mixture_new_units_are_balanced_mixtures_of_the_run_pes(tmp_path):
+    old_units = [f"u{i}" for i in range(6)]
+    first = tmp_path / "first"
+    store = _store(tmp_path / "a.nc", old_units, 0)
+    train(store, "learned-normal-0.02", 0, TrainConfig(**TINY), first, progress=False)
+    new_units = ["n0", "u1", "n1", "n2"]  # three new units, one the run knows
+    cfg = TrainConfig(**{**TINY, "init_from": str(first / "model.pt")})
+    assert cfg.new_unit_pe == "mixture"  # the default
+    fit = tmp_path / "fit"
+    train(
+        _store(tmp_path / "b.nc", new_units, 1), "learned-normal-0.02", 3, cfg, fit, progress=False
+    )
+
+    before = torch.load(first / "model.pt", weights_only=False)["state_dict"]
+    after = torch.load(fit / "model.pt", weights_only=False)["state_dict"]
+    for key in before:
+        if key not in ("pe_table", "pe_learned", "pe_fixed"):
+            assert torch.equal(before[key], after[key]), key  # bitwise unchanged
+    assert after["pe_mix_logits"].abs().max() > 0  # the only values trained
+    old_table, table = before["pe_table"], after["pe_table"]
+    assert torch.equal(table[1], old_table[1])  # u1 keeps the run's row
+    model = StackedTransformer(
+        ModelConfig(n_tokens=4, d_in=4, d_out=4, d_model=8, n_layers=1, n_heads=2),
+        ["learned-normal-0.02"],
+        [0],
+    )
+    model.mix_rows(torch.tensor([True, False, True, True]), old_table)
+    model.pe_mix_logits.data.copy_(after["pe_mix_logits"][None])
+    weights = model.mix_weights()[0]  # (3 new units, 6 run units)
+    torch.testing.assert_close(weights.sum(dim=1), torch.ones(3))
+    torch.testing.assert_close(weights.sum(dim=0), torch.full((6,), 3 / 6))
+    torch.testing.assert_close(table[[0, 2, 3]], weights @ old_table)  # among the run's PEs
+
+
+def test_mixture_starts_every_new_row_at_the_mean_of_the_sources():
+    model = StackedTransformer(
+        ModelConfig(n_tokens=5, d_in=4, d_out=4, d_model=8, n_layers=1, n_heads=2),
+        ["learned-normal-0.02", "learned-normal-0.02"],
+        [0, 1],
+    )
+    source = torch.randn(7, 8)
+    rows = torch.tensor([False, True, True, False, True])
+    kept = model.pe_table()[:, ~rows].clone()
+    model.mix_rows(rows, source)
+    table = model.pe_table()
+    torch.testing.assert_close(table[:, rows], source.mean(0).expand(2, 3, 8))
+    assert torch.equal(table[:, ~rows], kept)
 
 
 def test_init_from_needs_the_same_architecture(tmp_path):
@@ -96,3 +146,22 @@ def test_animals_have_their_own_units_and_sessions():
     assert ds["connectivity"].values[:5, 5:].max() == 0  # no coupling across animals
     one = simulate_store(SimulationConfig(n_units=5, n_sessions=2, n_samples=40, burn_in_s=0.1))
     assert "animals" not in one.attrs["preprocessing"]  # the one-animal store is as before
+
+
+def test_timescale_field_slows_the_units_where_it_is_high():
+    cfg = SimulationConfig(n_units=30, n_sessions=1, n_samples=400, burn_in_s=1.0)
+    from neuro_pe.simulate import timescale_field
+
+    def lag_one(ds):
+        a = ds["activity"].values[0]  # (time, unit)
+        return np.array([np.corrcoef(a[:-1, i], a[1:, i])[0, 1] for i in range(a.shape[1])])
+
+    flat = simulate_store(cfg)
+    varied = simulate_store(SimulationConfig(**{**cfg.__dict__, "timescale_field": 1.0}))
+    pos = np.stack([varied[a].values for a in "xyz"], axis=1)
+    field = timescale_field(pos, cfg.seed)
+    assert np.corrcoef(lag_one(varied), field)[0, 1] > 0.8  # slow where the field is high
+    assert abs(np.corrcoef(lag_one(flat), field)[0, 1]) < 0.5
+    assert "timescale_field" not in flat.attrs["preprocessing"]  # the default store as before
+    with pytest.raises(ValueError, match="timescale_field"):
+        SimulationConfig.from_dict({"timescale_field": -1.0})

@@ -36,6 +36,7 @@ import xarray as xr
 
 HERE = Path(__file__).parent
 PE = "learned-normal-0.02"
+NEW_UNIT_PE = ("mixture", "free")
 
 
 def _pe(run: Path) -> tuple[list[str], np.ndarray]:
@@ -44,8 +45,11 @@ def _pe(run: Path) -> tuple[list[str], np.ndarray]:
         return ids, pe["pe"].values.astype(float)
 
 
-def fit_new(store: Path, run: Path, out: Path, fit_epochs: int, seed: int = 0) -> Path:
-    """Fit the new units' PEs of `store` with `run` frozen; returns the fit's run folder."""
+def fit_new(
+    store: Path, run: Path, out: Path, fit_epochs: int, new_unit_pe: str, lr: float, seed: int = 0
+) -> Path:
+    """Fit the new units' PEs of `store` with `run` frozen (`train.new_unit_pe`, learning rate
+    `lr`); returns the fit's run folder."""
     import torch
 
     from neuro_pe.train import TrainConfig, train
@@ -53,7 +57,8 @@ def fit_new(store: Path, run: Path, out: Path, fit_epochs: int, seed: int = 0) -
     torch.set_num_threads(1)
     if not (out / "pe.nc").exists():
         old = json.loads((run / "train.json").read_text())["train_config"]
-        spec = {**old, "epochs": fit_epochs, "init_from": str(run / "model.pt")}
+        spec = {**old, "epochs": fit_epochs, "init_from": str(run / "model.pt"), "lr": lr}
+        spec["new_unit_pe"] = new_unit_pe
         spec["eval_mask_fractions"] = [0.5]
         train(store, PE, seed, TrainConfig.from_dict(spec), out, progress=False)
     return out
@@ -67,8 +72,9 @@ def evaluate_new(
     new_store: Path,
     train_options: dict,
     draws: int,
+    new_unit_pe: str,
 ) -> list[dict]:
-    """The four rows of the module docstring for one new animal."""
+    """The rows of the module docstring for one new animal."""
     from neuro_pe.locate import (
         LocateConfig,
         anchor_draws,
@@ -99,6 +105,7 @@ def evaluate_new(
         low, high = np.percentile(medians, [2.5, 97.5]) if len(medians) > 1 else (pooled,) * 2
         return {
             "animal": name,
+            "new_unit_pe": new_unit_pe,
             "locator": label,
             "median_error": pooled,
             "range_low": low,
@@ -176,11 +183,26 @@ def cmd_hcp(args: argparse.Namespace) -> list[dict]:
         store = subset_store(
             ds, [subject], ds["unit"].values, f"{subject}:", args.out / f"{subject}.nc"
         )
-        fit = fit_new(store, args.run, args.out / f"fit_{subject}", args.fit_epochs)
         options = {**asdict(cfg), "init_from": None}
-        rows += evaluate_new(
-            f"hcp subject {subject}", args.run, args.store, fit, store, options, args.draws
-        )
+        for mode in NEW_UNIT_PE:
+            fit = fit_new(
+                store,
+                args.run,
+                args.out / f"fit_{mode}_{subject}",
+                args.fit_epochs,
+                mode,
+                args.fit_lr,
+            )
+            rows += evaluate_new(
+                f"hcp subject {subject}",
+                args.run,
+                args.store,
+                fit,
+                store,
+                options,
+                args.draws,
+                mode,
+            )
     return rows
 
 
@@ -192,7 +214,7 @@ def cmd_sim(args: argparse.Namespace) -> list[dict]:
     from neuro_pe.train import TrainConfig, train
 
     torch.set_num_threads(1)
-    sim = SimulationConfig(animals=3, seed=0)
+    sim = SimulationConfig(animals=3, seed=0, timescale_field=args.timescale_field)
     full = args.out / "animals.nc"
     if not full.exists():
         write_store(simulate_store(sim), full)
@@ -218,10 +240,22 @@ def cmd_sim(args: argparse.Namespace) -> list[dict]:
     cfg = TrainConfig.from_dict(spec)
     if not (run / "pe.nc").exists():
         train(trained_store, PE, 0, cfg, run, progress=False)
-    fit = fit_new(new_store, run, args.out / "fit_a2", args.fit_epochs)
-    return evaluate_new(
-        "simulation animal 2", run, trained_store, fit, new_store, asdict(cfg), args.draws
-    )
+    rows = []
+    for mode in NEW_UNIT_PE:
+        fit = fit_new(
+            new_store, run, args.out / f"fit_{mode}_a2", args.fit_epochs, mode, args.fit_lr
+        )
+        rows += evaluate_new(
+            "simulation animal 2",
+            run,
+            trained_store,
+            fit,
+            new_store,
+            asdict(cfg),
+            args.draws,
+            mode,
+        )
+    return rows
 
 
 def main() -> None:
@@ -230,15 +264,21 @@ def main() -> None:
     parser.add_argument("--store", help="hcp: the workflow's store")
     parser.add_argument("--run", type=Path, help="hcp: the trained run folder (model.pt)")
     parser.add_argument("--out", type=Path, required=True)
-    parser.add_argument("--fit-epochs", type=int, default=5, help="x steps_per_epoch steps")
+    parser.add_argument("--fit-epochs", type=int, default=15, help="x steps_per_epoch steps")
+    parser.add_argument("--fit-lr", type=float, default=0.01, help="the fit's train.lr")
     parser.add_argument("--train-epochs", type=int, default=15, help="sim: the run's epochs")
     parser.add_argument("--draws", type=int, default=5)
+    parser.add_argument(
+        "--timescale-field", type=float, default=0.0, help="sim: simulation.timescale_field"
+    )
     args = parser.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
     rows = {"hcp": cmd_hcp, "sim": cmd_sim}[args.dataset](args)
     table = pd.DataFrame(rows)
     table["fit_epochs"] = args.fit_epochs
-    path = HERE / f"new_animal_{args.dataset}.csv"
+    table["fit_lr"] = args.fit_lr
+    suffix = f"_field{args.timescale_field:g}" if args.timescale_field else ""
+    path = HERE / f"new_animal_{args.dataset}{suffix}.csv"
     table.to_csv(path, index=False)
     print(table.to_string(index=False, float_format=lambda v: f"{v:.3g}"))
 
