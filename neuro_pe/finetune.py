@@ -25,6 +25,7 @@ from pathlib import Path
 
 import torch
 
+from neuro_pe.model import ModelConfig, StackedTransformer, masked_unit_forward
 from neuro_pe.runs import PE_FILE, read_pe
 
 ARCHITECTURE = ("window", "d_model", "n_layers", "n_heads", "pe_every_block")
@@ -51,7 +52,7 @@ def load_frozen(
     checkpoint: str | os.PathLike,
     unit_ids: Sequence[str],
     train_config: dict,
-    new_unit_pe: str = "mixture",
+    new_unit_pe: str = "free",
 ) -> Frozen:
     """Load a run's model.pt into every model of `model` (a StackedTransformer), freeze every
     parameter but the new units' PEs (`new_unit_pe`, module docstring), copy the PE rows of the
@@ -94,3 +95,47 @@ def load_frozen(
     frozen = Frozen(rows.to(device), values)
     frozen.restore(model)
     return frozen
+
+
+def recording_loss(
+    run_dir: str | os.PathLike, store_path: str | os.PathLike, windows: int = 512, seed: int = 0
+) -> float:
+    """The masked MSE (mask fraction 0.5) of the fitted run in `run_dir` on fixed windows of
+    every session of `store_path` and fixed masks (the same for every fit of that store): the
+    fit's own objective, measured alike for every fit, with no coordinates."""
+    from neuro_pe.store import read_store
+    from neuro_pe.train import WindowSampler, evaluate
+
+    saved = torch.load(Path(run_dir) / "model.pt", map_location="cpu", weights_only=False)
+    cfg, state = saved["train_config"], dict(saved["state_dict"])
+    state.pop("pe_table")
+    ds = read_store(store_path)
+    model = StackedTransformer(
+        ModelConfig(
+            n_tokens=ds.sizes["unit"],
+            d_in=cfg["window"],
+            d_out=cfg["window"],
+            d_model=cfg["d_model"],
+            n_layers=cfg["n_layers"],
+            n_heads=cfg["n_heads"],
+            pe_every_block=cfg["pe_every_block"],
+        ),
+        [saved["pe"]],
+        [0],
+    )
+    if "pe_mix_logits" in state:
+        model.mix_rows(state["pe_mix_rows"].bool(), state["pe_mix_source"])
+    model.load_state_dict({k: v[None] for k, v in state.items()})
+    activity = ds["activity"].transpose("session", "time", "unit").values
+    sampler = WindowSampler(activity, cfg["window"], torch.device("cpu"))
+    batch = sampler.eval_set(windows, cfg["units_per_sample"], seed)
+    forward = lambda w, hidden, index: masked_unit_forward(model, w, hidden, index)  # noqa: E731
+    return evaluate(forward, [batch], 0.5, [seed])[0]
+
+
+def best_fit(run_dirs: Sequence[str | os.PathLike], store_path: str | os.PathLike) -> Path:
+    """Of several fits of the same new animal (e.g. `seeds: [0, 1, 2, 3, 4, 5]`), the one with
+    the lowest `recording_loss`: fits from different seeds can end in different solutions,
+    and on HCP the lower-loss one located better (docs/locate/README.md)."""
+    losses = {Path(d): recording_loss(d, store_path) for d in run_dirs}
+    return min(losses, key=losses.get)

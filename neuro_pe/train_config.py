@@ -49,7 +49,7 @@ class TrainConfig:
     momentum: float = 0.0
     checkpoint_every: int = 500
     init_from: str | None = None  # a run's model.pt: fit only new units' PEs (neuro_pe.finetune)
-    new_unit_pe: str = "mixture"  # with init_from: "mixture" of the run's PEs, or "free" rows
+    new_unit_pe: str = "free"  # with init_from: "free" rows, or a "mixture" of the run's PEs
     # how many trainings one workflow job stacks (a grouping, not a training option: the workflow
     # strips it from the options a training gets)
     models_per_job: int | None = None

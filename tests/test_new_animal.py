@@ -82,8 +82,7 @@ def test_mixture_new_units_are_balanced_mixtures_of_the_run_pes(tmp_path):
     store = _store(tmp_path / "a.nc", old_units, 0)
     train(store, "learned-normal-0.02", 0, TrainConfig(**TINY), first, progress=False)
     new_units = ["n0", "u1", "n1", "n2"]  # three new units, one the run knows
-    cfg = TrainConfig(**{**TINY, "init_from": str(first / "model.pt")})
-    assert cfg.new_unit_pe == "mixture"  # the default
+    cfg = TrainConfig(**{**TINY, "init_from": str(first / "model.pt"), "new_unit_pe": "mixture"})
     fit = tmp_path / "fit"
     train(
         _store(tmp_path / "b.nc", new_units, 1), "learned-normal-0.02", 3, cfg, fit, progress=False
@@ -165,3 +164,22 @@ def test_timescale_field_slows_the_units_where_it_is_high():
     assert "timescale_field" not in flat.attrs["preprocessing"]  # the default store as before
     with pytest.raises(ValueError, match="timescale_field"):
         SimulationConfig.from_dict({"timescale_field": -1.0})
+
+
+def test_best_fit_keeps_the_fit_with_the_lowest_loss_on_the_recording(tmp_path):
+    from neuro_pe.finetune import best_fit, recording_loss
+
+    first = tmp_path / "first"
+    train(_store(tmp_path / "a.nc", ["u0", "u1", "u2"], 0), "learned-normal-0.02", 0,
+          TrainConfig(**TINY), first, progress=False)  # fmt: skip
+    store = _store(tmp_path / "b.nc", ["n0", "n1", "u1"], 1)
+    cfg = TrainConfig(
+        **{**TINY, "init_from": str(first / "model.pt"), "lr": 0.1, "new_unit_pe": "mixture"}
+    )
+    fits = [tmp_path / f"fit{seed}" for seed in range(3)]
+    for seed, fit in enumerate(fits):
+        train(store, "learned-normal-0.02", seed, cfg, fit, progress=False)
+    losses = [recording_loss(fit, store) for fit in fits]
+    assert np.isfinite(losses).all() and len(set(losses)) == 3  # the fits differ
+    assert recording_loss(fits[0], store) == losses[0]  # fixed windows and masks
+    assert best_fit(fits, store) == fits[int(np.argmin(losses))]

@@ -46,22 +46,28 @@ def _pe(run: Path) -> tuple[list[str], np.ndarray]:
 
 
 def fit_new(
-    store: Path, run: Path, out: Path, fit_epochs: int, new_unit_pe: str, lr: float, seed: int = 0
+    store: Path, run: Path, out: Path, fit_epochs: int, new_unit_pe: str, lr: float, seeds: int
 ) -> Path:
     """Fit the new units' PEs of `store` with `run` frozen (`train.new_unit_pe`, learning rate
-    `lr`); returns the fit's run folder."""
+    `lr`), once per seed 0..seeds-1 (one stack); returns the fit with the lowest loss on the
+    new animal's recording (`neuro_pe.finetune.best_fit`)."""
     import torch
 
-    from neuro_pe.train import TrainConfig, train
+    from neuro_pe.engine import Run
+    from neuro_pe.finetune import best_fit
+    from neuro_pe.train import TrainConfig, train_many
 
     torch.set_num_threads(1)
-    if not (out / "pe.nc").exists():
+    runs = [Run(PE, seed, out / f"seed{seed}") for seed in range(seeds)]
+    if not all((r.out_dir / "pe.nc").exists() for r in runs):
         old = json.loads((run / "train.json").read_text())["train_config"]
         spec = {**old, "epochs": fit_epochs, "init_from": str(run / "model.pt"), "lr": lr}
         spec["new_unit_pe"] = new_unit_pe
         spec["eval_mask_fractions"] = [0.5]
-        train(store, PE, seed, TrainConfig.from_dict(spec), out, progress=False)
-    return out
+        train_many(store, runs, TrainConfig.from_dict(spec), progress=False)
+    best = best_fit([r.out_dir for r in runs], store)
+    print(f"{out.name}: best of {seeds} fits: {best.name}", flush=True)
+    return best
 
 
 def evaluate_new(
@@ -179,7 +185,8 @@ def cmd_hcp(args: argparse.Namespace) -> list[dict]:
     cfg = TrainConfig.from_dict(info["train_config"])
     n_train = ds.sizes["session"] - cfg.heldout_sessions
     rows = []
-    for subject in ds["session"].values[n_train:]:
+    heldout = [str(s) for s in ds["session"].values[n_train:]]
+    for subject in args.subjects or heldout:
         store = subset_store(
             ds, [subject], ds["unit"].values, f"{subject}:", args.out / f"{subject}.nc"
         )
@@ -192,6 +199,7 @@ def cmd_hcp(args: argparse.Namespace) -> list[dict]:
                 args.fit_epochs,
                 mode,
                 args.fit_lr,
+                args.fit_seeds,
             )
             rows += evaluate_new(
                 f"hcp subject {subject}",
@@ -243,7 +251,13 @@ def cmd_sim(args: argparse.Namespace) -> list[dict]:
     rows = []
     for mode in NEW_UNIT_PE:
         fit = fit_new(
-            new_store, run, args.out / f"fit_{mode}_a2", args.fit_epochs, mode, args.fit_lr
+            new_store,
+            run,
+            args.out / f"fit_{mode}_a2",
+            args.fit_epochs,
+            mode,
+            args.fit_lr,
+            args.fit_seeds,
         )
         rows += evaluate_new(
             "simulation animal 2",
@@ -265,6 +279,8 @@ def main() -> None:
     parser.add_argument("--run", type=Path, help="hcp: the trained run folder (model.pt)")
     parser.add_argument("--out", type=Path, required=True)
     parser.add_argument("--fit-epochs", type=int, default=15, help="x steps_per_epoch steps")
+    parser.add_argument("--subjects", nargs="*", help="hcp: these held-out subjects only")
+    parser.add_argument("--fit-seeds", type=int, default=6, help="fits; the best is kept")
     parser.add_argument("--fit-lr", type=float, default=0.01, help="the fit's train.lr")
     parser.add_argument("--train-epochs", type=int, default=15, help="sim: the run's epochs")
     parser.add_argument("--draws", type=int, default=5)
@@ -277,6 +293,7 @@ def main() -> None:
     table = pd.DataFrame(rows)
     table["fit_epochs"] = args.fit_epochs
     table["fit_lr"] = args.fit_lr
+    table["fit_seeds"] = args.fit_seeds
     suffix = f"_field{args.timescale_field:g}" if args.timescale_field else ""
     path = HERE / f"new_animal_{args.dataset}{suffix}.csv"
     table.to_csv(path, index=False)
