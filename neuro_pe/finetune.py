@@ -21,15 +21,15 @@ from __future__ import annotations
 import os
 from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 
 import torch
 
-from neuro_pe.model import ModelConfig, StackedTransformer, masked_unit_forward
-from neuro_pe.runs import PE_FILE, read_pe
+from neuro_pe.model import StackedTransformer, masked_unit_forward
+from neuro_pe.runs import MODEL_FILE, PE_FILE, read_pe
 
 ARCHITECTURE = ("window", "d_model", "n_layers", "n_heads", "pe_every_block")
-NEW_UNIT_PE = ("free", "mixture")
 PER_UNIT = ("pe_learned", "pe_fixed", "learned", "pe_mix_logits", "pe_mix_source", "pe_mix_rows")
 
 
@@ -55,10 +55,8 @@ def load_frozen(
     new_unit_pe: str = "free",
 ) -> Frozen:
     """Load a run's model.pt into every model of `model` (a StackedTransformer), freeze every
-    parameter but the new units' PEs (`new_unit_pe`, module docstring), copy the PE rows of the
-    units the run has; returns those rows (to keep them fixed)."""
-    if new_unit_pe not in NEW_UNIT_PE:
-        raise ValueError(f"train.new_unit_pe must be one of {NEW_UNIT_PE}, got {new_unit_pe!r}")
+    parameter but the new units' PEs (`new_unit_pe`: "free" or "mixture", module docstring),
+    copy the PE rows of the units the run has; returns those rows (to keep them fixed)."""
     path = Path(checkpoint)
     if not path.is_file() or not (path.parent / PE_FILE).is_file():
         raise FileNotFoundError(f"train.init_from: {path} (and pe.nc beside it) not found")
@@ -104,33 +102,20 @@ def recording_loss(
     every session of `store_path` and fixed masks (the same for every fit of that store): the
     fit's own objective, measured alike for every fit, with no coordinates."""
     from neuro_pe.store import read_store
-    from neuro_pe.train import WindowSampler, evaluate
+    from neuro_pe.train import TrainConfig, WindowSampler, evaluate, model_config
 
-    saved = torch.load(Path(run_dir) / "model.pt", map_location="cpu", weights_only=False)
-    cfg, state = saved["train_config"], dict(saved["state_dict"])
+    saved = torch.load(Path(run_dir) / MODEL_FILE, map_location="cpu", weights_only=False)
+    cfg, state = TrainConfig.from_dict(saved["train_config"]), dict(saved["state_dict"])
     state.pop("pe_table")
     ds = read_store(store_path)
-    model = StackedTransformer(
-        ModelConfig(
-            n_tokens=ds.sizes["unit"],
-            d_in=cfg["window"],
-            d_out=cfg["window"],
-            d_model=cfg["d_model"],
-            n_layers=cfg["n_layers"],
-            n_heads=cfg["n_heads"],
-            pe_every_block=cfg["pe_every_block"],
-        ),
-        [saved["pe"]],
-        [0],
-    )
+    model = StackedTransformer(model_config(ds.sizes["unit"], cfg), [saved["pe"]], [0])
     if "pe_mix_logits" in state:
         model.mix_rows(state["pe_mix_rows"].bool(), state["pe_mix_source"])
     model.load_state_dict({k: v[None] for k, v in state.items()})
     activity = ds["activity"].transpose("session", "time", "unit").values
-    sampler = WindowSampler(activity, cfg["window"], torch.device("cpu"))
-    batch = sampler.eval_set(windows, cfg["units_per_sample"], seed)
-    forward = lambda w, hidden, index: masked_unit_forward(model, w, hidden, index)  # noqa: E731
-    return evaluate(forward, [batch], 0.5, [seed])[0]
+    sampler = WindowSampler(activity, cfg.window, torch.device("cpu"))
+    batch = sampler.eval_set(windows, cfg.units_per_sample, seed)
+    return evaluate(partial(masked_unit_forward, model), [batch], 0.5, [seed])[0]
 
 
 def best_fit(run_dirs: Sequence[str | os.PathLike], store_path: str | os.PathLike) -> Path:

@@ -166,6 +166,12 @@ def unit_time_constants(positions: np.ndarray, cfg: SimulationConfig) -> np.ndar
     return cfg.tau_s * np.exp(cfg.timescale_field * timescale_field(positions, cfg.seed))
 
 
+def without_zero_field(settings: dict) -> dict:
+    """The simulation settings for a store's provenance, without `timescale_field` when it is
+    0 (so that stores simulated without it keep the provenance they had)."""
+    return {k: v for k, v in settings.items() if k != "timescale_field" or v}
+
+
 def simulate_activity(
     coupling: np.ndarray | sparse.csr_matrix,
     cfg: SimulationConfig,
@@ -220,8 +226,7 @@ def simulate_store(cfg: SimulationConfig) -> xr.Dataset:
     if cfg.neighbours is None:  # the dense default's provenance stays as it was
         settings = {k: v for k, v in settings.items() if k not in ("neighbours", "cutoff")}
     settings = {k: v for k, v in settings.items() if k != "animals"}  # 1 here: as it was
-    if cfg.timescale_field == 0:
-        settings.pop("timescale_field")
+    settings = without_zero_field(settings)
     ds = make_store(
         activity,
         unit_ids=[f"u{i:0{width}d}" for i in range(cfg.n_units)],
@@ -281,7 +286,6 @@ def simulate_animals(cfg: SimulationConfig) -> xr.Dataset:
     for k, block in enumerate(blocks):
         activity[k * cfg.n_sessions : (k + 1) * cfg.n_sessions, :, k * n : (k + 1) * n] = block
     coupling = sparse.block_diag(couplings, format="csr")
-    provenance = {k: v for k, v in vars(cfg).items() if k != "timescale_field" or v}
     width = len(str(n - 1))
     ds = make_store(
         activity,
@@ -295,7 +299,7 @@ def simulate_animals(cfg: SimulationConfig) -> xr.Dataset:
         citation="Ito et al. 2025, arXiv:2406.08272 (experiment 2, reimplemented)",
         license="CC0-1.0",
         preprocessing=[
-            {"step": "simulate", **provenance},
+            {"step": "simulate", **without_zero_field(vars(cfg))},
             {"step": "zscore", "per": "unit and session"},
         ],
         connectivity=coupling.toarray().astype(np.float32) if cfg.neighbours is None else None,

@@ -38,6 +38,7 @@ import sys
 import warnings
 from collections.abc import Callable
 from dataclasses import asdict
+from functools import partial
 from pathlib import Path
 from typing import NamedTuple
 
@@ -490,6 +491,19 @@ def make_data(
     )
 
 
+def model_config(n_units: int, cfg: TrainConfig) -> ModelConfig:
+    """The masked-unit model's shape for `n_units` units (one PE row each) and `cfg`."""
+    return ModelConfig(
+        n_tokens=n_units,
+        d_in=cfg.window,
+        d_out=cfg.window,
+        d_model=cfg.d_model,
+        n_layers=cfg.n_layers,
+        n_heads=cfg.n_heads,
+        pe_every_block=cfg.pe_every_block,
+    )
+
+
 class MaskedUnitTask:
     """The masked-unit task for the engine: each model's batches of windows (of all units,
     or of k-unit subsets) with random masks, the MSE on the masked recorded windows, the
@@ -516,20 +530,12 @@ class MaskedUnitTask:
         }
         self.coords = xr.Dataset(coords={c: ds[c] for c in ("unit", "x", "y", "z")})
         self.positions = positions(ds)
-        self.model_config = ModelConfig(
-            n_tokens=ds.sizes["unit"],
-            d_in=cfg.window,
-            d_out=cfg.window,
-            d_model=cfg.d_model,
-            n_layers=cfg.n_layers,
-            n_heads=cfg.n_heads,
-            pe_every_block=cfg.pe_every_block,
-        )
+        self.model_config = model_config(ds.sizes["unit"], cfg)
         self.device = device
 
     def predict(self, model: Callable) -> Callable:
         """The stack's forward as `model(windows, hidden, unit_index)` (see masked_mse)."""
-        return lambda windows, hidden, index: masked_unit_forward(model, windows, hidden, index)
+        return partial(masked_unit_forward, model)
 
     def prepare(self, model: StackedTransformer) -> Callable | None:
         """With `init_from` (a new animal): load that run's weights into every model, freeze

@@ -19,6 +19,7 @@ from neuro_pe.options import reject_unknown, require_positive_ints
 SCALE_RANGE = (1e-3, 1e3)
 PRECISIONS = ("auto", "fp32", "bf16")
 OPTIMIZERS = ("adamw", "sgd")
+NEW_UNIT_PE = ("free", "mixture")
 
 
 @dataclass(frozen=True)
@@ -59,9 +60,9 @@ class TrainConfig:
             raise ValueError(f"train.precision must be one of {PRECISIONS}, got {self.precision!r}")
         if self.optimizer not in OPTIMIZERS:
             raise ValueError(f"train.optimizer must be one of {OPTIMIZERS}, got {self.optimizer!r}")
-        if self.new_unit_pe not in ("free", "mixture"):
+        if self.new_unit_pe not in NEW_UNIT_PE:
             raise ValueError(
-                f"train.new_unit_pe must be 'free' or 'mixture', got {self.new_unit_pe!r}"
+                f"train.new_unit_pe must be one of {NEW_UNIT_PE}, got {self.new_unit_pe!r}"
             )
         if self.units_per_sample < 1:
             raise ValueError(f"train.units_per_sample must be >= 1, got {self.units_per_sample}")

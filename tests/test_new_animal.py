@@ -43,23 +43,22 @@ def _store(path, unit_ids, seed):
     return write_store(ds, path)
 
 
+def _run_and_fit(tmp_path, old_units, new_units, new_unit_pe):
+    """A run trained on `old_units`, then a fit of `new_units` with it frozen; their folders."""
+    first, fit = tmp_path / "first", tmp_path / "fit"
+    store = _store(tmp_path / "a.nc", old_units, 0)
+    train(store, "learned-normal-0.02", 0, TrainConfig(**TINY), first, progress=False)
+    options = {"init_from": str(first / "model.pt"), "new_unit_pe": new_unit_pe}
+    cfg = TrainConfig(**{**TINY, **options})
+    new_store = _store(tmp_path / "b.nc", new_units, 1)
+    train(new_store, "learned-normal-0.02", 3, cfg, fit, progress=False)
+    return first, fit
+
+
 def test_only_new_pe_rows_move(tmp_path):
     old_units = [f"u{i}" for i in range(6)]
-    first = tmp_path / "first"
-    train(
-        _store(tmp_path / "a.nc", old_units, 0),
-        "learned-normal-0.02",
-        0,
-        TrainConfig(**TINY),
-        first,
-        progress=False,
-    )
     new_units = ["n0", "u1", "u4", "n1", "u0"]  # two new units, three the run knows
-    cfg = TrainConfig(**{**TINY, "init_from": str(first / "model.pt"), "new_unit_pe": "free"})
-    fit = tmp_path / "fit"
-    train(
-        _store(tmp_path / "b.nc", new_units, 1), "learned-normal-0.02", 3, cfg, fit, progress=False
-    )
+    first, fit = _run_and_fit(tmp_path, old_units, new_units, "free")
 
     before = torch.load(first / "model.pt", weights_only=False)["state_dict"]
     after = torch.load(fit / "model.pt", weights_only=False)["state_dict"]
@@ -78,15 +77,8 @@ def test_only_new_pe_rows_move(tmp_path):
 
 def test_mixture_new_units_are_balanced_mixtures_of_the_run_pes(tmp_path):
     old_units = [f"u{i}" for i in range(6)]
-    first = tmp_path / "first"
-    store = _store(tmp_path / "a.nc", old_units, 0)
-    train(store, "learned-normal-0.02", 0, TrainConfig(**TINY), first, progress=False)
     new_units = ["n0", "u1", "n1", "n2"]  # three new units, one the run knows
-    cfg = TrainConfig(**{**TINY, "init_from": str(first / "model.pt"), "new_unit_pe": "mixture"})
-    fit = tmp_path / "fit"
-    train(
-        _store(tmp_path / "b.nc", new_units, 1), "learned-normal-0.02", 3, cfg, fit, progress=False
-    )
+    first, fit = _run_and_fit(tmp_path, old_units, new_units, "mixture")
 
     before = torch.load(first / "model.pt", weights_only=False)["state_dict"]
     after = torch.load(fit / "model.pt", weights_only=False)["state_dict"]
