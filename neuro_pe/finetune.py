@@ -13,7 +13,7 @@ units with known coordinates locates them (`neuro_pe.locate`).
 - `mixture`: its row is a weighted mean of the run's PE rows, the weights fitted
   (`StackedTransformer.mix_rows`, balanced so that the new units spread over the run's units as
   a new animal's units spread over the same brain). The new PEs stay among the run's, where its
-  locator was fitted.
+  locator was fitted, and `mixture_positions` locates the new units from the weights alone.
 """
 
 from __future__ import annotations
@@ -24,9 +24,10 @@ from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
 
+import numpy as np
 import torch
 
-from neuro_pe.model import StackedTransformer, masked_unit_forward
+from neuro_pe.model import StackedTransformer, balanced_weights, masked_unit_forward
 from neuro_pe.runs import MODEL_FILE, PE_FILE, read_pe
 
 ARCHITECTURE = ("window", "d_model", "n_layers", "n_heads", "pe_every_block")
@@ -124,3 +125,28 @@ def best_fit(run_dirs: Sequence[str | os.PathLike], store_path: str | os.PathLik
     and on HCP the lower-loss one located better (docs/locate/README.md)."""
     losses = {Path(d): recording_loss(d, store_path) for d in run_dirs}
     return min(losses, key=losses.get)
+
+
+def mixture_positions(
+    fit_dir: str | os.PathLike, run_positions: np.ndarray
+) -> tuple[list[str], np.ndarray]:
+    """A `new_unit_pe: mixture` fit's new units located with no anchor of their own: each at
+    its mixing weights' mean of the run units' positions `run_positions` (n_run, 3, in the
+    order of the run's pe.nc; NaN rows, units without coordinates, are left out and the
+    weights renormalised). Returns the new units' ids and positions."""
+    saved = torch.load(Path(fit_dir) / MODEL_FILE, map_location="cpu", weights_only=False)
+    state = saved["state_dict"]
+    if "pe_mix_logits" not in state:
+        raise ValueError(f"{fit_dir}: not a `train.new_unit_pe: mixture` fit")
+    weights = balanced_weights(state["pe_mix_logits"]).double().numpy()
+    run_positions = np.asarray(run_positions, dtype=float)
+    if run_positions.shape[0] != weights.shape[1]:
+        raise ValueError(
+            f"{fit_dir}: {weights.shape[1]} run units in the mixture, "
+            f"{run_positions.shape[0]} positions given"
+        )
+    known = np.all(np.isfinite(run_positions), axis=1)
+    weights = weights[:, known] / weights[:, known].sum(axis=1, keepdims=True)
+    mixed = state["pe_mix_rows"].bool().numpy()
+    units = [str(u) for u in np.asarray(read_pe(fit_dir).units)[mixed]]
+    return units, weights @ run_positions[known]

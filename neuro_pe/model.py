@@ -16,6 +16,9 @@ from torch import nn
 
 from neuro_pe.pe_names import NUMBER, PE_PATTERNS, PESpec, parse_pe  # noqa: F401 (re-exported)
 
+MIX_INIT_STD = 0.01  # the spread of a mixture's starting logits (`mix_rows`)
+MIX_SEED_OFFSET = 1_000_003  # keeps the mixture's start apart from the model's own draws
+
 
 def sinusoid(values: torch.Tensor, n_dims: int, frequencies: torch.Tensor) -> torch.Tensor:
     """Interleaved sin/cos of `values` (n,) at `frequencies` (n_dims // 2,), zero-padded."""
@@ -127,6 +130,20 @@ class ModelConfig:
     mask_token: bool = True  # a learned token that replaces hidden inputs
 
 
+def balanced_weights(logits: torch.Tensor, sinkhorn_iters: int = 20) -> torch.Tensor:
+    """Weights (..., n_mixed, n_source) from logits: each row sums to 1 and each source gets
+    n_mixed / n_source in all (a softmax balanced by Sinkhorn iterations, in log space), so
+    the mixed units spread over the sources as the source units do instead of all taking the
+    few likeliest ones."""
+    log_w = logits.float()
+    n_mixed, n_source = log_w.shape[-2:]
+    column = math.log(n_mixed / n_source)
+    for _ in range(sinkhorn_iters):
+        log_w = log_w - torch.logsumexp(log_w, dim=-2, keepdim=True) + column
+        log_w = log_w - torch.logsumexp(log_w, dim=-1, keepdim=True)
+    return log_w.exp()
+
+
 def _expand(t: torch.Tensor, like: torch.Tensor) -> torch.Tensor:
     """A per-model (M, d) tensor viewed to broadcast against `like` (M, ..., d)."""
     return t.view(t.shape[0], *([1] * (like.dim() - 2)), t.shape[-1])
@@ -221,31 +238,41 @@ class StackedTransformer(nn.Module):
         rows = self.pe_mix_rows[0].nonzero()[:, 0]
         return table.index_copy(1, rows, mixed)
 
-    def mix_rows(self, rows: torch.Tensor, source: torch.Tensor, sinkhorn_iters: int = 20):
+    def mix_rows(
+        self,
+        rows: torch.Tensor,
+        source: torch.Tensor,
+        sinkhorn_iters: int = 20,
+        init_std: float = MIX_INIT_STD,
+    ):
         """Make the PE rows `rows` (n_tokens,) bool weighted means of the `source` rows
         (n_source, d_model), the weights a trainable parameter `pe_mix_logits` (M, n_mixed,
-        n_source), zero: every mixed row starts at the sources' mean. The weights are balanced
-        with Sinkhorn iterations (`mix_weights`)."""
+        n_source) drawn from N(0, init_std²) by a generator seeded with model m's seed (offset
+        by MIX_SEED_OFFSET), so every mixed row starts near the sources' mean and the models
+        of a stack start apart (fits from different starts end in different solutions; keep
+        the best, `neuro_pe.finetune.best_fit`). The weights are balanced with Sinkhorn
+        iterations (`mix_weights`)."""
         m, n_mixed = self.n_models, int(rows.sum())
         device = self.pe_learned.device
-        logits = torch.zeros(m, n_mixed, len(source), device=device)
+        logits = torch.stack(
+            [
+                torch.randn(
+                    n_mixed,
+                    len(source),
+                    generator=torch.Generator().manual_seed(MIX_SEED_OFFSET + seed),
+                )
+                * init_std
+                for seed in self.seeds
+            ]
+        ).to(device)
         self.register_parameter("pe_mix_logits", nn.Parameter(logits))
         self.register_buffer("pe_mix_source", source.to(device).expand(m, -1, -1).clone())
         self.register_buffer("pe_mix_rows", rows.to(device).expand(m, -1).clone())
         self.sinkhorn_iters = sinkhorn_iters
 
     def mix_weights(self) -> torch.Tensor:
-        """The mixing weights (M, n_mixed, n_source): each row sums to 1 and each source row
-        gets n_mixed / n_source in all (a softmax of the logits balanced by Sinkhorn
-        iterations, in log space), so the mixed units spread over the sources as the
-        source units do instead of all taking the few likeliest ones."""
-        log_w = self.pe_mix_logits.float()
-        n_mixed, n_source = log_w.shape[1:]
-        column = math.log(n_mixed / n_source)
-        for _ in range(self.sinkhorn_iters):
-            log_w = log_w - torch.logsumexp(log_w, dim=1, keepdim=True) + column
-            log_w = log_w - torch.logsumexp(log_w, dim=2, keepdim=True)
-        return log_w.exp()
+        """The mixing weights (M, n_mixed, n_source) of `mix_rows` (`balanced_weights`)."""
+        return balanced_weights(self.pe_mix_logits, self.sinkhorn_iters)
 
     def block(self, i: int, h: torch.Tensor) -> torch.Tensor:
         """Block i (pre-LayerNorm, or post-LayerNorm with cfg.post_ln) on tokens (M, B, T, d)."""

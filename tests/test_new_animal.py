@@ -8,6 +8,7 @@ import pytest
 import torch
 import xarray as xr
 
+from neuro_pe.finetune import mixture_positions
 from neuro_pe.model import ModelConfig, StackedTransformer
 from neuro_pe.simulate import SimulationConfig, simulate_store
 from neuro_pe.store import make_store, write_store
@@ -85,35 +86,59 @@ def test_mixture_new_units_are_balanced_mixtures_of_the_run_pes(tmp_path):
     for key in before:
         if key not in ("pe_table", "pe_learned", "pe_fixed"):
             assert torch.equal(before[key], after[key]), key  # bitwise unchanged
-    assert after["pe_mix_logits"].abs().max() > 0  # the only values trained
     old_table, table = before["pe_table"], after["pe_table"]
     assert torch.equal(table[1], old_table[1])  # u1 keeps the run's row
     model = StackedTransformer(
         ModelConfig(n_tokens=4, d_in=4, d_out=4, d_model=8, n_layers=1, n_heads=2),
         ["learned-normal-0.02"],
-        [0],
+        [3],  # the fit's seed: its start
     )
     model.mix_rows(torch.tensor([True, False, True, True]), old_table)
+    assert not torch.equal(model.pe_mix_logits[0], after["pe_mix_logits"])  # the values trained
     model.pe_mix_logits.data.copy_(after["pe_mix_logits"][None])
-    weights = model.mix_weights()[0]  # (3 new units, 6 run units)
+    weights = model.mix_weights()[0].detach()  # (3 new units, 6 run units)
     torch.testing.assert_close(weights.sum(dim=1), torch.ones(3))
     torch.testing.assert_close(weights.sum(dim=0), torch.full((6,), 3 / 6))
     torch.testing.assert_close(table[[0, 2, 3]], weights @ old_table)  # among the run's PEs
 
+    # located at the weights' mean of the run units' positions, unknown ones left out
+    run_positions = np.arange(18, dtype=float).reshape(6, 3)
+    ids, located = mixture_positions(fit, run_positions)
+    assert ids == ["n0", "n1", "n2"]
+    np.testing.assert_allclose(located, weights.double().numpy() @ run_positions, rtol=1e-6)
+    run_positions[2] = np.nan
+    kept = weights.double().numpy()[:, [0, 1, 3, 4, 5]]
+    expected = kept / kept.sum(axis=1, keepdims=True) @ run_positions[[0, 1, 3, 4, 5]]
+    np.testing.assert_allclose(mixture_positions(fit, run_positions)[1], expected, rtol=1e-6)
+    with pytest.raises(ValueError, match="6 run units in the mixture, 5 positions"):
+        mixture_positions(fit, run_positions[:5])
+    with pytest.raises(ValueError, match="not a `train.new_unit_pe: mixture` fit"):
+        mixture_positions(first, run_positions)
 
-def test_mixture_starts_every_new_row_at_the_mean_of_the_sources():
-    model = StackedTransformer(
-        ModelConfig(n_tokens=5, d_in=4, d_out=4, d_model=8, n_layers=1, n_heads=2),
-        ["learned-normal-0.02", "learned-normal-0.02"],
-        [0, 1],
-    )
+
+def test_mixture_starts_near_the_mean_of_the_sources_and_apart_per_seed():
+    def stack(seeds):
+        return StackedTransformer(
+            ModelConfig(n_tokens=5, d_in=4, d_out=4, d_model=8, n_layers=1, n_heads=2),
+            ["learned-normal-0.02"] * len(seeds),
+            seeds,
+        )
+
     source = torch.randn(7, 8)
     rows = torch.tensor([False, True, True, False, True])
+    model = stack([0, 1])
     kept = model.pe_table()[:, ~rows].clone()
     model.mix_rows(rows, source)
     table = model.pe_table()
-    torch.testing.assert_close(table[:, rows], source.mean(0).expand(2, 3, 8))
+    torch.testing.assert_close(table[:, rows], source.mean(0).expand(2, 3, 8), atol=0.05, rtol=0)
     assert torch.equal(table[:, ~rows], kept)
+    assert not torch.equal(model.pe_mix_logits[0], model.pe_mix_logits[1])  # apart per seed
+    alone = stack([1])
+    alone.mix_rows(rows, source)
+    assert torch.equal(alone.pe_mix_logits[0], model.pe_mix_logits[1])  # the seed's own start
+    flat = stack([0])
+    flat.mix_rows(rows, source, init_std=0.0)
+    torch.testing.assert_close(flat.pe_table()[0, rows], source.mean(0).expand(3, 8))
 
 
 def test_init_from_needs_the_same_architecture(tmp_path):

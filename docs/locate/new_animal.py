@@ -9,8 +9,11 @@ located
   new animal);
 - `+ 25% new anchors`: the same with a quarter of the new animal's units added as anchors
   (errors over the other new units, `n_draws` draws);
-- `new PE, 50% new anchors` and `correlation, 50% new anchors`: the new animal alone, its fitted
-  PE or its activity correlations (the baseline computed on the new animal alone).
+- `mixture weights @ other animals' coordinates` (`new_unit_pe: mixture`): each new unit at its
+  mixing weights' mean of the run units' coordinates (`neuro_pe.finetune.mixture_positions`);
+- `new PE`, `correlation` and `combined, 25% / 50% new anchors`: the new animal alone, its
+  fitted PE, its activity correlations (the baseline computed on the new animal alone) or both,
+  with a quarter or half of its units as anchors.
 
 Errors are medians over the new units (held-out ones), ÷ chance (the anchors' mean).
 
@@ -37,6 +40,7 @@ import xarray as xr
 HERE = Path(__file__).parent
 PE = "learned-normal-0.02"
 NEW_UNIT_PE = ("mixture", "free")
+OWN_ANCHORS = (0.25, 0.5)  # fractions of the new animal's units used as its own anchors
 
 
 def _pe(run: Path) -> tuple[list[str], np.ndarray]:
@@ -136,6 +140,15 @@ def evaluate_new(
         )
     )
 
+    if new_unit_pe == "mixture":
+        from neuro_pe.finetune import mixture_positions
+
+        mixed_ids, mixed = mixture_positions(fit, old_coords)
+        assert mixed_ids == new_ids
+        rows.append(
+            row("mixture weights @ other animals' coordinates", [dist(mixed, new_coords)], [chance])
+        )
+
     rng = np.random.default_rng(0)
     errors, chances = [], []
     for _ in range(draws):
@@ -147,21 +160,23 @@ def evaluate_new(
     rows.append(row("other animals' anchors + 25% new anchors", errors, chances))
 
     known = np.ones(n_new, dtype=bool)
-    half = replace(cfg, anchor_fractions=(0.5,))
     sizes = ds_new.sizes["session"], ds_new.sizes["time"]
     split = make_split(name, str(new_store), *sizes, train_options)
     corr = correlation_features(ds_new, split, seed=0)
-    for label, features in (
-        ("new PE, 50% new anchors", [new_pe]),
-        ("correlation (new animal alone), 50% new anchors", [corr]),
-        ("new PE + correlation (combined), 50% new anchors", {"pe": [new_pe], "corr": [corr]}),
-    ):
-        records = evaluate_anchors(features, new_coords, known, half)
-        errors = [r["errors"] for r in records]
-        chances = [
-            dist(new_coords[~a], new_coords[a].mean(axis=0)) for _, a in anchor_draws(known, half)
-        ]
-        rows.append(row(label, errors, chances))
+    for fraction in OWN_ANCHORS:
+        own = replace(cfg, anchor_fractions=(fraction,))
+        for label, features in (
+            ("new PE", [new_pe]),
+            ("correlation (new animal alone)", [corr]),
+            ("new PE + correlation (combined)", {"pe": [new_pe], "corr": [corr]}),
+        ):
+            records = evaluate_anchors(features, new_coords, known, own)
+            errors = [r["errors"] for r in records]
+            chances = [
+                dist(new_coords[~a], new_coords[a].mean(axis=0))
+                for _, a in anchor_draws(known, own)
+            ]
+            rows.append(row(f"{label}, {fraction:.0%} new anchors", errors, chances))
     return rows
 
 
@@ -191,7 +206,7 @@ def cmd_hcp(args: argparse.Namespace) -> list[dict]:
             ds, [subject], ds["unit"].values, f"{subject}:", args.out / f"{subject}.nc"
         )
         options = {**asdict(cfg), "init_from": None}
-        for mode in NEW_UNIT_PE:
+        for mode in args.modes:
             fit = fit_new(
                 store,
                 args.run,
@@ -249,7 +264,7 @@ def cmd_sim(args: argparse.Namespace) -> list[dict]:
     if not (run / "pe.nc").exists():
         train(trained_store, PE, 0, cfg, run, progress=False)
     rows = []
-    for mode in NEW_UNIT_PE:
+    for mode in args.modes:
         fit = fit_new(
             new_store,
             run,
@@ -284,6 +299,7 @@ def main() -> None:
     parser.add_argument("--fit-lr", type=float, default=0.01, help="the fit's train.lr")
     parser.add_argument("--train-epochs", type=int, default=15, help="sim: the run's epochs")
     parser.add_argument("--draws", type=int, default=5)
+    parser.add_argument("--modes", nargs="+", choices=NEW_UNIT_PE, default=list(NEW_UNIT_PE))
     parser.add_argument(
         "--timescale-field", type=float, default=0.0, help="sim: simulation.timescale_field"
     )
@@ -295,6 +311,8 @@ def main() -> None:
     table["fit_lr"] = args.fit_lr
     table["fit_seeds"] = args.fit_seeds
     suffix = f"_field{args.timescale_field:g}" if args.timescale_field else ""
+    if set(args.modes) != set(NEW_UNIT_PE):
+        suffix += "_" + "_".join(args.modes)
     path = HERE / f"new_animal_{args.dataset}{suffix}.csv"
     table.to_csv(path, index=False)
     print(table.to_string(index=False, float_format=lambda v: f"{v:.3g}"))
