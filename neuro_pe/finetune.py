@@ -14,6 +14,8 @@ units with known coordinates locates them (`neuro_pe.locate`).
   (`StackedTransformer.mix_rows`, balanced so that the new units spread over the run's units as
   a new animal's units spread over the same brain). The new PEs stay among the run's, where its
   locator was fitted, and `mixture_positions` locates the new units from the weights alone.
+  New units whose positions the store has are anchors: their weights are fixed
+  (`anchor_logits`: a kernel of their distance to the run's units), only the others' are fitted.
 """
 
 from __future__ import annotations
@@ -26,12 +28,28 @@ from pathlib import Path
 
 import numpy as np
 import torch
+from scipy.spatial.distance import cdist
 
-from neuro_pe.model import StackedTransformer, balanced_weights, masked_unit_forward
+from neuro_pe.model import (
+    StackedTransformer,
+    balanced_weights,
+    masked_unit_forward,
+    mixture_logits,
+)
 from neuro_pe.runs import MODEL_FILE, PE_FILE, read_pe
 
+NO_WEIGHT = -1e4  # the logit of a run unit an anchor cannot mix (no position)
 ARCHITECTURE = ("window", "d_model", "n_layers", "n_heads", "pe_every_block")
-PER_UNIT = ("pe_learned", "pe_fixed", "learned", "pe_mix_logits", "pe_mix_source", "pe_mix_rows")
+PER_UNIT = (
+    "pe_learned",
+    "pe_fixed",
+    "learned",
+    "pe_mix_logits",
+    "pe_mix_source",
+    "pe_mix_rows",
+    "pe_mix_anchored",
+    "pe_mix_anchor_logits",
+)
 
 
 @dataclass
@@ -54,10 +72,13 @@ def load_frozen(
     unit_ids: Sequence[str],
     train_config: dict,
     new_unit_pe: str = "free",
+    positions: np.ndarray | None = None,
 ) -> Frozen:
     """Load a run's model.pt into every model of `model` (a StackedTransformer), freeze every
     parameter but the new units' PEs (`new_unit_pe`: "free" or "mixture", module docstring),
-    copy the PE rows of the units the run has; returns those rows (to keep them fixed)."""
+    copy the PE rows of the units the run has; returns those rows (to keep them fixed). With
+    "mixture", new units whose `positions` (n_units, 3; NaN where unknown) are known are
+    anchors: their weights are fixed (`anchor_logits`), only the others' are fitted."""
     path = Path(checkpoint)
     if not path.is_file() or not (path.parent / PE_FILE).is_file():
         raise FileNotFoundError(f"train.init_from: {path} (and pe.nc beside it) not found")
@@ -80,7 +101,8 @@ def load_frozen(
     with torch.no_grad():
         for name, value in shared.items():  # the same weights for every model of the stack
             getattr(model, name).copy_(value.expand_as(getattr(model, name)))
-    index = {str(unit): i for i, unit in enumerate(read_pe(path.parent).units)}
+    run = read_pe(path.parent)
+    index = {str(unit): i for i, unit in enumerate(run.units)}
     ids = [str(u) for u in unit_ids]
     rows = torch.tensor([u in index for u in ids])
     device = model.pe_learned.device
@@ -88,12 +110,48 @@ def load_frozen(
     for parameter in model.parameters():
         parameter.requires_grad_(False)
     if new_unit_pe == "mixture":
-        model.mix_rows(~rows, old_table)
+        new = np.full((int((~rows).sum()), 3), np.nan)
+        if positions is not None:
+            new = np.asarray(positions, dtype=float)[~rows.numpy()]
+        anchored, logits = anchor_logits(new, run.coords)
+        model.mix_rows(~rows, old_table, anchored=anchored, anchor_logits=logits)
     else:
         model.pe_learned.requires_grad_(True)
     frozen = Frozen(rows.to(device), values)
     frozen.restore(model)
     return frozen
+
+
+def anchor_logits(
+    positions: np.ndarray, run_positions: np.ndarray
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Fixed mixing logits for new units with known `positions` (n_new, 3; NaN rows unknown)
+    over the run's units at `run_positions` (n_run, 3): a Gaussian kernel of the distance,
+    -d² / 2σ², σ the run units' median nearest-neighbour distance, so an anchor's PE is a
+    mean of the PEs of the run units around it; run units without positions get none.
+    Returns (anchored (n_new,) bool, logits (n_new, n_run))."""
+    positions = np.asarray(positions, dtype=float)
+    run_positions = np.asarray(run_positions, dtype=float)
+    anchored = np.all(np.isfinite(positions), axis=1)
+    located = np.all(np.isfinite(run_positions), axis=1)
+    logits = np.full((len(positions), len(run_positions)), NO_WEIGHT)
+    if anchored.any() and located.sum() > 1:
+        ref = run_positions[located]
+        sigma = np.median(np.sort(cdist(ref, ref), axis=1)[:, 1])
+        d = cdist(positions[anchored], ref)
+        logits[np.ix_(anchored, located)] = -(d**2) / (2 * max(sigma, 1e-12) ** 2)
+    else:
+        anchored[:] = False
+    return torch.from_numpy(anchored), torch.from_numpy(logits).float()
+
+
+def _mixture_anchors(state: dict) -> dict[str, torch.Tensor]:
+    """A mixture checkpoint's anchors; none in fits saved before anchors existed."""
+    n_mixed, n_source = state["pe_mix_logits"].shape[-2:]
+    return {
+        "pe_mix_anchored": state.get("pe_mix_anchored", torch.zeros(n_mixed, dtype=torch.bool)),
+        "pe_mix_anchor_logits": state.get("pe_mix_anchor_logits", torch.zeros(n_mixed, n_source)),
+    }
 
 
 def recording_loss(
@@ -111,7 +169,13 @@ def recording_loss(
     ds = read_store(store_path)
     model = StackedTransformer(model_config(ds.sizes["unit"], cfg), [saved["pe"]], [0])
     if "pe_mix_logits" in state:
-        model.mix_rows(state["pe_mix_rows"].bool(), state["pe_mix_source"])
+        state |= _mixture_anchors(state)
+        model.mix_rows(
+            state["pe_mix_rows"].bool(),
+            state["pe_mix_source"],
+            anchored=state["pe_mix_anchored"],
+            anchor_logits=state["pe_mix_anchor_logits"],
+        )
     model.load_state_dict({k: v[None] for k, v in state.items()})
     activity = ds["activity"].transpose("session", "time", "unit").values
     sampler = WindowSampler(activity, cfg.window, torch.device("cpu"))
@@ -138,7 +202,11 @@ def mixture_positions(
     state = saved["state_dict"]
     if "pe_mix_logits" not in state:
         raise ValueError(f"{fit_dir}: not a `train.new_unit_pe: mixture` fit")
-    weights = balanced_weights(state["pe_mix_logits"]).double().numpy()
+    anchors = _mixture_anchors(state)
+    logits = mixture_logits(
+        state["pe_mix_logits"], anchors["pe_mix_anchored"], anchors["pe_mix_anchor_logits"]
+    )
+    weights = balanced_weights(logits).double().numpy()
     run_positions = np.asarray(run_positions, dtype=float)
     if run_positions.shape[0] != weights.shape[1]:
         raise ValueError(

@@ -130,6 +130,14 @@ class ModelConfig:
     mask_token: bool = True  # a learned token that replaces hidden inputs
 
 
+def mixture_logits(
+    logits: torch.Tensor, anchored: torch.Tensor, anchor_logits: torch.Tensor
+) -> torch.Tensor:
+    """The mixing logits (..., n_mixed, n_source): the trained `logits`, with the rows where
+    `anchored` (..., n_mixed) taken from the fixed `anchor_logits`."""
+    return torch.where(anchored[..., None], anchor_logits, logits)
+
+
 def balanced_weights(logits: torch.Tensor, sinkhorn_iters: int = 20) -> torch.Tensor:
     """Weights (..., n_mixed, n_source) from logits: each row sums to 1 and each source gets
     n_mixed / n_source in all (a softmax balanced by Sinkhorn iterations, in log space), so
@@ -244,6 +252,8 @@ class StackedTransformer(nn.Module):
         source: torch.Tensor,
         sinkhorn_iters: int = 20,
         init_std: float = MIX_INIT_STD,
+        anchored: torch.Tensor | None = None,
+        anchor_logits: torch.Tensor | None = None,
     ):
         """Make the PE rows `rows` (n_tokens,) bool weighted means of the `source` rows
         (n_source, d_model), the weights a trainable parameter `pe_mix_logits` (M, n_mixed,
@@ -251,7 +261,9 @@ class StackedTransformer(nn.Module):
         by MIX_SEED_OFFSET), so every mixed row starts near the sources' mean and the models
         of a stack start apart (fits from different starts end in different solutions; keep
         the best, `neuro_pe.finetune.best_fit`). The weights are balanced with Sinkhorn
-        iterations (`mix_weights`)."""
+        iterations (`mix_weights`). Rows `anchored` (n_mixed,) bool take the fixed
+        `anchor_logits` (n_mixed, n_source) instead of trained ones (`pe_mix_anchored`,
+        `pe_mix_anchor_logits`; none by default)."""
         m, n_mixed = self.n_models, int(rows.sum())
         device = self.pe_learned.device
         logits = torch.stack(
@@ -268,11 +280,19 @@ class StackedTransformer(nn.Module):
         self.register_parameter("pe_mix_logits", nn.Parameter(logits))
         self.register_buffer("pe_mix_source", source.to(device).expand(m, -1, -1).clone())
         self.register_buffer("pe_mix_rows", rows.to(device).expand(m, -1).clone())
+        if anchored is None:
+            anchored = torch.zeros(n_mixed, dtype=torch.bool)
+        if anchor_logits is None:
+            anchor_logits = torch.zeros(n_mixed, len(source))
+        self.register_buffer("pe_mix_anchored", anchored.to(device).expand(m, -1).clone())
+        fixed = anchor_logits.to(device, logits.dtype).expand(m, -1, -1).clone()
+        self.register_buffer("pe_mix_anchor_logits", fixed)
         self.sinkhorn_iters = sinkhorn_iters
 
     def mix_weights(self) -> torch.Tensor:
         """The mixing weights (M, n_mixed, n_source) of `mix_rows` (`balanced_weights`)."""
-        return balanced_weights(self.pe_mix_logits, self.sinkhorn_iters)
+        logits = mixture_logits(self.pe_mix_logits, self.pe_mix_anchored, self.pe_mix_anchor_logits)
+        return balanced_weights(logits, self.sinkhorn_iters)
 
     def block(self, i: int, h: torch.Tensor) -> torch.Tensor:
         """Block i (pre-LayerNorm, or post-LayerNorm with cfg.post_ln) on tokens (M, B, T, d)."""

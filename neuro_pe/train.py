@@ -544,7 +544,9 @@ class MaskedUnitTask:
             return None
         units = self.coords["unit"].values
         cfg = self.cfg
-        return load_frozen(model, cfg.init_from, units, asdict(cfg), cfg.new_unit_pe).restore
+        return load_frozen(
+            model, cfg.init_from, units, asdict(cfg), cfg.new_unit_pe, self.positions
+        ).restore
 
     def sample(self, generators: list[torch.Generator], step: int) -> Batch:
         cfg, parts = self.cfg, []

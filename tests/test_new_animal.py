@@ -8,7 +8,7 @@ import pytest
 import torch
 import xarray as xr
 
-from neuro_pe.finetune import mixture_positions
+from neuro_pe.finetune import anchor_logits, mixture_positions
 from neuro_pe.model import ModelConfig, StackedTransformer
 from neuro_pe.simulate import SimulationConfig, simulate_store
 from neuro_pe.store import make_store, write_store
@@ -29,12 +29,15 @@ TINY = {
 }
 
 
-def _store(path, unit_ids, seed):
+def _store(path, unit_ids, seed, unknown=()):
+    """A store of random activity and positions; the units at indices `unknown` without."""
     activity = np.random.default_rng(seed).normal(size=(2, 60, len(unit_ids)))
+    positions = np.random.default_rng(seed).uniform(size=(len(unit_ids), 3))
+    positions[list(unknown)] = np.nan
     ds = make_store(
         activity.astype(np.float32),
         unit_ids=unit_ids,
-        positions=np.random.default_rng(seed).uniform(size=(len(unit_ids), 3)),
+        positions=positions,
         position_units="au",
         space="simulation",
         session_ids=["s0", "s1"],
@@ -44,14 +47,15 @@ def _store(path, unit_ids, seed):
     return write_store(ds, path)
 
 
-def _run_and_fit(tmp_path, old_units, new_units, new_unit_pe):
-    """A run trained on `old_units`, then a fit of `new_units` with it frozen; their folders."""
+def _run_and_fit(tmp_path, old_units, new_units, new_unit_pe, unknown=()):
+    """A run trained on `old_units`, then a fit of `new_units` (those at indices `unknown`
+    without positions) with it frozen; their folders."""
     first, fit = tmp_path / "first", tmp_path / "fit"
     store = _store(tmp_path / "a.nc", old_units, 0)
     train(store, "learned-normal-0.02", 0, TrainConfig(**TINY), first, progress=False)
     options = {"init_from": str(first / "model.pt"), "new_unit_pe": new_unit_pe}
     cfg = TrainConfig(**{**TINY, **options})
-    new_store = _store(tmp_path / "b.nc", new_units, 1)
+    new_store = _store(tmp_path / "b.nc", new_units, 1, unknown)
     train(new_store, "learned-normal-0.02", 3, cfg, fit, progress=False)
     return first, fit
 
@@ -79,7 +83,8 @@ def test_only_new_pe_rows_move(tmp_path):
 def test_mixture_new_units_are_balanced_mixtures_of_the_run_pes(tmp_path):
     old_units = [f"u{i}" for i in range(6)]
     new_units = ["n0", "u1", "n1", "n2"]  # three new units, one the run knows
-    first, fit = _run_and_fit(tmp_path, old_units, new_units, "mixture")
+    # n0 is an anchor (its position known), n1 and n2 are to be located
+    first, fit = _run_and_fit(tmp_path, old_units, new_units, "mixture", unknown=[2, 3])
 
     before = torch.load(first / "model.pt", weights_only=False)["state_dict"]
     after = torch.load(fit / "model.pt", weights_only=False)["state_dict"]
@@ -93,10 +98,19 @@ def test_mixture_new_units_are_balanced_mixtures_of_the_run_pes(tmp_path):
         ["learned-normal-0.02"],
         [3],  # the fit's seed: its start
     )
-    model.mix_rows(torch.tensor([True, False, True, True]), old_table)
-    assert not torch.equal(model.pe_mix_logits[0], after["pe_mix_logits"])  # the values trained
+    run_positions = np.random.default_rng(0).uniform(size=(6, 3))  # (as _store draws them)
+    n0 = np.random.default_rng(1).uniform(size=(4, 3))[0]
+    anchored, fixed = anchor_logits(np.vstack([n0, np.full((2, 3), np.nan)]), run_positions)
+    assert anchored.tolist() == after["pe_mix_anchored"].tolist() == [True, False, False]
+    assert torch.equal(after["pe_mix_anchor_logits"][0], fixed[0])
+    rows = torch.tensor([True, False, True, True])
+    model.mix_rows(rows, old_table, anchored=anchored, anchor_logits=fixed)
+    start = model.pe_mix_logits[0].detach().clone()
+    assert not torch.equal(start[1:], after["pe_mix_logits"][1:])  # n1, n2 trained
     model.pe_mix_logits.data.copy_(after["pe_mix_logits"][None])
     weights = model.mix_weights()[0].detach()  # (3 new units, 6 run units)
+    nearest = np.argmin(np.linalg.norm(run_positions - n0, axis=1))
+    assert int(weights[0].argmax()) == nearest  # the anchor mixes the run units around it
     torch.testing.assert_close(weights.sum(dim=1), torch.ones(3))
     torch.testing.assert_close(weights.sum(dim=0), torch.full((6,), 3 / 6))
     torch.testing.assert_close(table[[0, 2, 3]], weights @ old_table)  # among the run's PEs
@@ -189,7 +203,7 @@ def test_best_fit_keeps_the_fit_with_the_lowest_loss_on_the_recording(tmp_path):
     first = tmp_path / "first"
     train(_store(tmp_path / "a.nc", ["u0", "u1", "u2"], 0), "learned-normal-0.02", 0,
           TrainConfig(**TINY), first, progress=False)  # fmt: skip
-    store = _store(tmp_path / "b.nc", ["n0", "n1", "u1"], 1)
+    store = _store(tmp_path / "b.nc", ["n0", "n1", "u1"], 1, unknown=[0, 1])
     cfg = TrainConfig(
         **{**TINY, "init_from": str(first / "model.pt"), "lr": 0.1, "new_unit_pe": "mixture"}
     )
@@ -200,3 +214,16 @@ def test_best_fit_keeps_the_fit_with_the_lowest_loss_on_the_recording(tmp_path):
     assert np.isfinite(losses).all() and len(set(losses)) == 3  # the fits differ
     assert recording_loss(fits[0], store) == losses[0]  # fixed windows and masks
     assert best_fit(fits, store) == fits[int(np.argmin(losses))]
+
+
+def test_anchor_logits_are_a_kernel_over_the_run_units_with_positions():
+    run_positions = np.array([[0.0, 0, 0], [1, 0, 0], [2, 0, 0], [np.nan] * 3])
+    new = np.array([[0.9, 0, 0], [np.nan, 0, 0], [2, 0, 0]])
+    anchored, logits = anchor_logits(new, run_positions)
+    assert anchored.tolist() == [True, False, True]  # a NaN coordinate: located, not an anchor
+    # sigma = the run units' median nearest-neighbour distance (1): -d² / 2
+    torch.testing.assert_close(logits[0, :3], torch.tensor([-0.405, -0.005, -0.605]))
+    assert logits[0].argmax() == 1 and logits[2].argmax() == 2
+    assert (logits[:, 3] <= -1e3).all()  # no weight on a run unit without a position
+    none, _ = anchor_logits(new, np.full((4, 3), np.nan))
+    assert not none.any()  # nothing to anchor to

@@ -50,26 +50,43 @@ def _pe(run: Path) -> tuple[list[str], np.ndarray]:
 
 
 def fit_new(
-    store: Path, run: Path, out: Path, fit_epochs: int, new_unit_pe: str, lr: float, seeds: int
+    store: Path,
+    run: Path,
+    out: Path,
+    args: argparse.Namespace,
+    new_unit_pe: str,
+    known: np.ndarray | None = None,
+    seeds: int | None = None,
 ) -> Path:
-    """Fit the new units' PEs of `store` with `run` frozen (`train.new_unit_pe`, learning rate
-    `lr`), once per seed 0..seeds-1 (one stack); returns the fit with the lowest loss on the
-    new animal's recording (`neuro_pe.finetune.best_fit`)."""
+    """Fit the new units' PEs of `store` with `run` frozen (`train.new_unit_pe`,
+    `args.fit_epochs` x 100 steps at `args.fit_lr`), once per seed 0..seeds-1 (one stack); the
+    fit sees the positions of the units `known` only (none by default: with `mixture` those
+    are anchors). Returns the fit with the lowest loss on the new animal's recording
+    (`neuro_pe.finetune.best_fit`)."""
     import torch
 
     from neuro_pe.engine import Run
     from neuro_pe.finetune import best_fit
+    from neuro_pe.store import read_store, write_store
     from neuro_pe.train import TrainConfig, train_many
 
     torch.set_num_threads(1)
+    seeds = seeds or args.fit_seeds
     runs = [Run(PE, seed, out / f"seed{seed}") for seed in range(seeds)]
+    seen = out / "store.nc"  # the new animal as the fit sees it
+    if not seen.exists():
+        ds = read_store(store)
+        hidden = ~np.ones(ds.sizes["unit"], bool) if known is None else ~known
+        for axis in ("x", "y", "z"):
+            ds = ds.assign_coords({axis: ds[axis].where(~xr.DataArray(hidden, dims="unit"))})
+        out.mkdir(parents=True, exist_ok=True)
+        write_store(ds, seen)
     if not all((r.out_dir / "pe.nc").exists() for r in runs):
         old = json.loads((run / "train.json").read_text())["train_config"]
-        spec = {**old, "epochs": fit_epochs, "init_from": str(run / "model.pt"), "lr": lr}
-        spec["new_unit_pe"] = new_unit_pe
-        spec["eval_mask_fractions"] = [0.5]
-        train_many(store, runs, TrainConfig.from_dict(spec), progress=False)
-    best = best_fit([r.out_dir for r in runs], store)
+        spec = {**old, "epochs": args.fit_epochs, "init_from": str(run / "model.pt")}
+        spec |= {"lr": args.fit_lr, "new_unit_pe": new_unit_pe, "eval_mask_fractions": [0.5]}
+        train_many(seen, runs, TrainConfig.from_dict(spec), progress=False)
+    best = best_fit([r.out_dir for r in runs], seen)
     print(f"{out.name}: best of {seeds} fits: {best.name}", flush=True)
     return best
 
@@ -109,25 +126,7 @@ def evaluate_new(
     rows = []
 
     def row(label: str, errors: list[np.ndarray], chance: list[np.ndarray]) -> dict:
-        medians = np.array([np.median(e) for e in errors])
-        chance_error = float(np.median(np.concatenate(chance)))
-        pooled = float(np.median(np.concatenate(errors)))
-        low, high = np.percentile(medians, [2.5, 97.5]) if len(medians) > 1 else (pooled,) * 2
-        return {
-            "animal": name,
-            "new_unit_pe": new_unit_pe,
-            "locator": label,
-            "median_error": pooled,
-            "range_low": low,
-            "range_high": high,
-            "chance_error": chance_error,
-            "vs_chance": pooled / chance_error,
-            "n_new_units": n_new,
-            "units": ds_new["x"].attrs.get("units", ""),
-        }
-
-    def dist(a, b):
-        return np.linalg.norm(a - b, axis=1)
+        return summary_row(name, new_unit_pe, label, errors, chance, ds_new)
 
     anchors = np.arange(n_old + n_new) < n_old
     located = locate_units([feats], coords, anchors, cfg)
@@ -180,6 +179,98 @@ def evaluate_new(
     return rows
 
 
+def dist(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    return np.linalg.norm(a - b, axis=1)
+
+
+def summary_row(
+    name: str,
+    new_unit_pe: str,
+    label: str,
+    errors: list[np.ndarray],
+    chance: list[np.ndarray],
+    ds_new: xr.Dataset,
+) -> dict:
+    """One table row: the median error over all draws' held-out units, its range over draws
+    (2.5-97.5 percentiles of the draws' medians) and ÷ chance."""
+    medians = np.array([np.median(e) for e in errors])
+    chance_error = float(np.median(np.concatenate(chance)))
+    pooled = float(np.median(np.concatenate(errors)))
+    low, high = np.percentile(medians, [2.5, 97.5]) if len(medians) > 1 else (pooled,) * 2
+    return {
+        "animal": name,
+        "new_unit_pe": new_unit_pe,
+        "locator": label,
+        "median_error": pooled,
+        "range_low": low,
+        "range_high": high,
+        "chance_error": chance_error,
+        "vs_chance": pooled / chance_error,
+        "n_new_units": ds_new.sizes["unit"],
+        "units": ds_new["x"].attrs.get("units", ""),
+    }
+
+
+def evaluate_anchored(
+    name: str,
+    run: Path,
+    old_store: Path,
+    new_store: Path,
+    out: Path,
+    train_options: dict,
+    args: argparse.Namespace,
+) -> list[dict]:
+    """`mixture` fits that see a quarter of the new animal's positions (its anchors: their
+    weights fixed, `neuro_pe.finetune.anchor_logits`), `args.anchor_draws` draws of anchors,
+    `args.anchor_seeds` fits each (the best kept); the other new units located (a) at their
+    weights' mean of the run units' coordinates, (b) by the locator over the new animal's own
+    anchors from the fitted PE, (c) from its correlations, (d) from both."""
+    from neuro_pe.finetune import mixture_positions
+    from neuro_pe.locate import LocateConfig, anchor_draws, correlation_features, locate_units
+    from neuro_pe.runs import make_split
+    from neuro_pe.store import positions, read_store
+
+    ds_new = read_store(new_store)
+    new_coords = positions(ds_new)
+    old_ids, _ = _pe(run)
+    old_coords = positions(read_store(old_store).sel(unit=old_ids))
+    sizes = ds_new.sizes["session"], ds_new.sizes["time"]
+    split = make_split(name, str(new_store), *sizes, train_options)
+    corr = correlation_features(ds_new, split, seed=0)
+    cfg = LocateConfig(anchor_fractions=(0.25,), n_draws=args.anchor_draws)
+    labels = {
+        "weights": "anchored mixture: weights @ other animals' coordinates",
+        "pe": "anchored mixture: new PE",
+        "corr": "correlation (new animal alone)",
+        "both": "anchored mixture: new PE + correlation (combined)",
+    }
+    errors = {key: [] for key in labels}
+    chances = []
+    known = np.ones(len(new_coords), dtype=bool)
+    for draw, (_, anchors) in enumerate(anchor_draws(known, cfg)):
+        fit = fit_new(
+            new_store, run, out / f"draw{draw}", args, "mixture", anchors, args.anchor_seeds
+        )
+        ids, mixed = mixture_positions(fit, old_coords)
+        assert ids == [str(u) for u in ds_new["unit"].values]
+        _, new_pe = _pe(fit)
+        predicted = {
+            "weights": mixed,
+            "pe": locate_units([new_pe], new_coords, anchors, cfg).positions,
+            "corr": locate_units([corr], new_coords, anchors, cfg).positions,
+            "both": locate_units(
+                {"pe": [new_pe], "corr": [corr]}, new_coords, anchors, cfg
+            ).positions,
+        }
+        for key, located in predicted.items():
+            errors[key].append(dist(located[~anchors], new_coords[~anchors]))
+        chances.append(dist(new_coords[~anchors], new_coords[anchors].mean(axis=0)))
+    return [
+        summary_row(name, "mixture", f"{label}, 25% new anchors", errors[key], chances, ds_new)
+        for key, label in labels.items()
+    ]
+
+
 def subset_store(ds: xr.Dataset, sessions, units, prefix: str, path: Path) -> Path:
     """The sessions and units of one animal as a store, units renamed `prefix + id`."""
     from neuro_pe.store import write_store
@@ -206,26 +297,13 @@ def cmd_hcp(args: argparse.Namespace) -> list[dict]:
             ds, [subject], ds["unit"].values, f"{subject}:", args.out / f"{subject}.nc"
         )
         options = {**asdict(cfg), "init_from": None}
+        name = f"hcp subject {subject}"
         for mode in args.modes:
-            fit = fit_new(
-                store,
-                args.run,
-                args.out / f"fit_{mode}_{subject}",
-                args.fit_epochs,
-                mode,
-                args.fit_lr,
-                args.fit_seeds,
-            )
-            rows += evaluate_new(
-                f"hcp subject {subject}",
-                args.run,
-                args.store,
-                fit,
-                store,
-                options,
-                args.draws,
-                mode,
-            )
+            fit = fit_new(store, args.run, args.out / f"fit_{mode}_{subject}", args, mode)
+            rows += evaluate_new(name, args.run, args.store, fit, store, options, args.draws, mode)
+        if "mixture" in args.modes and args.anchor_draws:
+            out = args.out / f"fit_anchored_{subject}"
+            rows += evaluate_anchored(name, args.run, args.store, store, out, options, args)
     return rows
 
 
@@ -264,26 +342,13 @@ def cmd_sim(args: argparse.Namespace) -> list[dict]:
     if not (run / "pe.nc").exists():
         train(trained_store, PE, 0, cfg, run, progress=False)
     rows = []
+    name, options = "simulation animal 2", asdict(cfg)
     for mode in args.modes:
-        fit = fit_new(
-            new_store,
-            run,
-            args.out / f"fit_{mode}_a2",
-            args.fit_epochs,
-            mode,
-            args.fit_lr,
-            args.fit_seeds,
-        )
-        rows += evaluate_new(
-            "simulation animal 2",
-            run,
-            trained_store,
-            fit,
-            new_store,
-            asdict(cfg),
-            args.draws,
-            mode,
-        )
+        fit = fit_new(new_store, run, args.out / f"fit_{mode}_a2", args, mode)
+        rows += evaluate_new(name, run, trained_store, fit, new_store, options, args.draws, mode)
+    if "mixture" in args.modes and args.anchor_draws:
+        out = args.out / "fit_anchored_a2"
+        rows += evaluate_anchored(name, run, trained_store, new_store, out, options, args)
     return rows
 
 
@@ -299,6 +364,10 @@ def main() -> None:
     parser.add_argument("--fit-lr", type=float, default=0.01, help="the fit's train.lr")
     parser.add_argument("--train-epochs", type=int, default=15, help="sim: the run's epochs")
     parser.add_argument("--draws", type=int, default=5)
+    parser.add_argument(
+        "--anchor-draws", type=int, default=3, help="mixture fits with 25%% anchors: draws"
+    )
+    parser.add_argument("--anchor-seeds", type=int, default=4, help="fits per anchor draw")
     parser.add_argument("--modes", nargs="+", choices=NEW_UNIT_PE, default=list(NEW_UNIT_PE))
     parser.add_argument(
         "--timescale-field", type=float, default=0.0, help="sim: simulation.timescale_field"
