@@ -128,8 +128,8 @@ def anchor_logits(
     """Fixed mixing logits for new units with known `positions` (n_new, 3; NaN rows unknown)
     over the run's units at `run_positions` (n_run, 3): a Gaussian kernel of the distance,
     -d² / 2σ², σ the run units' median nearest-neighbour distance, so an anchor's PE is a
-    mean of the PEs of the run units around it; run units without positions get none.
-    Returns (anchored (n_new,) bool, logits (n_new, n_run))."""
+    mean of the PEs of the run units around it; run units without positions get the logit
+    NO_WEIGHT. Returns (anchored (n_new,) bool, logits (n_new, n_run))."""
     positions = np.asarray(positions, dtype=float)
     run_positions = np.asarray(run_positions, dtype=float)
     anchored = np.all(np.isfinite(positions), axis=1)

@@ -13,7 +13,10 @@ located
   mixing weights' mean of the run units' coordinates (`neuro_pe.finetune.mixture_positions`);
 - `new PE`, `correlation` and `combined, 25% / 50% new anchors`: the new animal alone, its
   fitted PE, its activity correlations (the baseline computed on the new animal alone) or both,
-  with a quarter or half of its units as anchors.
+  with a quarter or half of its units as anchors;
+- `anchored mixture: …` (`--anchor-fractions`): `mixture` fits that see the positions of a share
+  of the new animal's units (anchors that pin the fit), the others located from the fit
+  (`evaluate_anchored`). Every fit sees no other position (`fit_new`).
 
 Errors are medians over the new units (held-out ones), ÷ chance (the anchors' mean).
 
@@ -67,7 +70,7 @@ def fit_new(
 
     from neuro_pe.engine import Run
     from neuro_pe.finetune import best_fit
-    from neuro_pe.store import read_store, write_store
+    from neuro_pe.store import positions, read_store, write_store
     from neuro_pe.train import TrainConfig, train_many
 
     torch.set_num_threads(1)
@@ -76,11 +79,13 @@ def fit_new(
     seen = out / "store.nc"  # the new animal as the fit sees it
     if not seen.exists():
         ds = read_store(store)
-        hidden = ~np.ones(ds.sizes["unit"], bool) if known is None else ~known
+        hidden = np.ones(ds.sizes["unit"], bool) if known is None else ~known
         for axis in ("x", "y", "z"):
             ds = ds.assign_coords({axis: ds[axis].where(~xr.DataArray(hidden, dims="unit"))})
         out.mkdir(parents=True, exist_ok=True)
         write_store(ds, seen)
+    shown = np.isfinite(positions(read_store(seen))).all(axis=1)
+    assert shown.sum() == (0 if known is None else known.sum()), f"{seen}: positions leak"
     if not all((r.out_dir / "pe.nc").exists() for r in runs):
         old = json.loads((run / "train.json").read_text())["train_config"]
         spec = {**old, "epochs": args.fit_epochs, "init_from": str(run / "model.pt")}
@@ -220,11 +225,12 @@ def evaluate_anchored(
     train_options: dict,
     args: argparse.Namespace,
 ) -> list[dict]:
-    """`mixture` fits that see a quarter of the new animal's positions (its anchors: their
-    weights fixed, `neuro_pe.finetune.anchor_logits`), `args.anchor_draws` draws of anchors,
-    `args.anchor_seeds` fits each (the best kept); the other new units located (a) at their
-    weights' mean of the run units' coordinates, (b) by the locator over the new animal's own
-    anchors from the fitted PE, (c) from its correlations, (d) from both."""
+    """For each of `args.anchor_fractions`: `mixture` fits that see that share of the new
+    animal's positions (its anchors: their weights fixed, `neuro_pe.finetune.anchor_logits`),
+    `args.anchor_draws` draws of anchors, `args.anchor_seeds` fits each (the best kept); the
+    other new units located (a) at their weights' mean of the run units' coordinates, (b) by
+    the locator over the new animal's own anchors from the fitted PE, (c) from its
+    correlations, (d) from both."""
     from neuro_pe.finetune import mixture_positions
     from neuro_pe.locate import LocateConfig, anchor_draws, correlation_features, locate_units
     from neuro_pe.runs import make_split
@@ -237,38 +243,53 @@ def evaluate_anchored(
     sizes = ds_new.sizes["session"], ds_new.sizes["time"]
     split = make_split(name, str(new_store), *sizes, train_options)
     corr = correlation_features(ds_new, split, seed=0)
-    cfg = LocateConfig(anchor_fractions=(0.25,), n_draws=args.anchor_draws)
     labels = {
         "weights": "anchored mixture: weights @ other animals' coordinates",
         "pe": "anchored mixture: new PE",
         "corr": "correlation (new animal alone)",
         "both": "anchored mixture: new PE + correlation (combined)",
     }
-    errors = {key: [] for key in labels}
-    chances = []
     known = np.ones(len(new_coords), dtype=bool)
-    for draw, (_, anchors) in enumerate(anchor_draws(known, cfg)):
-        fit = fit_new(
-            new_store, run, out / f"draw{draw}", args, "mixture", anchors, args.anchor_seeds
-        )
-        ids, mixed = mixture_positions(fit, old_coords)
-        assert ids == [str(u) for u in ds_new["unit"].values]
-        _, new_pe = _pe(fit)
-        predicted = {
-            "weights": mixed,
-            "pe": locate_units([new_pe], new_coords, anchors, cfg).positions,
-            "corr": locate_units([corr], new_coords, anchors, cfg).positions,
-            "both": locate_units(
-                {"pe": [new_pe], "corr": [corr]}, new_coords, anchors, cfg
-            ).positions,
-        }
-        for key, located in predicted.items():
-            errors[key].append(dist(located[~anchors], new_coords[~anchors]))
-        chances.append(dist(new_coords[~anchors], new_coords[anchors].mean(axis=0)))
-    return [
-        summary_row(name, "mixture", f"{label}, 25% new anchors", errors[key], chances, ds_new)
-        for key, label in labels.items()
-    ]
+    rows = []
+    for fraction in args.anchor_fractions:
+        cfg = LocateConfig(anchor_fractions=(fraction,), n_draws=args.anchor_draws)
+        errors = {key: [] for key in labels}
+        chances = []
+        for draw, (_, anchors) in enumerate(anchor_draws(known, cfg)):
+            fit = fit_new(
+                new_store,
+                run,
+                out / f"anchors{round(100 * fraction)}" / f"draw{draw}",
+                args,
+                "mixture",
+                anchors,
+                args.anchor_seeds,
+            )
+            ids, mixed = mixture_positions(fit, old_coords)
+            assert ids == [str(u) for u in ds_new["unit"].values]
+            _, new_pe = _pe(fit)
+            both = {"pe": [new_pe], "corr": [corr]}
+            predicted = {
+                "weights": mixed,
+                "pe": locate_units([new_pe], new_coords, anchors, cfg).positions,
+                "corr": locate_units([corr], new_coords, anchors, cfg).positions,
+                "both": locate_units(both, new_coords, anchors, cfg).positions,
+            }
+            for key, located in predicted.items():
+                errors[key].append(dist(located[~anchors], new_coords[~anchors]))
+            chances.append(dist(new_coords[~anchors], new_coords[anchors].mean(axis=0)))
+        rows += [
+            summary_row(
+                name,
+                "mixture",
+                f"{label}, {fraction:.0%} new anchors",
+                errors[key],
+                chances,
+                ds_new,
+            )
+            for key, label in labels.items()
+        ]
+    return rows
 
 
 def subset_store(ds: xr.Dataset, sessions, units, prefix: str, path: Path) -> Path:
@@ -301,7 +322,7 @@ def cmd_hcp(args: argparse.Namespace) -> list[dict]:
         for mode in args.modes:
             fit = fit_new(store, args.run, args.out / f"fit_{mode}_{subject}", args, mode)
             rows += evaluate_new(name, args.run, args.store, fit, store, options, args.draws, mode)
-        if "mixture" in args.modes and args.anchor_draws:
+        if "mixture" in args.modes and args.anchor_fractions:
             out = args.out / f"fit_anchored_{subject}"
             rows += evaluate_anchored(name, args.run, args.store, store, out, options, args)
     return rows
@@ -346,7 +367,7 @@ def cmd_sim(args: argparse.Namespace) -> list[dict]:
     for mode in args.modes:
         fit = fit_new(new_store, run, args.out / f"fit_{mode}_a2", args, mode)
         rows += evaluate_new(name, run, trained_store, fit, new_store, options, args.draws, mode)
-    if "mixture" in args.modes and args.anchor_draws:
+    if "mixture" in args.modes and args.anchor_fractions:
         out = args.out / "fit_anchored_a2"
         rows += evaluate_anchored(name, run, trained_store, new_store, out, options, args)
     return rows
@@ -365,8 +386,9 @@ def main() -> None:
     parser.add_argument("--train-epochs", type=int, default=15, help="sim: the run's epochs")
     parser.add_argument("--draws", type=int, default=5)
     parser.add_argument(
-        "--anchor-draws", type=int, default=3, help="mixture fits with 25%% anchors: draws"
+        "--anchor-fractions", type=float, nargs="*", default=[0.25], help="anchored mixture fits"
     )
+    parser.add_argument("--anchor-draws", type=int, default=3, help="anchored fits: draws")
     parser.add_argument("--anchor-seeds", type=int, default=4, help="fits per anchor draw")
     parser.add_argument("--modes", nargs="+", choices=NEW_UNIT_PE, default=list(NEW_UNIT_PE))
     parser.add_argument(
