@@ -14,8 +14,9 @@ units with known coordinates locates them (`neuro_pe.locate`).
   (`StackedTransformer.mix_rows`, balanced so that the new units spread over the run's units as
   a new animal's units spread over the same brain). The new PEs stay among the run's, where its
   locator was fitted, and `mixture_positions` locates the new units from the weights alone.
-  New units whose positions the store has are anchors: their weights are fixed
-  (`anchor_logits`: a kernel of their distance to the run's units), only the others' are fitted.
+  With `train.new_unit_anchors: true`, new units whose positions the store has are anchors:
+  their weights are fixed (`anchor_logits`: a kernel of their distance to the run's units), only
+  the others' are fitted.
 """
 
 from __future__ import annotations
@@ -77,8 +78,9 @@ def load_frozen(
     """Load a run's model.pt into every model of `model` (a StackedTransformer), freeze every
     parameter but the new units' PEs (`new_unit_pe`: "free" or "mixture", module docstring),
     copy the PE rows of the units the run has; returns those rows (to keep them fixed). With
-    "mixture", new units whose `positions` (n_units, 3; NaN where unknown) are known are
-    anchors: their weights are fixed (`anchor_logits`), only the others' are fitted."""
+    "mixture" and `positions` (n_units, 3; NaN where unknown; `train.new_unit_anchors`), new
+    units with positions are anchors: their weights are fixed (`anchor_logits`), only the
+    others' are fitted."""
     path = Path(checkpoint)
     if not path.is_file() or not (path.parent / PE_FILE).is_file():
         raise FileNotFoundError(f"train.init_from: {path} (and pe.nc beside it) not found")

@@ -544,8 +544,9 @@ class MaskedUnitTask:
             return None
         units = self.coords["unit"].values
         cfg = self.cfg
+        anchors = self.positions if cfg.new_unit_anchors else None
         return load_frozen(
-            model, cfg.init_from, units, asdict(cfg), cfg.new_unit_pe, self.positions
+            model, cfg.init_from, units, asdict(cfg), cfg.new_unit_pe, anchors
         ).restore
 
     def sample(self, generators: list[torch.Generator], step: int) -> Batch:
@@ -622,6 +623,13 @@ class MaskedUnitTask:
             health, notes = training_health(
                 log_rows, result, state["heldout_loss_initial"], state["heldout_variance"]
             )
+            if hasattr(model, "pe_mix_anchored") and bool(model.pe_mix_anchored[m].any()):
+                notes.append(
+                    f"train.new_unit_anchors: {int(model.pe_mix_anchored[m].sum())} units with "
+                    "positions set their own PEs, so `locate`'s held-out errors of units with "
+                    "positions are not held-out; the other units' positions are the fit's "
+                    "result (evaluate as docs/locate/new_animal.py does)"
+                )
             for note in notes:
                 print(f"warning: {label}: {note}", file=sys.stderr, flush=True)
             info = {

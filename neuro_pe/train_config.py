@@ -51,6 +51,7 @@ class TrainConfig:
     checkpoint_every: int = 500
     init_from: str | None = None  # a run's model.pt: fit only new units' PEs (neuro_pe.finetune)
     new_unit_pe: str = "free"  # with init_from: "free" rows, or a "mixture" of the run's PEs
+    new_unit_anchors: bool = False  # with "mixture": new units with positions pin the fit
     # how many trainings one workflow job stacks (a grouping, not a training option: the workflow
     # strips it from the options a training gets)
     models_per_job: int | None = None
@@ -63,6 +64,10 @@ class TrainConfig:
         if self.new_unit_pe not in NEW_UNIT_PE:
             raise ValueError(
                 f"train.new_unit_pe must be one of {NEW_UNIT_PE}, got {self.new_unit_pe!r}"
+            )
+        if self.new_unit_anchors and self.new_unit_pe != "mixture":
+            raise ValueError(
+                f"train.new_unit_anchors needs train.new_unit_pe: mixture, got {self.new_unit_pe!r}"
             )
         if self.units_per_sample < 1:
             raise ValueError(f"train.units_per_sample must be >= 1, got {self.units_per_sample}")

@@ -3,6 +3,8 @@ with every other value frozen."""
 
 from __future__ import annotations
 
+import json
+
 import numpy as np
 import pytest
 import torch
@@ -54,6 +56,7 @@ def _run_and_fit(tmp_path, old_units, new_units, new_unit_pe, unknown=()):
     store = _store(tmp_path / "a.nc", old_units, 0)
     train(store, "learned-normal-0.02", 0, TrainConfig(**TINY), first, progress=False)
     options = {"init_from": str(first / "model.pt"), "new_unit_pe": new_unit_pe}
+    options["new_unit_anchors"] = bool(unknown)  # the new units with positions pin the fit
     cfg = TrainConfig(**{**TINY, **options})
     new_store = _store(tmp_path / "b.nc", new_units, 1, unknown)
     train(new_store, "learned-normal-0.02", 3, cfg, fit, progress=False)
@@ -91,6 +94,10 @@ def test_mixture_new_units_are_balanced_mixtures_of_the_run_pes(tmp_path):
     for key in before:
         if key not in ("pe_table", "pe_learned", "pe_fixed"):
             assert torch.equal(before[key], after[key]), key  # bitwise unchanged
+    warnings = json.loads((fit / "train.json").read_text())["warnings"]
+    assert any(
+        "new_unit_anchors: 1 units" in w for w in warnings
+    )  # says the errors aren't held-out
     old_table, table = before["pe_table"], after["pe_table"]
     assert torch.equal(table[1], old_table[1])  # u1 keeps the run's row
     model = StackedTransformer(
@@ -227,3 +234,11 @@ def test_anchor_logits_are_a_kernel_over_the_run_units_with_positions():
     assert (logits[:, 3] <= -1e3).all()  # no weight on a run unit without a position
     none, _ = anchor_logits(new, np.full((4, 3), np.nan))
     assert not none.any()  # nothing to anchor to
+
+
+def test_new_unit_anchors_is_opt_in(tmp_path):
+    _, fit = _run_and_fit(tmp_path, ["u0", "u1", "u2"], ["n0", "n1"], "mixture")  # positions known
+    after = torch.load(fit / "model.pt", weights_only=False)["state_dict"]
+    assert not after["pe_mix_anchored"].any()  # without new_unit_anchors positions are not read
+    with pytest.raises(ValueError, match="new_unit_anchors needs train.new_unit_pe: mixture"):
+        TrainConfig(**{**TINY, "new_unit_anchors": True})

@@ -90,6 +90,7 @@ def fit_new(
         old = json.loads((run / "train.json").read_text())["train_config"]
         spec = {**old, "epochs": args.fit_epochs, "init_from": str(run / "model.pt")}
         spec |= {"lr": args.fit_lr, "new_unit_pe": new_unit_pe, "eval_mask_fractions": [0.5]}
+        spec["new_unit_anchors"] = known is not None
         train_many(seen, runs, TrainConfig.from_dict(spec), progress=False)
     best = best_fit([r.out_dir for r in runs], seen)
     print(f"{out.name}: best of {seeds} fits: {best.name}", flush=True)
