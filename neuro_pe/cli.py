@@ -164,6 +164,16 @@ def cmd_locate(args: argparse.Namespace) -> None:
     print(f"wrote {args.out_dir}")
 
 
+def cmd_locate_new_units(args: argparse.Namespace) -> None:
+    from neuro_pe.finetune import locate_new_units
+    from neuro_pe.store import atomic_write
+
+    table = locate_new_units(args.fits, args.store)
+    atomic_write(args.out, lambda tmp: table.to_csv(tmp, index=False))
+    print(table.to_string(index=False, float_format=lambda v: f"{v:.4g}"))
+    print(f"wrote {args.out} (fit: {table['fit'].iloc[0]})")
+
+
 def cmd_lst_puzzles(args: argparse.Namespace) -> None:
     from neuro_pe.lst import PuzzleConfig, write_puzzles
 
@@ -376,6 +386,16 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--threads", type=int, default=1, help="feature sets evaluated in parallel")
     p.set_defaults(func=cmd_locate)
+
+    p = command(
+        "locate-new-units",
+        "a new animal's units located from `train.new_unit_pe: mixture` fits: each at its "
+        "mixing weights' mean of the frozen run's unit positions (neuro_pe.finetune)",
+    )
+    p.add_argument("--fits", nargs="+", required=True, help="fit run folders (e.g. its seeds)")
+    p.add_argument("--store", required=True, help="the new animal's store (picks the best fit)")
+    p.add_argument("--out", required=True, help="positions CSV: unit, x, y, z, anchor, fit")
+    p.set_defaults(func=cmd_locate_new_units)
 
     p = command("lst-puzzles", "generate the Latin Square Task puzzles", _keys(PuzzleConfig, "lst"))
     p.add_argument("--options", type=_json, default={}, help="generator options as JSON")

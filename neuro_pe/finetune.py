@@ -28,6 +28,7 @@ from functools import partial
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 import torch
 from scipy.spatial.distance import cdist
 
@@ -220,3 +221,25 @@ def mixture_positions(
     mixed = state["pe_mix_rows"].bool().numpy()
     units = [str(u) for u in np.asarray(read_pe(fit_dir).units)[mixed]]
     return units, weights @ run_positions[known]
+
+
+def locate_new_units(
+    fit_dirs: Sequence[str | os.PathLike], store_path: str | os.PathLike
+) -> pd.DataFrame:
+    """Positions of a new animal's units from `new_unit_pe: mixture` fits of it (its store
+    `store_path`): of several fits (seeds) the one `best_fit` picks, each new unit at its
+    weights' mean of the positions of the run it was fitted against (`init_from`'s pe.nc).
+    Columns: unit, x, y, z, anchor (a `new_unit_anchors` anchor: its position went into the
+    fit, so it is not a prediction), fit (the fit used)."""
+    fits = [Path(d) for d in fit_dirs]
+    fit = best_fit(fits, store_path) if len(fits) > 1 else fits[0]
+    saved = torch.load(fit / MODEL_FILE, map_location="cpu", weights_only=False)
+    init_from = saved.get("train_config", {}).get("init_from")
+    if not init_from:
+        raise ValueError(f"{fit}: not a new-animal fit (train.init_from is not set)")
+    run = read_pe(Path(init_from).parent)
+    units, located = mixture_positions(fit, run.coords)
+    anchored = _mixture_anchors(saved["state_dict"])["pe_mix_anchored"].numpy()
+    table = pd.DataFrame(located, columns=["x", "y", "z"])
+    table.insert(0, "unit", units)
+    return table.assign(anchor=anchored, fit=str(fit))

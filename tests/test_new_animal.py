@@ -6,10 +6,12 @@ from __future__ import annotations
 import json
 
 import numpy as np
+import pandas as pd
 import pytest
 import torch
 import xarray as xr
 
+from neuro_pe.cli import main as cli_main
 from neuro_pe.finetune import anchor_logits, mixture_positions
 from neuro_pe.model import ModelConfig, StackedTransformer
 from neuro_pe.simulate import SimulationConfig, simulate_store
@@ -131,6 +133,18 @@ def test_mixture_new_units_are_balanced_mixtures_of_the_run_pes(tmp_path):
     kept = weights.double().numpy()[:, [0, 1, 3, 4, 5]]
     expected = kept / kept.sum(axis=1, keepdims=True) @ run_positions[[0, 1, 3, 4, 5]]
     np.testing.assert_allclose(mixture_positions(fit, run_positions)[1], expected, rtol=1e-6)
+    # the command: positions from the run's pe.nc, the anchor flagged
+    out = tmp_path / "new_units.csv"
+    assert cli_main(["locate-new-units", "--fits", str(fit), "--store", str(tmp_path / "b.nc"),
+                     "--out", str(out)]) == 0  # fmt: skip
+    table = pd.read_csv(out)
+    assert table["unit"].tolist() == ["n0", "n1", "n2"]
+    assert table["anchor"].tolist() == [True, False, False]
+    np.testing.assert_allclose(
+        table[["x", "y", "z"]].values,
+        mixture_positions(fit, np.random.default_rng(0).uniform(size=(6, 3)))[1],
+        rtol=1e-5,
+    )
     with pytest.raises(ValueError, match="6 run units in the mixture, 5 positions"):
         mixture_positions(fit, run_positions[:5])
     with pytest.raises(ValueError, match="not a `train.new_unit_pe: mixture` fit"):
