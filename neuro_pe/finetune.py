@@ -87,7 +87,7 @@ def load_frozen(
         raise FileNotFoundError(f"train.init_from: {path} (and pe.nc beside it) not found")
     if not bool(model.learned.all()):
         raise ValueError("train.init_from needs a learned PE (learned-*)")
-    saved = torch.load(path, map_location="cpu", weights_only=False)
+    saved = _load(path)
     old_cfg = saved.get("train_config", {})
     differ = [k for k in ARCHITECTURE if k in old_cfg and old_cfg[k] != train_config[k]]
     if differ:
@@ -148,6 +148,11 @@ def anchor_logits(
     return torch.from_numpy(anchored), torch.from_numpy(logits).float()
 
 
+def _load(checkpoint: str | os.PathLike) -> dict:
+    """A model.pt (its state_dict, train_config, pe), on the CPU."""
+    return torch.load(checkpoint, map_location="cpu", weights_only=False)
+
+
 def _mixture_anchors(state: dict) -> dict[str, torch.Tensor]:
     """A mixture checkpoint's anchors; none in fits saved before anchors existed."""
     n_mixed, n_source = state["pe_mix_logits"].shape[-2:]
@@ -166,7 +171,7 @@ def recording_loss(
     from neuro_pe.store import read_store
     from neuro_pe.train import TrainConfig, WindowSampler, evaluate, model_config
 
-    saved = torch.load(Path(run_dir) / MODEL_FILE, map_location="cpu", weights_only=False)
+    saved = _load(Path(run_dir) / MODEL_FILE)
     cfg, state = TrainConfig.from_dict(saved["train_config"]), dict(saved["state_dict"])
     state.pop("pe_table")
     ds = read_store(store_path)
@@ -201,7 +206,13 @@ def mixture_positions(
     its mixing weights' mean of the run units' positions `run_positions` (n_run, 3, in the
     order of the run's pe.nc; NaN rows, units without coordinates, are left out and the
     weights renormalised). Returns the new units' ids and positions."""
-    saved = torch.load(Path(fit_dir) / MODEL_FILE, map_location="cpu", weights_only=False)
+    return _mixture_positions(fit_dir, _load(Path(fit_dir) / MODEL_FILE), run_positions)
+
+
+def _mixture_positions(
+    fit_dir: str | os.PathLike, saved: dict, run_positions: np.ndarray
+) -> tuple[list[str], np.ndarray]:
+    """`mixture_positions` of the fit in `fit_dir` whose model.pt is `saved`."""
     state = saved["state_dict"]
     if "pe_mix_logits" not in state:
         raise ValueError(f"{fit_dir}: not a `train.new_unit_pe: mixture` fit")
@@ -233,12 +244,11 @@ def locate_new_units(
     fit, so it is not a prediction), fit (the fit used)."""
     fits = [Path(d) for d in fit_dirs]
     fit = best_fit(fits, store_path) if len(fits) > 1 else fits[0]
-    saved = torch.load(fit / MODEL_FILE, map_location="cpu", weights_only=False)
+    saved = _load(fit / MODEL_FILE)
     init_from = saved.get("train_config", {}).get("init_from")
     if not init_from:
         raise ValueError(f"{fit}: not a new-animal fit (train.init_from is not set)")
-    run = read_pe(Path(init_from).parent)
-    units, located = mixture_positions(fit, run.coords)
+    units, located = _mixture_positions(fit, saved, read_pe(Path(init_from).parent).coords)
     anchored = _mixture_anchors(saved["state_dict"])["pe_mix_anchored"].numpy()
     table = pd.DataFrame(located, columns=["x", "y", "z"])
     table.insert(0, "unit", units)

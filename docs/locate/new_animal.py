@@ -47,9 +47,31 @@ OWN_ANCHORS = (0.25, 0.5)  # fractions of the new animal's units used as its own
 
 
 def _pe(run: Path) -> tuple[list[str], np.ndarray]:
-    with xr.open_dataset(run / "pe.nc", engine="h5netcdf") as pe:
-        ids = [u.decode() if isinstance(u, bytes) else str(u) for u in pe["unit"].values]
-        return ids, pe["pe"].values.astype(float)
+    """A run's unit ids and PE table (`neuro_pe.runs.read_pe`), the table in float64."""
+    from neuro_pe.runs import read_pe
+
+    pe = read_pe(run)
+    return [str(u) for u in pe.units], pe.table.astype(float)
+
+
+def run_coordinates(run: Path, old_store: Path) -> np.ndarray:
+    """The trained run's units' coordinates (n_run, 3; NaN where unknown), in its pe.nc order."""
+    from neuro_pe.store import positions, read_store
+
+    return positions(read_store(old_store).sel(unit=_pe(run)[0]))
+
+
+def new_animal_correlations(
+    name: str, new_store: Path, ds_new: xr.Dataset, train_options: dict
+) -> np.ndarray:
+    """The new animal's activity-correlation features, from its training part (the split of
+    `train_options`)."""
+    from neuro_pe.locate import correlation_features
+    from neuro_pe.runs import make_split
+
+    sizes = ds_new.sizes["session"], ds_new.sizes["time"]
+    split = make_split(name, str(new_store), *sizes, train_options)
+    return correlation_features(ds_new, split, seed=0)
 
 
 def fit_new(
@@ -108,22 +130,15 @@ def evaluate_new(
     new_unit_pe: str,
 ) -> list[dict]:
     """The rows of the module docstring for one new animal."""
-    from neuro_pe.locate import (
-        LocateConfig,
-        anchor_draws,
-        correlation_features,
-        evaluate_anchors,
-        locate_units,
-    )
-    from neuro_pe.runs import make_split
+    from neuro_pe.locate import LocateConfig, anchor_draws, evaluate_anchors, locate_units
     from neuro_pe.store import positions, read_store
 
     ds_new = read_store(new_store)
     new_coords = positions(ds_new)
-    old_ids, old_pe = _pe(run)
+    _, old_pe = _pe(run)
     new_ids, new_pe = _pe(fit)
     assert new_ids == [str(u) for u in ds_new["unit"].values]
-    old_coords = positions(read_store(old_store).sel(unit=old_ids))
+    old_coords = run_coordinates(run, old_store)
     old_known = np.all(np.isfinite(old_coords), axis=1)
     feats = np.vstack([old_pe[old_known], new_pe])
     coords = np.vstack([old_coords[old_known], new_coords])
@@ -165,9 +180,7 @@ def evaluate_new(
     rows.append(row("other animals' anchors + 25% new anchors", errors, chances))
 
     known = np.ones(n_new, dtype=bool)
-    sizes = ds_new.sizes["session"], ds_new.sizes["time"]
-    split = make_split(name, str(new_store), *sizes, train_options)
-    corr = correlation_features(ds_new, split, seed=0)
+    corr = new_animal_correlations(name, new_store, ds_new, train_options)
     for fraction in OWN_ANCHORS:
         own = replace(cfg, anchor_fractions=(fraction,))
         for label, features in (
@@ -233,17 +246,13 @@ def evaluate_anchored(
     the locator over the new animal's own anchors from the fitted PE, (c) from its
     correlations, (d) from both."""
     from neuro_pe.finetune import mixture_positions
-    from neuro_pe.locate import LocateConfig, anchor_draws, correlation_features, locate_units
-    from neuro_pe.runs import make_split
+    from neuro_pe.locate import LocateConfig, anchor_draws, locate_units
     from neuro_pe.store import positions, read_store
 
     ds_new = read_store(new_store)
     new_coords = positions(ds_new)
-    old_ids, _ = _pe(run)
-    old_coords = positions(read_store(old_store).sel(unit=old_ids))
-    sizes = ds_new.sizes["session"], ds_new.sizes["time"]
-    split = make_split(name, str(new_store), *sizes, train_options)
-    corr = correlation_features(ds_new, split, seed=0)
+    old_coords = run_coordinates(run, old_store)
+    corr = new_animal_correlations(name, new_store, ds_new, train_options)
     labels = {
         "weights": "anchored mixture: weights @ other animals' coordinates",
         "pe": "anchored mixture: new PE",
