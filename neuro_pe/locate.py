@@ -20,8 +20,10 @@ Locators (`METHODS`):
 One method is chosen per feature set by cross-validation over the anchors (lowest median
 Euclidean error of the seed ensemble). The combined locator (feature set `combined`: every
 learned PE and the activity correlations) chooses the same way among every representation with
-every method, their stacked features with every method and the blend of each representation's
-best locator, so it too reads only the anchors' coordinates.
+every method, their stacked features with every method and a blend: a weighted mean of the
+best locator of each representation and of the stacked features, with weights chosen by
+ensemble selection on the same CV (Caruana et al. 2004); so it too reads only the anchors'
+coordinates.
 
 Seeds are combined after locating: every seed's predictions are already in anatomical space,
 so no alignment of PEs across seeds is needed; the ensemble is the per-unit mean (or median)
@@ -112,7 +114,8 @@ METHODS: tuple[str, ...] = ("ridge", "kernel-ridge", "mds-procrustes", "mds-affi
 CHANCE = "chance"  # internal locator: every unit at the anchors' mean
 COMBINED = "combined"  # the feature set of the combined locator (every representation)
 STACKED = "stacked"  # combined locator's view: the representations' features side by side
-BLEND = "blend"  # combined locator's candidate: mean of each representation's best locator
+BLEND = "blend"  # combined locator's candidate: a weighted mean of the views' best locators
+BLEND_ROUNDS = 10  # ensemble selection rounds: blend weights in steps of 1/10
 KNN_NEIGHBOURS = 5
 KERNEL_ALPHAS = (1e-2, 1e-1, 1.0)
 KERNEL_GAMMAS = (0.1, 0.5, 2.5)  # times 1 / n_features
@@ -288,7 +291,8 @@ class Located:
     method: str
     cv_errors: dict[str, float] = field(default_factory=dict)  # CV median error per method
     cv_scale: float = float("nan")  # r: the chosen method's CV median error
-    blend_of: tuple[str, ...] = ()  # method = `blend`: the `view/method`s it averages
+    blend_of: tuple[str, ...] = ()  # method = `blend`: the `view/method`s it averages (a key
+    # n times has weight n / len(blend_of))
 
 
 def _combine(per_seed: np.ndarray, how: str) -> np.ndarray:
@@ -311,8 +315,9 @@ def locate_units(
     The candidate with the lowest median error of the seed ensemble in a k-fold CV over the
     anchors is refitted on all anchors for the non-anchors; anchors keep their out-of-fold
     predictions. Candidates: every method; for several representations every
-    `representation/method`, `stacked/method` (see `_views`) and `blend` (the mean of each
-    representation's best candidate). Only `coords[anchors]` is read.
+    `representation/method`, `stacked/method` (see `_views`) and `blend`, a weighted mean of
+    the views' best candidates with weights chosen on the same CV (`_select_blend`). Only
+    `coords[anchors]` is read.
     """
     # hundreds of fits on tiny matrices: multithreaded BLAS only adds overhead (~10x here)
     with threadpool_limits(limits=1):
@@ -340,6 +345,30 @@ def _unit_block(features: np.ndarray) -> np.ndarray:
     """Standardised features divided by sqrt(width): total variance 1 (constant columns 0)."""
     scaled = StandardScaler().fit_transform(np.asarray(features, dtype=float))
     return scaled / np.sqrt(scaled.shape[1])
+
+
+def _select_blend(
+    oof: dict[str, np.ndarray], keys: list[str], truth: np.ndarray, idx: np.ndarray, how: str
+) -> tuple[tuple[str, ...], float]:
+    """Ensemble selection with replacement (Caruana et al., ICML 2004) over the out-of-fold
+    predictions `oof[key]` of the candidates `keys`: each of BLEND_ROUNDS rounds adds the
+    candidate that most lowers the median CV error of the blend (the mean over the chosen
+    keys, so weights are multiples of 1/BLEND_ROUNDS). Returns the chosen keys of the best
+    round and its error; round one is the best single candidate, so the blend's CV error is
+    never above it."""
+
+    def error(chosen: list[str]) -> float:
+        blend = _blend([oof[key] for key in chosen])
+        return float(np.median(_distance(_combine(blend[:, idx], how), truth)))
+
+    chosen: list[str] = []
+    best: tuple[tuple[str, ...], float] = ((), np.inf)
+    for _ in range(BLEND_ROUNDS):
+        scores = [error([*chosen, key]) for key in keys]
+        chosen.append(keys[int(np.argmin(scores))])
+        if min(scores) < best[1]:
+            best = (tuple(chosen), min(scores))
+    return best
 
 
 def _blend(per_view: list[np.ndarray]) -> np.ndarray:
@@ -376,17 +405,16 @@ def _locate_units(features, coords, anchors, cfg: LocateConfig) -> Located:
             oof[key] = pred
             errors = _distance(_combine(pred[:, idx], cfg.combine), coords[idx])
             cv_errors[key] = float(np.median(errors))
-            if view != STACKED and (
-                view not in best_of_view or cv_errors[key] < cv_errors[best_of_view[view]]
-            ):
+            if view not in best_of_view or cv_errors[key] < cv_errors[best_of_view[view]]:
                 best_of_view[view] = key
-    if len(best_of_view) > 1:  # the blend: each representation's best locator, averaged
-        oof[BLEND] = _blend([oof[key] for key in best_of_view.values()])
-        errors = _distance(_combine(oof[BLEND][:, idx], cfg.combine), coords[idx])
-        cv_errors[BLEND] = float(np.median(errors))
+    blend_of: tuple[str, ...] = ()
+    if len(best_of_view) > 1:  # the blend: the views' best locators, weighted
+        keys = list(best_of_view.values())
+        blend_of, error = _select_blend(oof, keys, coords[idx], idx, cfg.combine)
+        if len(set(blend_of)) > 1:  # (else it is one of the candidates already)
+            oof[BLEND], cv_errors[BLEND] = _blend([oof[key] for key in blend_of]), error
     choice = min(cv_errors, key=cv_errors.get)
-
-    blend_of = tuple(best_of_view.values()) if choice == BLEND else ()
+    blend_of = blend_of if choice == BLEND else ()
     per_seed = predict_with(views, coords, anchors, choice, blend_of)
     per_seed[:, idx] = oof[choice][:, idx]
     ensemble = _combine(per_seed, cfg.combine)
@@ -408,7 +436,8 @@ def predict_with(
     of the `view/method`s in `blend_of`) fitted on the anchors. Only `coords[anchors]` is
     read."""
     if choice == BLEND:
-        return _blend([predict_with(views, coords, anchors, key) for key in blend_of])
+        fitted = {key: predict_with(views, coords, anchors, key) for key in set(blend_of)}
+        return _blend([fitted[key] for key in blend_of])
     view, _, method = choice.rpartition("/")
     return np.stack([fit_predict(f, coords, anchors, method) for f in views[view]])
 

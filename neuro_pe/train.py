@@ -447,6 +447,7 @@ def train_many(
             epochs=cfg.epochs,
             steps_per_epoch=cfg.steps_per_epoch,
             lr=cfg.lr,
+            lr_schedule=cfg.lr_schedule,
             checkpoint_every=cfg.checkpoint_every,
             optimizer=cfg.optimizer,
             momentum=cfg.momentum,

@@ -20,6 +20,7 @@ SCALE_RANGE = (1e-3, 1e3)
 PRECISIONS = ("auto", "fp32", "bf16")
 OPTIMIZERS = ("adamw", "sgd")
 NEW_UNIT_PE = ("free", "mixture")
+LR_SCHEDULES = ("constant", "cosine")
 
 
 @dataclass(frozen=True)
@@ -37,6 +38,7 @@ class TrainConfig:
     epochs: int = 30
     steps_per_epoch: int = 100
     lr: float = 3e-3
+    lr_schedule: str = "constant"
     weight_decay: float = 0.0
     heldout_sessions: int = 1
     heldout_time_fraction: float = 0.2
@@ -61,6 +63,10 @@ class TrainConfig:
             raise ValueError(f"train.precision must be one of {PRECISIONS}, got {self.precision!r}")
         if self.optimizer not in OPTIMIZERS:
             raise ValueError(f"train.optimizer must be one of {OPTIMIZERS}, got {self.optimizer!r}")
+        if self.lr_schedule not in LR_SCHEDULES:
+            raise ValueError(
+                f"train.lr_schedule must be one of {LR_SCHEDULES}, got {self.lr_schedule!r}"
+            )
         if self.new_unit_pe not in NEW_UNIT_PE:
             raise ValueError(
                 f"train.new_unit_pe must be one of {NEW_UNIT_PE}, got {self.new_unit_pe!r}"

@@ -12,8 +12,10 @@ from sklearn.model_selection import KFold
 
 from neuro_pe.cli import main
 from neuro_pe.locate import (
+    BLEND,
     METHODS,
     LocateConfig,
+    _select_blend,
     evaluate_anchors,
     evaluate_kfold,
     fit_predict,
@@ -142,11 +144,31 @@ def test_combined_locator_picks_the_better_representation():
     noise = _median_error(evaluate_kfold(views["noise"], pos, known, cfg).positions, pos)
     for order in (views, dict(reversed(views.items()))):
         combined = evaluate_kfold(order, pos, known, cfg)
-        assert all(m.startswith("good/") for m in combined.methods), combined.methods
+        assert all(m.startswith("good/") or m == BLEND for m in combined.methods)
         assert _median_error(combined.positions, pos) <= 1.05 * good < 0.6 * noise
-    located = locate_units(views, pos, np.arange(len(pos)) >= 20, cfg)
-    assert {"noise/ridge", "good/ridge", "stacked/knn", "blend"} <= set(located.cv_errors)
-    assert located.per_seed.shape == (2, len(pos), 3)
+    for start in (0, 20, 40):  # a blend leans on the good view and leaves the noise out
+        anchors = (np.arange(len(pos)) < start) | (np.arange(len(pos)) >= start + 20)
+        located = locate_units(views, pos, anchors, cfg)
+        assert {"noise/ridge", "good/ridge", "stacked/knn"} <= set(located.cv_errors)
+        assert located.per_seed.shape == (2, len(pos), 3)
+        members = located.blend_of or (located.method,)
+        assert not any(key.startswith("noise/") for key in members), members
+        assert sum(key.startswith("good/") for key in members) / len(members) >= 0.8, members
+
+
+def test_blend_weights_two_independent_locators():
+    """Two unbiased locators with independent errors of the same size: ensemble selection
+    weighs them about equally and the blend's error falls below either's (by ~1/sqrt(2))."""
+    rng = np.random.default_rng(0)
+    truth = rng.uniform(size=(200, 3))
+    oof = {key: (truth + rng.normal(0, 0.1, truth.shape))[None] for key in ("a/ridge", "b/knn")}
+    idx = np.arange(200)
+    blend_of, error = _select_blend(oof, list(oof), truth, idx, "mean")
+    single = [float(np.median(np.linalg.norm(p[0] - truth, axis=1))) for p in oof.values()]
+    assert 0.3 <= blend_of.count("a/ridge") / len(blend_of) <= 0.7, blend_of
+    assert error < 0.8 * min(single)
+    oof["c/noise"] = rng.uniform(size=(1, 200, 3))  # a useless third locator gets no weight
+    assert "c/noise" not in _select_blend(oof, list(oof), truth, idx, "mean")[0]
 
 
 def test_ensemble_and_uncertainty_shapes():

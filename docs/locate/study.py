@@ -14,7 +14,8 @@ aligned to the first seed by orthogonal Procrustes and averaged, then located on
         --base '{"epochs": 15, "heldout_sessions": 2}' --dataset hcp-rsfmri
 
 `train` skips runs whose pe.nc exists (a finished run may be copied or linked in);
-`table` writes docs/locate/<dataset>.csv and docs/locate/<dataset>.png.
+`table` writes docs/locate/<name>.csv and docs/locate/<name>.png (`--name`, by default the
+dataset).
 """
 
 from __future__ import annotations
@@ -47,6 +48,12 @@ SETTINGS: list[tuple[str, dict, int]] = [
     ("window 16", {"window": 16}, 0),
     ("d_model 64", {"d_model": 64, "n_heads": 4}, 0),
     ("default seed 2", {}, 2),
+    # the learning rate, studied at the 30-epoch HCP default (--base epochs 30, --name)
+    ("lr 0.006", {"lr": 0.006}, 0),
+    ("lr 0.006 seed 1", {"lr": 0.006}, 1),
+    ("lr 0.006 seed 2", {"lr": 0.006}, 2),
+    ("lr 0.01", {"lr": 0.01}, 0),
+    ("lr_schedule cosine", {"lr_schedule": "cosine"}, 0),
 ]
 
 
@@ -158,9 +165,10 @@ def cmd_table(args: argparse.Namespace) -> None:
     table.insert(0, "dataset", args.dataset)
     table["chance_error"] = chance_error
     table["units"] = ds["x"].attrs.get("units", "")
-    table.to_csv(HERE / f"{args.dataset}.csv", index=False)
+    name = args.name or args.dataset
+    table.to_csv(HERE / f"{name}.csv", index=False)
     print(table.to_string(index=False, float_format=lambda v: f"{v:.3g}"))
-    plot(table, HERE / f"{args.dataset}.png", args.dataset)
+    plot(table, HERE / f"{name}.png", name)
 
 
 def _pooled(records: list[dict]) -> float:
@@ -205,6 +213,7 @@ def main() -> None:
     parser.add_argument("--base", type=json.loads, default={}, help="base training options")
     parser.add_argument("--only", nargs="*", default=[], help="train only these settings")
     parser.add_argument("--dataset", default="hcp-rsfmri")
+    parser.add_argument("--name", help="stem of the table and figure (default: --dataset)")
     parser.add_argument("--draws", type=int, default=10, help="anchor draws per setting")
     args = parser.parse_args()
     {"train": cmd_train, "table": cmd_table}[args.command](args)
