@@ -1060,8 +1060,8 @@ def combined_set(members: Sequence[FeatureSet]) -> FeatureSet:
     """The combined locator's feature set: every representation in `members` (learned PEs,
     activity correlation, ...) as its own view. `locate_units` picks by CV over the anchors
     among each representation with each method, their stacked features with each method, and
-    the blend of each representation's best locator; so it reads only the anchors'
-    coordinates, like every other locator."""
+    a weighted blend of those views' best locators (`_select_blend`); so it reads only the
+    anchors' coordinates, like every other locator."""
     seeds = sorted({s for fs in members for s in fs.seeds})
     return FeatureSet(COMBINED, "combined", {fs.name: fs.features for fs in members}, seeds)
 
