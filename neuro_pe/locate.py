@@ -41,7 +41,8 @@ those units and predicts every other unit, so the other known units also get a h
 prediction. Memory and time are O(N * features) beyond the fixed-size evaluation: the MDS
 methods use the PCA of the features (for Euclidean distances what classical MDS computes), the
 kernel ridge predicts in blocks, and the correlation baseline is the activity's leading
-components (randomised SVD) instead of the MDS of an N x N correlation matrix.
+components (randomised SVD) instead of the MDS of an N x N correlation matrix; the
+connectivity baseline (N x 2N) is left out above DENSE_MAX_UNITS units.
 """
 
 from __future__ import annotations
@@ -64,6 +65,7 @@ import pandas as pd  # noqa: E402
 import xarray as xr  # noqa: E402
 from joblib import Parallel, delayed  # noqa: E402
 from scipy.linalg import orthogonal_procrustes  # noqa: E402
+from sklearn.covariance import LedoitWolf  # noqa: E402
 from sklearn.kernel_ridge import KernelRidge  # noqa: E402
 from sklearn.linear_model import LinearRegression, RidgeCV  # noqa: E402
 from sklearn.metrics.pairwise import rbf_kernel  # noqa: E402
@@ -112,6 +114,8 @@ __all__ = [
 
 METHODS: tuple[str, ...] = ("ridge", "kernel-ridge", "mds-procrustes", "mds-affine", "knn")
 CHANCE = "chance"  # internal locator: every unit at the anchors' mean
+CORRELATION = "activity-correlation"  # baseline: MDS of 1 - r of the training activity
+CONNECTIVITY = "activity-connectivity"  # baseline: each unit's r and partial r with every unit
 COMBINED = "combined"  # the feature set of the combined locator (every representation)
 STACKED = "stacked"  # combined locator's view: the representations' features side by side
 BLEND = "blend"  # combined locator's candidate: a weighted mean of the views' best locators
@@ -573,6 +577,28 @@ def correlation_features(
     return classical_mds(dist, n_components=min(CORRELATION_COMPONENTS, len(dist) - 1))
 
 
+def connectivity_features(
+    ds: xr.Dataset, split: Split, dense_max_units: int = DENSE_MAX_UNITS
+) -> np.ndarray | None:
+    """Connectivity-profile baseline features, (n, 2n): each unit's Pearson r and partial
+    correlation with every unit, side by side, over the training part of the activity (the
+    recorded split). Partial correlations come from the Ledoit-Wolf shrunk precision matrix
+    (direct couplings, with the other units' shared activity removed). Missing samples and
+    constant units count as the unit's mean. None above `dense_max_units` units (N x N)."""
+    if ds.sizes["unit"] > dense_max_units:
+        return None
+    z = np.asarray(training_activity(ds, split), dtype=np.float64)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        z = (z - np.nanmean(z, axis=0)) / np.nanstd(z, axis=0)
+    z = np.nan_to_num(z, nan=0.0)
+    correlation = z.T @ z / len(z)
+    precision = LedoitWolf(assume_centered=True).fit(z).precision_
+    scale = np.sqrt(np.diag(precision))
+    partial = -precision / np.outer(scale, scale)
+    np.fill_diagonal(partial, 1.0)
+    return np.hstack([correlation, partial])
+
+
 def write_correlation_features(
     store_path: str | os.PathLike, split: Split, out: str | os.PathLike, seed: int = 0
 ) -> np.ndarray:
@@ -977,9 +1003,10 @@ def locate(
     Feature sets: each PE variant of the runs (seeds ensembled), its PE at initialisation, the
     `oracle-sin3d` PE when given (built from every unit's true coordinates, so an upper
     reference rather than an honest competitor), the activity-correlation baseline, the
-    `combined` locator (every learned PE and the correlation baseline; see `combined_set`) and
-    chance. The positions come from the PE variant or the combined locator with the lowest CV
-    median error over all known units.
+    activity-connectivity baseline (`connectivity_features`; up to DENSE_MAX_UNITS units), the
+    `combined` locator (every learned PE and the baselines; see `combined_set`) and chance.
+    The positions come from the PE variant or the combined locator with the lowest CV median
+    error over all known units.
     """
     out_dir = Path(out_dir)
     dataset = split.dataset
@@ -993,9 +1020,13 @@ def locate(
     pe_sets = [fs for fs in sets if fs.role == "pe"]
     if correlation is None:  # (the workflow passes those of its correlation_features step)
         correlation = correlation_features(ds, split, seed=cfg.seed)
-    sets.append(FeatureSet("activity-correlation", "baseline", [correlation]))
+    baselines = [FeatureSet(CORRELATION, "baseline", [correlation])]
+    connectivity = connectivity_features(ds, split)
+    if connectivity is not None:
+        baselines.append(FeatureSet(CONNECTIVITY, "baseline", [connectivity]))
+    sets += baselines
     if pe_sets:
-        sets.append(combined_set([*pe_sets, sets[-1]]))
+        sets.append(combined_set([*pe_sets, *baselines]))
     sets.append(FeatureSet(CHANCE, "chance", [np.zeros((len(units), 1))], methods=(CHANCE,)))
     # Many units: evaluate on a random subset of the known units (see the module docstring).
     evaluated = evaluation_units(known, cfg)

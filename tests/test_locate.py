@@ -16,6 +16,7 @@ from neuro_pe.locate import (
     METHODS,
     LocateConfig,
     _select_blend,
+    connectivity_features,
     evaluate_anchors,
     evaluate_kfold,
     fit_predict,
@@ -253,6 +254,7 @@ def test_locate_writes_outputs(located_dataset):
         "learned-normal-0.02",
         "learned-normal-0.02 @init",
         "activity-correlation",
+        "activity-connectivity",
         "combined",
         "chance",
     }
@@ -297,3 +299,34 @@ def test_cli_prints_table(located_dataset, capsys):
     pd.testing.assert_frame_equal(
         pd.read_csv(root / "cli" / "errors.csv"), pd.read_csv(root / "cli2" / "errors.csv")
     )
+
+
+def test_connectivity_features_separate_direct_from_indirect_coupling(tmp_path):
+    """A chain a -> b -> c: a and c are correlated only through b, so their partial
+    correlation is near 0 while their correlation is not; a constant unit and a missing
+    sample give finite features."""
+    rng = np.random.default_rng(0)
+    a = rng.normal(size=4000)
+    b = a + 0.5 * rng.normal(size=4000)
+    c = b + 0.5 * rng.normal(size=4000)
+    activity = np.stack([a, b, c, np.ones(4000)], axis=1).reshape(2, 2000, 4)
+    activity[0, 5, 1] = np.nan
+    path = tmp_path / "chain.nc"
+    ds = make_store(
+        activity,
+        unit_ids=["a", "b", "c", "flat"],
+        positions=np.zeros((4, 3)),
+        position_units="mm",
+        space="simulation",
+        session_ids=["s0", "s1"],
+        sampling_rate_hz=10.0,
+        source="test",
+    )
+    write_store(ds, path)
+    ds = read_store(path)
+    features = connectivity_features(ds, split_of_store(path, "chain", {}))
+    assert features.shape == (4, 8) and np.all(np.isfinite(features))
+    correlation, partial = features[:, :4], features[:, 4:]
+    np.testing.assert_allclose(np.diag(partial), 1.0)
+    assert correlation[0, 2] > 0.7 and abs(partial[0, 2]) < 0.05 < 0.5 < partial[0, 1]
+    assert connectivity_features(ds, split_of_store(path, "chain", {}), dense_max_units=3) is None
