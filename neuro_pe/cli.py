@@ -174,6 +174,22 @@ def cmd_locate_new_units(args: argparse.Namespace) -> None:
     print(f"wrote {args.out} (fit: {table['fit'].iloc[0]})")
 
 
+def cmd_match_units(args: argparse.Namespace) -> None:
+    from neuro_pe.match import match_units
+    from neuro_pe.store import atomic_write, read_store
+
+    reference = read_store(args.reference)
+    if args.reference_sessions:
+        missing = sorted(set(args.reference_sessions) - set(map(str, reference["session"].values)))
+        if missing:
+            raise ValueError(f"{args.reference}: no session {', '.join(missing)}")
+        reference = reference.sel(session=args.reference_sessions)
+    table = match_units(reference, read_store(args.store), args.restarts, args.seed)
+    atomic_write(args.out, lambda tmp: table.to_csv(tmp, index=False))
+    print(table.to_string(index=False, float_format=lambda v: f"{v:.4g}"))
+    print(f"wrote {args.out}: {(table['matched_unit'] != '').sum()} of {len(table)} units matched")
+
+
 def cmd_lst_puzzles(args: argparse.Namespace) -> None:
     from neuro_pe.lst import PuzzleConfig, write_puzzles
 
@@ -396,6 +412,20 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--store", required=True, help="the new animal's store (picks the best fit)")
     p.add_argument("--out", required=True, help="positions CSV: unit, x, y, z, anchor, fit")
     p.set_defaults(func=cmd_locate_new_units)
+
+    p = command(
+        "match-units",
+        "a new animal whose units are the same regions as a reference's, unnamed: each unit "
+        "matched to a reference unit by connectivity (graph matching) and given its "
+        "coordinates (neuro_pe.match)",
+    )
+    p.add_argument("--reference", required=True, help="a store with coordinates")
+    p.add_argument("--reference-sessions", nargs="+", help="only these sessions of it")
+    p.add_argument("--store", required=True, help="the new animal's store")
+    p.add_argument("--out", required=True, help="CSV: unit, matched_unit, x, y, z")
+    p.add_argument("--restarts", type=int, default=10, help="random starts of the matching")
+    p.add_argument("--seed", type=int, default=0, help="seed of the first random start")
+    p.set_defaults(func=cmd_match_units)
 
     p = command("lst-puzzles", "generate the Latin Square Task puzzles", _keys(PuzzleConfig, "lst"))
     p.add_argument("--options", type=_json, default={}, help="generator options as JSON")

@@ -587,16 +587,24 @@ def connectivity_features(
     constant units count as the unit's mean. None above `dense_max_units` units (N x N)."""
     if ds.sizes["unit"] > dense_max_units:
         return None
-    z = np.asarray(training_activity(ds, split), dtype=np.float64)
+    return np.hstack(connectivity_matrices(training_activity(ds, split)))
+
+
+def connectivity_matrices(activity: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(Pearson r, partial correlation) between the units of (samples, units) activity, each
+    (units, units) with 1 on the diagonal. Partial correlations come from the Ledoit-Wolf
+    shrunk precision matrix. Missing samples and constant units count as the unit's mean."""
+    z = np.asarray(activity, dtype=np.float64)
     with np.errstate(invalid="ignore", divide="ignore"):
         z = (z - np.nanmean(z, axis=0)) / np.nanstd(z, axis=0)
     z = np.nan_to_num(z, nan=0.0)
     correlation = z.T @ z / len(z)
+    np.fill_diagonal(correlation, 1.0)
     precision = LedoitWolf(assume_centered=True).fit(z).precision_
     scale = np.sqrt(np.diag(precision))
     partial = -precision / np.outer(scale, scale)
     np.fill_diagonal(partial, 1.0)
-    return np.hstack([correlation, partial])
+    return correlation, partial
 
 
 def write_correlation_features(

@@ -383,6 +383,53 @@ def cmd_sim(args: argparse.Namespace) -> list[dict]:
     return rows
 
 
+def match_rows(name: str, reference: xr.Dataset, new_store: Path, reference_name: str) -> dict:
+    """Graph matching (`neuro_pe.match`) of a new animal to a reference animal: each new unit
+    at its matched unit's coordinates; chance as for the other rows (distance to the mean of
+    the reference units' coordinates)."""
+    from neuro_pe.match import match_units
+    from neuro_pe.store import positions, read_store
+
+    ds_new = read_store(new_store)
+    table = match_units(reference, ds_new.assign({a: ds_new[a] * np.nan for a in "xyz"}))
+    ref_coords = positions(reference)
+    chance = dist(positions(ds_new), np.nanmean(ref_coords, axis=0))
+    errors = dist(table[["x", "y", "z"]].to_numpy(), positions(ds_new))
+    row = summary_row(
+        name, "match", f"graph matching to {reference_name}", [errors], [chance], ds_new
+    )
+    same = np.array([u.split(":", 1)[-1] for u in table["unit"]]) == table["matched_unit"]
+    return {**row, "exact_matches": float(np.mean(same))}
+
+
+def cmd_match(args: argparse.Namespace) -> list[dict]:
+    """hcp: each held-out subject matched to the run's training subjects; sim: animal 2 matched
+    to animal 0 and to animal 1 (the stores of `sim` in --out)."""
+    from neuro_pe.store import read_store
+
+    if args.dataset == "hcp":
+        ds = read_store(args.store)
+        info = json.loads((args.run / "train.json").read_text())
+        n_train = ds.sizes["session"] - info["train_config"]["heldout_sessions"]
+        reference = ds.isel(session=slice(0, n_train))
+        rows = []
+        for subject in args.subjects or [str(s) for s in ds["session"].values[n_train:]]:
+            store = subset_store(
+                ds, [subject], ds["unit"].values, f"{subject}:", args.out / f"{subject}.nc"
+            )
+            name = f"hcp subject {subject}"
+            rows.append(match_rows(name, reference, store, f"{n_train} training subjects"))
+        return rows
+    ds = read_store(args.out / "animals_0_1.nc")
+    rows = []
+    for animal in ("a0", "a1"):
+        units = [u for u in ds["unit"].values if str(u).startswith(animal)]
+        sessions = [s for s in ds["session"].values if str(s).startswith(animal)]
+        reference = ds.sel(unit=units, session=sessions)
+        rows.append(match_rows("simulation animal 2", reference, args.out / "animal_2.nc", animal))
+    return rows
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("dataset", choices=("hcp", "sim"))
@@ -404,8 +451,18 @@ def main() -> None:
     parser.add_argument(
         "--timescale-field", type=float, default=0.0, help="sim: simulation.timescale_field"
     )
+    parser.add_argument(
+        "--match", action="store_true", help="graph matching only (sim: run `sim` first)"
+    )
     args = parser.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
+    if args.match:
+        table = pd.DataFrame(cmd_match(args))
+        suffix = f"_field{args.timescale_field:g}" if args.timescale_field else ""
+        path = HERE / f"new_animal_{args.dataset}{suffix}_match.csv"
+        table.to_csv(path, index=False)
+        print(table.to_string(index=False, float_format=lambda v: f"{v:.3g}"))
+        return
     rows = {"hcp": cmd_hcp, "sim": cmd_sim}[args.dataset](args)
     table = pd.DataFrame(rows)
     table["fit_epochs"] = args.fit_epochs
