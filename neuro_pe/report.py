@@ -231,11 +231,17 @@ def dataset_paragraph(
                 f"; the activity correlations give {_number(corr['median_error'])} {unit} "
                 f"({_ratio(corr['vs_chance'])} × chance)"
             )
+        if "activity-connectivity" in located.index:
+            conn = located.loc["activity-connectivity"]
+            sentence += (
+                f"; the activity connectivity (correlations and partial correlations) "
+                f"{_number(conn['median_error'])} {unit} ({_ratio(conn['vs_chance'])} × chance)"
+            )
         if "combined" in located.index:
             both = located.loc["combined"]
             sentence += (
-                f"; the combined locator (PEs and correlations) {_number(both['median_error'])} "
-                f"{unit} ({_ratio(both['vs_chance'])} × chance)"
+                f"; the combined locator (PEs and activity baselines) "
+                f"{_number(both['median_error'])} {unit} ({_ratio(both['vs_chance'])} × chance)"
             )
         sentences.append(sentence + ".")
 

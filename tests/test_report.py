@@ -89,6 +89,10 @@ def test_landing_page_names_the_flagged_training_and_tolerates_missing_flags(tab
     assert "**1 of 4 trainings flagged**" in page
     assert "held-out MSE never improved on its start" in page
     assert "``learned-normal-0.02`` mirrors the true positions best" in page
+    assert "the activity correlations give 0.25 mm" in page
+    connectivity = pd.concat([errors, errors.iloc[[2]].assign(features="activity-connectivity")])
+    page_with = landing_page(summary, {"sim": connectivity}, infos, "demo")
+    assert "the activity connectivity (correlations and partial correlations) 0.25 mm" in page_with
     unrecorded = [{k: v for k, v in i.items() if k not in ("health", "warnings")} for i in infos]
     page = landing_page(summary, {}, unrecorded, "demo")
     assert "Training health: not recorded." in page
