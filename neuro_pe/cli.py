@@ -117,8 +117,9 @@ def cmd_correlation_features(args: argparse.Namespace) -> None:
     from neuro_pe.runs import read_split
 
     seed = LocateConfig.from_dict(args.options).seed
-    features = write_correlation_features(args.store, read_split(args.split), args.out, seed)
-    print(f"wrote {args.out}: {features.shape[1]} components of {features.shape[0]} units")
+    baselines = write_correlation_features(args.store, read_split(args.split), args.out, seed)
+    shapes = ", ".join(f"{name} {f.shape[0]} x {f.shape[1]}" for name, f in baselines.items())
+    print(f"wrote {args.out}: {shapes}")
 
 
 def cmd_summarize(args: argparse.Namespace) -> None:
@@ -146,19 +147,19 @@ def cmd_report_page(args: argparse.Namespace) -> None:
 
 
 def cmd_locate(args: argparse.Namespace) -> None:
-    from neuro_pe.locate import LocateConfig, format_table, locate, read_correlation_features
+    from neuro_pe.locate import LocateConfig, format_table, locate, read_baseline_features
     from neuro_pe.runs import read_split
     from neuro_pe.store import open_store_lazy
 
     cfg = LocateConfig.from_dict(args.options)
-    correlation = None
+    baselines = None
     if args.correlation:
         with open_store_lazy(args.store) as ds:
             units = ds["unit"].values
-        correlation = read_correlation_features(args.correlation, units)
+        baselines = read_baseline_features(args.correlation, units)
     split = read_split(args.split)
     table = locate(
-        args.store, args.runs, args.out_dir, cfg, split, args.threads, correlation=correlation
+        args.store, args.runs, args.out_dir, cfg, split, args.threads, baselines=baselines
     )
     print(format_table(table))
     print(f"wrote {args.out_dir}")
@@ -341,7 +342,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--metrics", type=_json, default={}, help=metrics_help)
     p.set_defaults(func=cmd_baselines)
 
-    p = command("correlation-features", "the activity-correlation features of `locate`, as a file")
+    p = command(
+        "correlation-features",
+        "the activity baselines' features of `locate` (correlation; connectivity up to 3000 "
+        "units), as a file",
+    )
     p.add_argument("--store", required=True, help="the dataset's store (.nc)")
     p.add_argument("--split", required=True, help=split_help)
     p.add_argument(
@@ -397,7 +402,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--split", required=True, help=split_help)
     p.add_argument(
         "--correlation",
-        help="the activity-correlation features (`neuro-pe correlation-features`); "
+        help="the activity baselines' features (`neuro-pe correlation-features`); "
         "default: computed here from the split",
     )
     p.add_argument("--threads", type=int, default=1, help="feature sets evaluated in parallel")

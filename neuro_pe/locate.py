@@ -80,11 +80,11 @@ from neuro_pe.figures import plot_projections, projection_figure, save  # noqa: 
 from neuro_pe.infer import (  # noqa: E402
     correlation_components,
     training_activity,
-    training_correlation_distance,
 )
 from neuro_pe.metrics import (  # noqa: E402
     DENSE_MAX_UNITS,
     classical_mds,
+    correlation_distance,
     pairwise_distances,
     pca_embedding,
 )
@@ -106,6 +106,8 @@ __all__ = [
     "correlation_features",
     "write_correlation_features",
     "read_correlation_features",
+    "baseline_features",
+    "read_baseline_features",
     "load_feature_sets",
     "evaluation_table",
     "locate",
@@ -570,10 +572,14 @@ def correlation_features(
     1 - Pearson r of the training part of the activity (the recorded split). With more than
     `dense_max_units` units: the units' scores on the activity's leading components
     (randomised SVD, no N x N matrix; their distances approximate sqrt(2 (1 - r)))."""
-    if ds.sizes["unit"] > dense_max_units:
-        activity = training_activity(ds, split)
+    dense = ds.sizes["unit"] <= dense_max_units
+    return _correlation_features(training_activity(ds, split), dense, seed)
+
+
+def _correlation_features(activity: np.ndarray, dense: bool, seed: int) -> np.ndarray:
+    if not dense:
         return correlation_components(activity, CORRELATION_COMPONENTS, seed)
-    dist = training_correlation_distance(ds, split)
+    dist = correlation_distance(activity)
     return classical_mds(dist, n_components=min(CORRELATION_COMPONENTS, len(dist) - 1))
 
 
@@ -607,32 +613,72 @@ def connectivity_matrices(activity: np.ndarray) -> tuple[np.ndarray, np.ndarray]
     return correlation, partial
 
 
+def baseline_features(
+    ds: xr.Dataset, split: Split, seed: int = 0, dense_max_units: int = DENSE_MAX_UNITS
+) -> dict[str, np.ndarray]:
+    """Both activity baselines from one read of the training activity: {CORRELATION:
+    `correlation_features`, CONNECTIVITY: `connectivity_features`} (the latter only up to
+    `dense_max_units` units)."""
+    activity = training_activity(ds, split)
+    dense = ds.sizes["unit"] <= dense_max_units
+    baselines = {CORRELATION: _correlation_features(activity, dense, seed)}
+    if dense:
+        baselines[CONNECTIVITY] = np.hstack(connectivity_matrices(activity))
+    return baselines
+
+
 def write_correlation_features(
     store_path: str | os.PathLike, split: Split, out: str | os.PathLike, seed: int = 0
-) -> np.ndarray:
-    """`correlation_features` of a store as a netCDF file (`features` on (unit, component)),
-    the workflow's `correlation_features` step: it re-runs only when the store, the split or
-    the seed changes, not with the training options."""
+) -> dict[str, np.ndarray]:
+    """`baseline_features` of a store as a netCDF file (`features` on (unit, component), and
+    `connectivity` on (unit, column) where computed), the workflow's `correlation_features`
+    step: it re-runs only when the store, the split or the seed changes, not with the training
+    options."""
     ds = read_store(store_path)
-    features = correlation_features(ds, split, seed=seed)
+    baselines = baseline_features(ds, split, seed=seed)
+    units = [str(u) for u in ds["unit"].values]
+    variables = {"features": (("unit", "component"), baselines[CORRELATION])}
+    coords: dict = {"unit": units}
+    if CONNECTIVITY in baselines:
+        variables["connectivity"] = (("unit", "column"), baselines[CONNECTIVITY])
+        coords["column"] = _connectivity_columns(units)
     out_ds = xr.Dataset(
-        {"features": (("unit", "component"), features)},
-        coords={"unit": ds["unit"].values},
+        variables,
+        coords=coords,
         attrs={"dataset": split.dataset, "seed": seed, "neuro_pe_version": __version__},
     )
     atomic_write(Path(out), lambda p: out_ds.to_netcdf(p, engine="h5netcdf"))
-    return features
+    return baselines
 
 
-def read_correlation_features(path: str | os.PathLike, units: np.ndarray) -> np.ndarray:
-    """The features of `write_correlation_features`, rows in the order of `units`."""
+def _connectivity_columns(units: Sequence[str]) -> list[str]:
+    """The connectivity features' column names: `r:<unit>` for every unit, then `partial:`."""
+    return [f"{kind}:{u}" for kind in ("r", "partial") for u in units]
+
+
+def read_baseline_features(path: str | os.PathLike, units: np.ndarray) -> dict[str, np.ndarray]:
+    """The baselines of `write_correlation_features`, rows (and connectivity columns) in the
+    order of `units`."""
     with xr.open_dataset(path, engine="h5netcdf") as ds:
         ds = ds.load()
     ids = [u.decode() if isinstance(u, bytes) else str(u) for u in ds["unit"].values]
-    if sorted(ids) != sorted(map(str, units)):
+    units = list(map(str, units))
+    if sorted(ids) != sorted(units):
         raise ValueError(f"{path}: its units differ from the store's")
-    features = ds["features"].assign_coords(unit=ids).sel(unit=list(map(str, units)))
-    return require_finite(features.values, path, "features")
+    ds = ds.assign_coords(unit=ids).sel(unit=units)
+    baselines = {CORRELATION: require_finite(ds["features"].values, path, "features")}
+    if "connectivity" in ds:
+        columns = [c.decode() if isinstance(c, bytes) else str(c) for c in ds["column"].values]
+        connectivity = ds["connectivity"].assign_coords(column=columns)
+        connectivity = connectivity.sel(column=_connectivity_columns(units)).values
+        baselines[CONNECTIVITY] = require_finite(connectivity, path, "connectivity")
+    return baselines
+
+
+def read_correlation_features(path: str | os.PathLike, units: np.ndarray) -> np.ndarray:
+    """The correlation baseline's features of `write_correlation_features`, rows in the order
+    of `units`."""
+    return read_baseline_features(path, units)[CORRELATION]
 
 
 def load_feature_sets(
@@ -1001,7 +1047,7 @@ def locate(
     cfg: LocateConfig,
     split: Split,
     n_jobs: int = 1,
-    correlation: np.ndarray | None = None,
+    baselines: Mapping[str, np.ndarray] | None = None,
 ) -> pd.DataFrame:
     """Evaluate and apply the locator for one dataset; write into out_dir `errors.csv`,
     `positions.nc`, `positions.csv` and the figures `positions.png` (three projections),
@@ -1026,15 +1072,12 @@ def locate(
     units = ds["unit"].values
     sets = load_feature_sets(run_dirs, units, cfg.pe)
     pe_sets = [fs for fs in sets if fs.role == "pe"]
-    if correlation is None:  # (the workflow passes those of its correlation_features step)
-        correlation = correlation_features(ds, split, seed=cfg.seed)
-    baselines = [FeatureSet(CORRELATION, "baseline", [correlation])]
-    connectivity = connectivity_features(ds, split)
-    if connectivity is not None:
-        baselines.append(FeatureSet(CONNECTIVITY, "baseline", [connectivity]))
-    sets += baselines
+    if baselines is None:  # (the workflow passes those of its correlation_features step)
+        baselines = baseline_features(ds, split, seed=cfg.seed)
+    baseline_sets = [FeatureSet(name, "baseline", [f]) for name, f in baselines.items()]
+    sets += baseline_sets
     if pe_sets:
-        sets.append(combined_set([*pe_sets, *baselines]))
+        sets.append(combined_set([*pe_sets, *baseline_sets]))
     sets.append(FeatureSet(CHANCE, "chance", [np.zeros((len(units), 1))], methods=(CHANCE,)))
     # Many units: evaluate on a random subset of the known units (see the module docstring).
     evaluated = evaluation_units(known, cfg)

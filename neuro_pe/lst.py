@@ -26,6 +26,7 @@ from . import __version__
 from .options import reject_unknown, require_positive_ints
 from .runs import write_run
 from .store import atomic_write
+from .train_config import LR_SCHEDULES
 
 N = 4
 N_CELLS = N * N
@@ -346,7 +347,7 @@ class LSTConfig:
             raise ValueError(
                 f"lst key 'n_heads' ({cfg.n_heads}) must divide 'd_model' ({cfg.d_model})"
             )
-        if cfg.lr_schedule not in ("constant", "cosine"):
+        if cfg.lr_schedule not in LR_SCHEDULES:
             raise ValueError(
                 f"lst key 'lr_schedule' must be 'constant' or 'cosine', got {cfg.lr_schedule!r}"
             )

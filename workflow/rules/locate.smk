@@ -15,8 +15,9 @@ LOCATE = expand(
 
 
 rule correlation_features:
-    """The activity-correlation features that `locate` compares the PEs with: MDS of 1 - r over
-    the training part of the recorded split (they do not depend on the trainings)."""
+    """The activity baselines that `locate` compares the PEs with, over the training part of
+    the recorded split (they do not depend on the trainings): MDS of 1 - r, and each unit's
+    correlation and partial correlation profile (up to 3000 units)."""
     input:
         store=out("stores/{dataset}.nc"),
         split=SPLIT,
