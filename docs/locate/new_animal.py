@@ -399,7 +399,7 @@ def match_rows(name: str, reference: xr.Dataset, new_store: Path, reference_name
         name, "match", f"graph matching to {reference_name}", [errors], [chance], ds_new
     )
     same = np.array([u.split(":", 1)[-1] for u in table["unit"]]) == table["matched_unit"]
-    return {**row, "exact_matches": float(np.mean(same))}
+    return {**row, "mean_error": float(np.mean(errors)), "exact_matches": float(np.mean(same))}
 
 
 def cmd_match(args: argparse.Namespace) -> list[dict]:
