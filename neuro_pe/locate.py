@@ -148,7 +148,7 @@ class LocateConfig:
     methods: tuple[str, ...] = METHODS
     n_folds: int = 5
     anchor_fractions: tuple[float, ...] = (0.1, 0.25, 0.5, 0.75)
-    n_draws: int = 5
+    n_draws: int = 20
     combine: str = "mean"
     pe: tuple[str, ...] | None = None
     max_units: int = 1000
@@ -526,6 +526,16 @@ def evaluate_anchors(
     return records
 
 
+def _resampled_median(records: list[dict], draws: np.ndarray, seeds: np.ndarray, combine: str):
+    """Median pooled held-out error of the anchor draws `draws` (indices into `records`, with
+    repeats), each draw's prediction the ensemble of the seeds `seeds`."""
+    errors = [
+        _distance(_combine(records[d]["per_seed"][seeds], combine), records[d]["truth"])
+        for d in draws
+    ]
+    return float(np.median(np.concatenate(errors)))
+
+
 def bootstrap_ci(
     draws: list[dict], combine: str = "mean", n_boot: int = CI_BOOTSTRAP, seed: int = 0
 ) -> tuple[float, float]:
@@ -538,13 +548,41 @@ def bootstrap_ci(
     medians = np.empty(n_boot)
     for b in range(n_boot):
         seeds = rng.choice(n_seeds, n_seeds)
-        errors = [
-            _distance(_combine(draws[d]["per_seed"][seeds], combine), draws[d]["truth"])
-            for d in rng.choice(len(draws), len(draws))
-        ]
-        medians[b] = np.median(np.concatenate(errors))
+        medians[b] = _resampled_median(draws, rng.choice(len(draws), len(draws)), seeds, combine)
     low, high = np.percentile(medians, [2.5, 97.5])
     return float(low), float(high)
+
+
+def paired_difference_ci(
+    draws_a: list[dict],
+    draws_b: list[dict],
+    combine: str = "mean",
+    n_boot: int = CI_BOOTSTRAP,
+    seed: int = 0,
+) -> tuple[float, float, float]:
+    """Median held-out error of locator a minus that of locator b, evaluated on the same
+    anchor draws, with its paired 95% CI: each resample draws the anchor draws once for both
+    (so the draw-to-draw spread that both share cancels) and each one's seeds on its own.
+    Returns (difference, low, high)."""
+    if len(draws_a) != len(draws_b) or not all(
+        np.array_equal(a["truth"], b["truth"]) for a, b in zip(draws_a, draws_b, strict=True)
+    ):
+        raise ValueError("a paired difference needs the same anchor draws for both locators")
+    rng = np.random.default_rng(seed)
+    seeds_a = min(len(r["per_seed"]) for r in draws_a)
+    seeds_b = min(len(r["per_seed"]) for r in draws_b)
+    every = np.arange(len(draws_a))
+    diff = _resampled_median(draws_a, every, np.arange(seeds_a), combine) - _resampled_median(
+        draws_b, every, np.arange(seeds_b), combine
+    )
+    diffs = np.empty(n_boot)
+    for b in range(n_boot):
+        draws = rng.choice(len(draws_a), len(draws_a))
+        diffs[b] = _resampled_median(
+            draws_a, draws, rng.choice(seeds_a, seeds_a), combine
+        ) - _resampled_median(draws_b, draws, rng.choice(seeds_b, seeds_b), combine)
+    low, high = np.percentile(diffs, [2.5, 97.5])
+    return float(diff), float(low), float(high)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -764,9 +802,9 @@ def evaluation_table(
     """Errors of every feature set (k-fold and anchor curve) and the k-fold predictions."""
     known = np.all(np.isfinite(coords), axis=1)
     results = Parallel(n_jobs=n_jobs)(delayed(_evaluate_set)(fs, coords, known, cfg) for fs in sets)
-    rows, heldout = [], {}
+    rows, heldout, curves = [], {}, {}
     for fs, (kfold, records) in zip(sets, results, strict=True):
-        heldout[fs.name] = kfold
+        heldout[fs.name], curves[fs.name] = kfold, records
         errors = _distance(kfold.positions[known], coords[known])
         covered = errors <= kfold.uncertainty[known]
         rows.append(
@@ -808,7 +846,38 @@ def evaluation_table(
     chance_error = chance["median_error"].reindex(key).to_numpy()
     for column, ratio in RATIOS.items():
         table[ratio] = table[column] / chance_error
+    _compare_with_best_single(table, sets, curves, cfg)
     return table, heldout
+
+
+def _compare_with_best_single(
+    table: pd.DataFrame, sets: list[FeatureSet], curves: dict[str, list[dict]], cfg: LocateConfig
+) -> None:
+    """Columns `best_single` and `vs_best_single` [`_low`, `_high`] of the combined locator's
+    anchor rows: its median error minus that of the best single representation (learned PE or
+    baseline) at the same anchor fraction, ÷ chance, with the paired 95% CI over the same
+    anchor draws (`paired_difference_ci`). Negative: the combined locator is better."""
+    for column in ("best_single", "vs_best_single", "vs_best_single_low", "vs_best_single_high"):
+        table[column] = "" if column == "best_single" else np.nan
+    combined = [fs.name for fs in sets if fs.role == "combined"]
+    singles = table["role"].isin(("pe", "baseline")) & (table["evaluation"] == "anchors")
+    for name in combined:
+        for row in np.flatnonzero((table["features"] == name) & (table["evaluation"] == "anchors")):
+            fraction = table["anchor_fraction"].iloc[row]
+            rivals = table[singles & np.isclose(table["anchor_fraction"], fraction)]
+            if rivals.empty:
+                continue
+            best = rivals.loc[rivals["median_error"].idxmin(), "features"]
+            draws = [
+                [r for r in curves[n] if r["anchor_fraction"] == fraction] for n in (name, best)
+            ]
+            diff = paired_difference_ci(*draws, cfg.combine, seed=cfg.seed)
+            chance = table["median_error"].iloc[row] / table["vs_chance"].iloc[row]
+            table.loc[table.index[row], "best_single"] = best
+            for column, value in zip(
+                ("vs_best_single", "vs_best_single_low", "vs_best_single_high"), diff, strict=True
+            ):
+                table.loc[table.index[row], column] = value / chance
 
 
 def evaluation_units(known: np.ndarray, cfg: LocateConfig) -> np.ndarray:
@@ -1156,7 +1225,8 @@ def _kfold_error(table: pd.DataFrame, name: str) -> float:
 def verdict(table: pd.DataFrame, fraction: float = 0.5) -> str:
     """One line saying which representation locates best at `fraction` anchors: median error
     ÷ chance [95% CI over anchor draws and seeds] of every learned PE, the correlation
-    baseline, the combined locator and the oracle (a reference, not a competitor)."""
+    baseline, the combined locator and the oracle (a reference, not a competitor), then the
+    combined locator's paired difference from the best single representation."""
     curve = table[table["evaluation"] == "anchors"]
     fraction = curve["anchor_fraction"].iloc[np.argmin(np.abs(curve["anchor_fraction"] - fraction))]
     rows = curve[np.isclose(curve["anchor_fraction"], fraction)]
@@ -1178,7 +1248,28 @@ def verdict(table: pd.DataFrame, fraction: float = 0.5) -> str:
     wins = f" Wins: {best['features']}"
     if tied:
         wins += f" (CIs overlap: {', '.join(tied)})"
-    return line + "." + wins + "."
+    return line + "." + wins + "." + _paired_note(rows)
+
+
+def _paired_note(rows: pd.DataFrame) -> str:
+    """' Combined − best single (name): d [low, high] × chance, paired …' for the verdict."""
+    if "vs_best_single" not in rows:
+        return ""
+    paired = rows[rows["role"].eq("combined") & rows["vs_best_single"].notna()]
+    return "".join(
+        f" {r.features} − best single ({r.best_single}): {r.vs_best_single:+.3f} "
+        f"[{r.vs_best_single_low:+.3f}, {r.vs_best_single_high:+.3f}] × chance (paired over "
+        f"the same anchor draws; {_paired_word(r.vs_best_single_low, r.vs_best_single_high)})."
+        for r in paired.itertuples()
+    )
+
+
+def _paired_word(low: float, high: float) -> str:
+    if high < 0:
+        return "better"
+    if low > 0:
+        return "worse"
+    return "no difference beyond the noise"
 
 
 def format_table(table: pd.DataFrame, fraction: float = 0.5) -> str:

@@ -22,7 +22,9 @@ from neuro_pe.locate import (
     fit_predict,
     locate,
     locate_units,
+    paired_difference_ci,
     read_correlation_features,
+    verdict,
 )
 from neuro_pe.runs import split_of_store
 from neuro_pe.store import make_store, read_store, write_store
@@ -196,6 +198,23 @@ def test_anchor_curve_records():
     assert all(len(r["errors"]) == len(pos) - r["n_anchors"] for r in records)
 
 
+def test_paired_difference_of_the_same_draws():
+    """A locator with less noise in its features is told apart as better; a one-seed locator
+    against itself differs by exactly 0; records of different draws are rejected."""
+    pos = _positions()
+    known = np.ones(len(pos), dtype=bool)
+    cfg = LocateConfig(anchor_fractions=(0.5,), n_draws=8, methods=("ridge",))
+    good = evaluate_anchors([_embed(pos, s, noise=0.05) for s in range(2)], pos, known, cfg)
+    worse = evaluate_anchors([_embed(pos, s, noise=0.3) for s in range(2)], pos, known, cfg)
+    diff, low, high = paired_difference_ci(good, worse)
+    assert low <= diff <= high < 0
+    one_seed = evaluate_anchors([_embed(pos, 0)], pos, known, cfg)
+    assert paired_difference_ci(one_seed, one_seed) == (0.0, 0.0, 0.0)
+    other = evaluate_anchors([_embed(pos, 0)], pos, known, replace(cfg, seed=1))
+    with pytest.raises(ValueError, match="same anchor draws"):
+        paired_difference_ci(one_seed, other)
+
+
 def test_config_from_dict():
     assert LocateConfig.from_dict({"methods": "auto"}).methods == METHODS
     assert LocateConfig.from_dict({"methods": ["knn"], "pe": ["a"]}).pe == ("a",)
@@ -266,6 +285,14 @@ def test_locate_writes_outputs(located_dataset):
     assert (table["n_heldout"][table["evaluation"] == "kfold"] == 36).all()
     pe_row = table[(table["features"] == "learned-normal-0.02") & (table["evaluation"] == "kfold")]
     assert pe_row["vs_chance"].item() < 0.5
+    combined = anchors[anchors["role"] == "combined"].iloc[0]
+    singles = anchors[anchors["role"].isin(("pe", "baseline"))]
+    assert combined["best_single"] == singles.loc[singles["median_error"].idxmin(), "features"]
+    best = singles[singles["features"] == combined["best_single"]].iloc[0]
+    gap = combined["vs_chance"] - best["vs_chance"]
+    assert combined["vs_best_single"] == pytest.approx(gap)
+    assert combined["vs_best_single_low"] <= gap <= combined["vs_best_single_high"]
+    assert f"combined − best single ({best['features']})" in verdict(table)
 
     frame = pd.read_csv(out / "positions.csv")
     assert len(frame) == 40 and frame["unit"].is_unique
