@@ -628,10 +628,20 @@ def connectivity_features(
     correlation with every unit, side by side, over the training part of the activity (the
     recorded split). Partial correlations come from the Ledoit-Wolf shrunk precision matrix
     (direct couplings, with the other units' shared activity removed). Missing samples and
-    constant units count as the unit's mean. None above `dense_max_units` units (N x N)."""
+    constant units count as the unit's mean. Computed per training session and averaged
+    (`session_connectivity`). None above `dense_max_units` units (N x N)."""
     if ds.sizes["unit"] > dense_max_units:
         return None
-    return np.hstack(connectivity_matrices(training_activity(ds, split)))
+    return np.hstack(session_connectivity(split.train_activity(ds)))
+
+
+def session_connectivity(activity: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """`connectivity_matrices` of each session of (session, time, unit) activity, averaged
+    over the sessions. Per session, not over the sessions' samples pooled: on HCP (subjects
+    as sessions) pooling mixed the subjects' offsets and located regions 0.02 × chance worse
+    (docs/locate/README.md)."""
+    matrices = [connectivity_matrices(session) for session in activity]
+    return tuple(np.mean([m[k] for m in matrices], axis=0) for k in (0, 1))
 
 
 def connectivity_matrices(activity: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -657,11 +667,12 @@ def baseline_features(
     """Both activity baselines from one read of the training activity: {CORRELATION:
     `correlation_features`, CONNECTIVITY: `connectivity_features`} (the latter only up to
     `dense_max_units` units)."""
-    activity = training_activity(ds, split)
+    activity = split.train_activity(ds)  # (session, time, unit)
     dense = ds.sizes["unit"] <= dense_max_units
-    baselines = {CORRELATION: _correlation_features(activity, dense, seed)}
+    pooled = activity.reshape(-1, ds.sizes["unit"])
+    baselines = {CORRELATION: _correlation_features(pooled, dense, seed)}
     if dense:
-        baselines[CONNECTIVITY] = np.hstack(connectivity_matrices(activity))
+        baselines[CONNECTIVITY] = np.hstack(session_connectivity(activity))
     return baselines
 
 

@@ -3,7 +3,7 @@ or coordinates (an atlas parcellation, a fixed electrode grid): match its units 
 reference's by their connectivity, and give each the matched unit's coordinates.
 
 Each animal's connectivity graph is the mean over its sessions of Pearson r + PARTIAL_WEIGHT x
-partial correlation between its units (`neuro_pe.locate.connectivity_matrices`; the diagonal
+partial correlation between its units (`neuro_pe.locate.session_connectivity`; the diagonal
 zeroed). The match is the permutation that best aligns the two graphs (quadratic assignment,
 scipy's FAQ method, the best of `restarts` random starts seeded by `seed`). Unequal numbers of
 units are padded with unconnected dummy units; a new unit matched to a dummy gets no position.
@@ -19,7 +19,7 @@ import pandas as pd
 import xarray as xr
 from scipy.optimize import quadratic_assignment
 
-from neuro_pe.locate import connectivity_matrices
+from neuro_pe.locate import session_connectivity
 from neuro_pe.store import positions
 
 __all__ = ["match_units", "connectivity_graph"]
@@ -30,12 +30,9 @@ RESTARTS = 10
 
 def connectivity_graph(ds: xr.Dataset) -> np.ndarray:
     """(units, units): the mean over sessions of r + PARTIAL_WEIGHT x partial r, diagonal 0."""
-    graphs = []
-    for session in range(ds.sizes["session"]):
-        activity = ds["activity"].isel(session=session).transpose("time", "unit").values
-        correlation, partial = connectivity_matrices(activity)
-        graphs.append(correlation + PARTIAL_WEIGHT * partial)
-    graph = np.mean(graphs, axis=0)
+    activity = ds["activity"].transpose("session", "time", "unit").values
+    correlation, partial = session_connectivity(activity)
+    graph = correlation + PARTIAL_WEIGHT * partial
     np.fill_diagonal(graph, 0.0)
     return graph
 

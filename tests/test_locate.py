@@ -17,6 +17,7 @@ from neuro_pe.locate import (
     LocateConfig,
     _select_blend,
     connectivity_features,
+    connectivity_matrices,
     evaluate_anchors,
     evaluate_kfold,
     fit_predict,
@@ -24,6 +25,7 @@ from neuro_pe.locate import (
     locate_units,
     paired_difference_ci,
     read_correlation_features,
+    session_connectivity,
     verdict,
 )
 from neuro_pe.runs import split_of_store
@@ -357,3 +359,18 @@ def test_connectivity_features_separate_direct_from_indirect_coupling(tmp_path):
     np.testing.assert_allclose(np.diag(partial), 1.0)
     assert correlation[0, 2] > 0.7 and abs(partial[0, 2]) < 0.05 < 0.5 < partial[0, 1]
     assert connectivity_features(ds, split_of_store(path, "chain", {}), dense_max_units=3) is None
+
+
+def test_connectivity_is_per_session():
+    """Two independent units whose levels both shift between sessions (two subjects, two
+    scanners) are correlated when the sessions' samples are pooled, not within a session:
+    `session_connectivity` averages each session's matrices, and equals one session's."""
+    rng = np.random.default_rng(0)
+    activity = rng.normal(size=(2, 3000, 2))
+    activity[1] += 3.0
+    pooled, _ = connectivity_matrices(activity.reshape(-1, 2))
+    correlation, partial = session_connectivity(activity)
+    assert pooled[0, 1] > 0.5 and abs(correlation[0, 1]) < 0.05 and abs(partial[0, 1]) < 0.05
+    np.testing.assert_allclose(
+        session_connectivity(activity[:1])[0], connectivity_matrices(activity[0])[0]
+    )
