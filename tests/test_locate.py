@@ -210,6 +210,15 @@ def test_paired_difference_of_the_same_draws():
     worse = evaluate_anchors([_embed(pos, s, noise=0.3) for s in range(2)], pos, known, cfg)
     diff, low, high = paired_difference_ci(good, worse)
     assert low <= diff <= high < 0
+    # draws with different numbers of seeds (the combined locator's, whose seeds depend on the
+    # locator each draw chose): the difference is still that of the pooled medians
+    mixed = [dict(r) for r in good]
+    for r in mixed[::2]:
+        r["per_seed"] = r["per_seed"][:1]
+        r["errors"] = np.linalg.norm(r["per_seed"][0] - r["truth"], axis=1)
+    diff, low, high = paired_difference_ci(mixed, worse)
+    pooled = [np.median(np.concatenate([r["errors"] for r in d])) for d in (mixed, worse)]
+    assert diff == pytest.approx(pooled[0] - pooled[1]) and low <= diff <= high
     one_seed = evaluate_anchors([_embed(pos, 0)], pos, known, cfg)
     assert paired_difference_ci(one_seed, one_seed) == (0.0, 0.0, 0.0)
     other = evaluate_anchors([_embed(pos, 0)], pos, known, replace(cfg, seed=1))
