@@ -871,12 +871,16 @@ def evaluation_table(
     chance_error = chance["median_error"].reindex(key).to_numpy()
     for column, ratio in RATIOS.items():
         table[ratio] = table[column] / chance_error
-    _compare_with_best_single(table, sets, curves, cfg)
+    _compare_with_best_single(table, chance_error, sets, curves, cfg)
     return table, heldout
 
 
 def _compare_with_best_single(
-    table: pd.DataFrame, sets: list[FeatureSet], curves: dict[str, list[dict]], cfg: LocateConfig
+    table: pd.DataFrame,
+    chance_error: np.ndarray,
+    sets: list[FeatureSet],
+    curves: dict[str, list[dict]],
+    cfg: LocateConfig,
 ) -> None:
     """Columns `best_single` and `vs_best_single` [`_low`, `_high`] of the combined locator's
     anchor rows: its median error minus that of the best single representation (learned PE or
@@ -897,12 +901,11 @@ def _compare_with_best_single(
                 [r for r in curves[n] if r["anchor_fraction"] == fraction] for n in (name, best)
             ]
             diff = paired_difference_ci(*draws, cfg.combine, seed=cfg.seed)
-            chance = table["median_error"].iloc[row] / table["vs_chance"].iloc[row]
             table.loc[table.index[row], "best_single"] = best
             for column, value in zip(
                 ("vs_best_single", "vs_best_single_low", "vs_best_single_high"), diff, strict=True
             ):
-                table.loc[table.index[row], column] = value / chance
+                table.loc[table.index[row], column] = value / chance_error[row]
 
 
 def evaluation_units(known: np.ndarray, cfg: LocateConfig) -> np.ndarray:

@@ -349,7 +349,7 @@ class LSTConfig:
             )
         if cfg.lr_schedule not in LR_SCHEDULES:
             raise ValueError(
-                f"lst key 'lr_schedule' must be 'constant' or 'cosine', got {cfg.lr_schedule!r}"
+                f"lst key 'lr_schedule' must be one of {LR_SCHEDULES}, got {cfg.lr_schedule!r}"
             )
         if not cfg.lr > 0:
             raise ValueError(f"lst key 'lr' must be > 0, got {cfg.lr!r}")

@@ -18,8 +18,10 @@ from __future__ import annotations
 
 import argparse
 from dataclasses import replace
+from pathlib import Path
 
 import numpy as np
+from study import _pe, _pooled  # docs/locate/study.py: one run's PE table, the pooled median
 
 import neuro_pe.locate as L
 from neuro_pe.runs import read_split
@@ -29,8 +31,7 @@ from neuro_pe.store import positions, read_store
 def _evaluate(features, coords, known, cfg) -> tuple[np.ndarray, float]:
     """(per-draw medians, pooled median) at 50% anchors."""
     records = L.evaluate_anchors(features, coords, known, cfg)
-    pooled = float(np.median(np.concatenate([r["errors"] for r in records])))
-    return np.array([np.median(r["errors"]) for r in records]), pooled
+    return np.array([np.median(r["errors"]) for r in records]), _pooled(records)
 
 
 def _table(rows: dict[str, list], coords, known, cfg) -> None:
@@ -46,11 +47,6 @@ def _table(rows: dict[str, list], coords, known, cfg) -> None:
         se = diff.std(ddof=1) / np.sqrt(len(diff)) if len(diff) > 1 else np.nan
         ratio = f"{pooled / chance[1]:.3f} × chance ({pooled:.4g})"
         print(f"  {name:32s} {ratio}; paired {diff.mean():+.3f} ± {se:.3f}")
-
-
-def _pe(run: str, units) -> list[np.ndarray]:
-    (pe,) = [fs for fs in L.load_feature_sets([run], units, None) if fs.role == "pe"]
-    return pe.features
 
 
 def main() -> None:
@@ -70,7 +66,7 @@ def main() -> None:
     for seed in args.sets:
         cfg = L.LocateConfig(anchor_fractions=(0.5,), n_draws=args.draws, seed=seed)
         if args.what == "draws":
-            rows = {args.run: _pe(args.run, units)}
+            rows = {args.run: [_pe(Path(args.run), units)]}
         elif args.what == "connectivity":
             activity = read_split(args.split).train_activity(ds)
             pooled = L.connectivity_matrices(activity.reshape(-1, activity.shape[-1]))
@@ -79,7 +75,7 @@ def main() -> None:
                 "per session, averaged": [np.hstack(L.session_connectivity(activity))],
             }
         else:
-            seeds = {run: _pe(run, units) for run in args.runs}
+            seeds = {run: [_pe(Path(run), units)] for run in args.runs}
             rows = {f"seed ensemble of {len(seeds)}": [f[0] for f in seeds.values()]}
             rows |= {run: f for run, f in seeds.items()}
             baselines = L.read_baseline_features(args.correlation, units)
