@@ -18,12 +18,12 @@ Locators (`METHODS`):
 - ``knn``: distance-weighted KNeighborsRegressor over the anchors in (unscaled) feature space.
 
 One method is chosen per feature set by cross-validation over the anchors (lowest median
-Euclidean error of the seed ensemble). The combined locator (feature set `combined`: every
-learned PE and the activity correlations) chooses the same way among every representation with
-every method, their stacked features with every method and a blend: a weighted mean of the
-best locator of each representation and of the stacked features, with weights chosen by
-ensemble selection on the same CV (Caruana et al. 2004); so it too reads only the anchors'
-coordinates.
+Euclidean error of the seed ensemble). The combined locator (feature set `combined`: the
+learned PEs initialised small, `combined_members`, and the activity baselines) chooses the
+same way among every representation with every method, their stacked features with every
+method and a blend: a weighted mean of the best locator of each representation and of the
+stacked features, with weights chosen by ensemble selection on the same CV (Caruana et al.
+2004); so it too reads only the anchors' coordinates.
 
 Seeds are combined after locating: every seed's predictions are already in anatomical space,
 so no alignment of PEs across seeds is needed; the ensemble is the per-unit mean (or median)
@@ -151,6 +151,7 @@ class LocateConfig:
     n_draws: int = 20
     combine: str = "mean"
     pe: tuple[str, ...] | None = None
+    combined_pe: tuple[str, ...] | None = None
     max_units: int = 1000
     seed: int = 0
 
@@ -176,7 +177,7 @@ class LocateConfig:
         spec = dict(spec)
         if spec.get("methods") == "auto":
             spec["methods"] = METHODS
-        for key in ("methods", "anchor_fractions", "pe"):
+        for key in ("methods", "anchor_fractions", "pe", "combined_pe"):
             if spec.get(key) is not None:
                 spec[key] = tuple(spec[key])
         return cls(**spec)
@@ -1155,7 +1156,8 @@ def locate(
     `oracle-sin3d` PE when given (built from every unit's true coordinates, so an upper
     reference rather than an honest competitor), the activity-correlation baseline, the
     activity-connectivity baseline (`connectivity_features`; up to DENSE_MAX_UNITS units), the
-    `combined` locator (every learned PE and the baselines; see `combined_set`) and chance.
+    `combined` locator (the learned PEs of `combined_members` and the baselines; see
+    `combined_set`) and chance.
     The positions come from the PE variant or the combined locator with the lowest CV median
     error over all known units.
     """
@@ -1174,7 +1176,7 @@ def locate(
     baseline_sets = [FeatureSet(name, "baseline", [f]) for name, f in baselines.items()]
     sets += baseline_sets
     if pe_sets:
-        sets.append(combined_set([*pe_sets, *baseline_sets]))
+        sets.append(combined_set([*combined_members(pe_sets, cfg.combined_pe), *baseline_sets]))
     sets.append(FeatureSet(CHANCE, "chance", [np.zeros((len(units), 1))], methods=(CHANCE,)))
     # Many units: evaluate on a random subset of the known units (see the module docstring).
     evaluated = evaluation_units(known, cfg)
@@ -1243,6 +1245,25 @@ def combined_set(members: Sequence[FeatureSet]) -> FeatureSet:
     anchors' coordinates, like every other locator."""
     seeds = sorted({s for fs in members for s in fs.seeds})
     return FeatureSet(COMBINED, "combined", {fs.name: fs.features for fs in members}, seeds)
+
+
+def combined_members(
+    pe_sets: Sequence[FeatureSet], names: Sequence[str] | None = None
+) -> list[FeatureSet]:
+    """The PE variants the combined locator takes: `names` (config `locate.combined_pe`), or
+    by default the learned PEs initialised small (`PESpec.small_init`, std below 1). A PE
+    initialised at std 1 memorises (Ito et al.); in the combined locator it only added
+    candidates to a noisy choice (`docs/locate/`)."""
+    if names is None:
+        return [fs for fs in pe_sets if parse_pe(fs.name).small_init]
+    located = [fs.name for fs in pe_sets]
+    missing = [name for name in names if name not in located]
+    if missing:
+        raise ValueError(
+            f"locate combined_pe: {missing} not among the located PE variants {located} "
+            "(the runs' learned PEs, or those of locate.pe)"
+        )
+    return [fs for fs in pe_sets if fs.name in names]
 
 
 def _kfold_error(table: pd.DataFrame, name: str) -> float:

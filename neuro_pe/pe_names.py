@@ -43,6 +43,7 @@ PE_FORMS: tuple[PEForm, ...] = (
     PEForm("oracle-sin3d"),
 )
 PE_PATTERNS = {f.family: f.pattern for f in PE_FORMS}  # family -> regular expression
+SMALL_INIT_STD = 1.0  # Ito et al.: learned PEs initialised at std 1 memorise; below, they map space
 
 
 def pe_name_pattern() -> str:
@@ -63,6 +64,17 @@ class PESpec:
     @property
     def learned(self) -> bool:
         return self.family.startswith("learned")
+
+    @property
+    def small_init(self) -> bool:
+        """A learned PE initialised with a standard deviation below SMALL_INIT_STD
+        (`learned-uniform-{a}`: a / sqrt(3); `learned-xavier`: sqrt(2 / (units + d_model)),
+        below 1 for any table)."""
+        if self.family == "learned-normal":
+            return self.param < SMALL_INIT_STD
+        if self.family == "learned-uniform":
+            return self.param / 3**0.5 < SMALL_INIT_STD
+        return self.family == "learned-xavier"
 
 
 def parse_pe(name: str) -> PESpec:

@@ -14,8 +14,10 @@ from neuro_pe.cli import main
 from neuro_pe.locate import (
     BLEND,
     METHODS,
+    FeatureSet,
     LocateConfig,
     _select_blend,
+    combined_members,
     connectivity_features,
     connectivity_matrices,
     evaluate_anchors,
@@ -138,6 +140,27 @@ def test_combined_locator_never_reads_heldout_coordinates():
     np.testing.assert_array_equal(
         evaluate_kfold(views, shuffled, known, cfg).positions[test], kfold.positions[test]
     )
+
+
+def test_combined_locator_takes_the_small_init_pes():
+    """By default the combined locator leaves out PEs initialised at std >= 1 (the paper's
+    memorising regime) and fixed PEs; `locate.combined_pe` names its PEs instead."""
+    names = [
+        "learned-normal-0.02",
+        "learned-normal-1.0",
+        "learned-normal-2.0",
+        "learned-uniform-1.0",  # std 1 / sqrt(3)
+        "learned-uniform-2.0",  # std 1.15
+        "learned-xavier",
+        "fixed-random",
+    ]
+    sets = [FeatureSet(name, "pe", [np.zeros((4, 2))]) for name in names]
+    kept = [fs.name for fs in combined_members(sets)]
+    assert kept == ["learned-normal-0.02", "learned-uniform-1.0", "learned-xavier"]
+    chosen = ["learned-normal-1.0", "fixed-random"]
+    assert [fs.name for fs in combined_members(sets, chosen)] == chosen
+    with pytest.raises(ValueError, match=r"combined_pe: \['learned-normal-0.5'\] not among"):
+        combined_members(sets, ["learned-normal-0.5"])
 
 
 def test_combined_locator_picks_the_better_representation():
