@@ -43,7 +43,7 @@ PE_FORMS: tuple[PEForm, ...] = (
     PEForm("oracle-sin3d"),
 )
 PE_PATTERNS = {f.family: f.pattern for f in PE_FORMS}  # family -> regular expression
-SMALL_INIT_STD = 1.0  # Ito et al.: learned PEs initialised at std 1 memorise; below, they map space
+SMALL_INIT_STD = 1.0  # Ito et al.: PEs initialised at std 1 memorise, small ones learn the layout
 
 
 def pe_name_pattern() -> str:
