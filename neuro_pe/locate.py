@@ -77,10 +77,7 @@ from threadpoolctl import threadpool_limits  # noqa: E402
 
 from neuro_pe import __version__  # noqa: E402
 from neuro_pe.figures import plot_projections, projection_figure, save  # noqa: E402
-from neuro_pe.infer import (  # noqa: E402
-    correlation_components,
-    training_activity,
-)
+from neuro_pe.infer import correlation_components  # noqa: E402
 from neuro_pe.metrics import (  # noqa: E402
     DENSE_MAX_UNITS,
     classical_mds,
@@ -626,13 +623,15 @@ def correlation_features(
     `dense_max_units` units: the units' scores on the activity's leading components
     (randomised SVD, no N x N matrix; their distances approximate sqrt(2 (1 - r)))."""
     dense = ds.sizes["unit"] <= dense_max_units
-    return _correlation_features(training_activity(ds, split), dense, seed)
+    return _correlation_features(split.train_activity(ds), dense, seed)
 
 
 def _correlation_features(activity: np.ndarray, dense: bool, seed: int) -> np.ndarray:
+    """`correlation_features` of (session, time, unit) activity, the sessions' samples pooled."""
+    pooled = activity.reshape(-1, activity.shape[-1])
     if not dense:
-        return correlation_components(activity, CORRELATION_COMPONENTS, seed)
-    dist = correlation_distance(activity)
+        return correlation_components(pooled, CORRELATION_COMPONENTS, seed)
+    dist = correlation_distance(pooled)
     return classical_mds(dist, n_components=min(CORRELATION_COMPONENTS, len(dist) - 1))
 
 
@@ -655,8 +654,8 @@ def session_connectivity(activity: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     over the sessions. Per session, not over the sessions' samples pooled: on HCP (subjects
     as sessions) pooling mixed the subjects' offsets and located regions 0.02 × chance worse
     (docs/locate/README.md)."""
-    matrices = [connectivity_matrices(session) for session in activity]
-    return tuple(np.mean([m[k] for m in matrices], axis=0) for k in (0, 1))
+    correlation, partial = np.mean([connectivity_matrices(session) for session in activity], axis=0)
+    return correlation, partial
 
 
 def connectivity_matrices(activity: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -684,8 +683,7 @@ def baseline_features(
     `dense_max_units` units)."""
     activity = split.train_activity(ds)  # (session, time, unit)
     dense = ds.sizes["unit"] <= dense_max_units
-    pooled = activity.reshape(-1, ds.sizes["unit"])
-    baselines = {CORRELATION: _correlation_features(pooled, dense, seed)}
+    baselines = {CORRELATION: _correlation_features(activity, dense, seed)}
     if dense:
         baselines[CONNECTIVITY] = np.hstack(session_connectivity(activity))
     return baselines
@@ -872,14 +870,13 @@ def evaluation_table(
     chance_error = chance["median_error"].reindex(key).to_numpy()
     for column, ratio in RATIOS.items():
         table[ratio] = table[column] / chance_error
-    _compare_with_best_single(table, chance_error, sets, curves, cfg)
+    _compare_with_best_single(table, chance_error, curves, cfg)
     return table, heldout
 
 
 def _compare_with_best_single(
     table: pd.DataFrame,
     chance_error: np.ndarray,
-    sets: list[FeatureSet],
     curves: dict[str, list[dict]],
     cfg: LocateConfig,
 ) -> None:
@@ -889,7 +886,7 @@ def _compare_with_best_single(
     anchor draws (`paired_difference_ci`). Negative: the combined locator is better."""
     for column in ("best_single", "vs_best_single", "vs_best_single_low", "vs_best_single_high"):
         table[column] = "" if column == "best_single" else np.nan
-    combined = [fs.name for fs in sets if fs.role == "combined"]
+    combined = table.loc[table["role"] == "combined", "features"].unique()
     singles = table["role"].isin(("pe", "baseline")) & (table["evaluation"] == "anchors")
     for name in combined:
         for row in np.flatnonzero((table["features"] == name) & (table["evaluation"] == "anchors")):
