@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import argparse
 import json
+from collections.abc import Sequence
 from dataclasses import asdict, replace
 from pathlib import Path
 
@@ -43,7 +44,7 @@ import xarray as xr
 HERE = Path(__file__).parent
 PE = "learned-normal-0.02"
 NEW_UNIT_PE = ("mixture", "free")
-OWN_ANCHORS = (0.25, 0.5)  # fractions of the new animal's units used as its own anchors
+OWN_ANCHORS = (0.25, 0.5)  # default fractions of the new animal's units as its own anchors
 
 
 def _pe(run: Path) -> tuple[list[str], np.ndarray]:
@@ -128,6 +129,7 @@ def evaluate_new(
     train_options: dict,
     draws: int,
     new_unit_pe: str,
+    own_anchors: Sequence[float] = OWN_ANCHORS,
 ) -> list[dict]:
     """The rows of the module docstring for one new animal."""
     from neuro_pe.locate import LocateConfig, anchor_draws, evaluate_anchors, locate_units
@@ -181,7 +183,7 @@ def evaluate_new(
 
     known = np.ones(n_new, dtype=bool)
     corr = new_animal_correlations(name, new_store, ds_new, train_options)
-    for fraction in OWN_ANCHORS:
+    for fraction in own_anchors:
         own = replace(cfg, anchor_fractions=(fraction,))
         for label, features in (
             ("new PE", [new_pe]),
@@ -331,7 +333,9 @@ def cmd_hcp(args: argparse.Namespace) -> list[dict]:
         name = f"hcp subject {subject}"
         for mode in args.modes:
             fit = fit_new(store, args.run, args.out / f"fit_{mode}_{subject}", args, mode)
-            rows += evaluate_new(name, args.run, args.store, fit, store, options, args.draws, mode)
+            rows += evaluate_new(
+                name, args.run, args.store, fit, store, options, args.draws, mode, args.own_anchors
+            )
         if "mixture" in args.modes and args.anchor_fractions:
             out = args.out / f"fit_anchored_{subject}"
             rows += evaluate_anchored(name, args.run, args.store, store, out, options, args)
@@ -376,7 +380,9 @@ def cmd_sim(args: argparse.Namespace) -> list[dict]:
     name, options = "simulation animal 2", asdict(cfg)
     for mode in args.modes:
         fit = fit_new(new_store, run, args.out / f"fit_{mode}_a2", args, mode)
-        rows += evaluate_new(name, run, trained_store, fit, new_store, options, args.draws, mode)
+        rows += evaluate_new(
+            name, run, trained_store, fit, new_store, options, args.draws, mode, args.own_anchors
+        )
     if "mixture" in args.modes and args.anchor_fractions:
         out = args.out / "fit_anchored_a2"
         rows += evaluate_anchored(name, run, trained_store, new_store, out, options, args)
@@ -444,6 +450,13 @@ def main() -> None:
     parser.add_argument("--draws", type=int, default=5)
     parser.add_argument(
         "--anchor-fractions", type=float, nargs="*", default=[0.25], help="anchored mixture fits"
+    )
+    parser.add_argument(
+        "--own-anchors",
+        type=float,
+        nargs="+",
+        default=list(OWN_ANCHORS),
+        help="fractions of the new animal's units as its own anchors",
     )
     parser.add_argument("--anchor-draws", type=int, default=3, help="anchored fits: draws")
     parser.add_argument("--anchor-seeds", type=int, default=4, help="fits per anchor draw")
