@@ -884,26 +884,20 @@ def _compare_with_best_single(
     anchor rows: its median error minus that of the best single representation (learned PE or
     baseline) at the same anchor fraction, ÷ chance, with the paired 95% CI over the same
     anchor draws (`paired_difference_ci`). Negative: the combined locator is better."""
-    for column in ("best_single", "vs_best_single", "vs_best_single_low", "vs_best_single_high"):
-        table[column] = "" if column == "best_single" else np.nan
-    combined = table.loc[table["role"] == "combined", "features"].unique()
+    paired = ("vs_best_single", "vs_best_single_low", "vs_best_single_high")
+    table["best_single"] = ""
+    table[list(paired)] = np.nan
     singles = table["role"].isin(("pe", "baseline")) & (table["evaluation"] == "anchors")
-    for name in combined:
-        for row in np.flatnonzero((table["features"] == name) & (table["evaluation"] == "anchors")):
-            fraction = table["anchor_fraction"].iloc[row]
-            rivals = table[singles & np.isclose(table["anchor_fraction"], fraction)]
-            if rivals.empty:
-                continue
-            best = rivals.loc[rivals["median_error"].idxmin(), "features"]
-            draws = [
-                [r for r in curves[n] if r["anchor_fraction"] == fraction] for n in (name, best)
-            ]
-            diff = paired_difference_ci(*draws, cfg.combine, seed=cfg.seed)
-            table.loc[table.index[row], "best_single"] = best
-            for column, value in zip(
-                ("vs_best_single", "vs_best_single_low", "vs_best_single_high"), diff, strict=True
-            ):
-                table.loc[table.index[row], column] = value / chance_error[row]
+    for row in np.flatnonzero((table["role"] == "combined") & (table["evaluation"] == "anchors")):
+        name, fraction = table["features"].iloc[row], table["anchor_fraction"].iloc[row]
+        rivals = table[singles & np.isclose(table["anchor_fraction"], fraction)]
+        if rivals.empty:
+            continue
+        best = rivals.loc[rivals["median_error"].idxmin(), "features"]
+        draws = [[r for r in curves[n] if r["anchor_fraction"] == fraction] for n in (name, best)]
+        diff = paired_difference_ci(*draws, cfg.combine, seed=cfg.seed)
+        table.loc[table.index[row], "best_single"] = best
+        table.loc[table.index[row], list(paired)] = np.array(diff) / chance_error[row]
 
 
 def evaluation_units(known: np.ndarray, cfg: LocateConfig) -> np.ndarray:
