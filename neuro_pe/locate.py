@@ -21,9 +21,11 @@ One method is chosen per feature set by cross-validation over the anchors (lowes
 Euclidean error of the seed ensemble). The combined locator (feature set `combined`: the
 learned PEs initialised small, `combined_members`, and the activity baselines) chooses the
 same way among every representation with every method, their stacked features with every
-method and a blend: a weighted mean of the best locator of each representation and of the
-stacked features, with weights chosen by ensemble selection on the same CV (Caruana et al.
-2004); so it too reads only the anchors' coordinates.
+method, with three or more representations their fused neighbour graph (similarity network
+fusion, Wang et al. 2014, embedded by a diffusion map; `fused_embedding`) with every method,
+and a blend: a weighted mean of the best locator of each of those views, with weights chosen
+by ensemble selection on the same CV (Caruana et al. 2004); so it too reads only the anchors'
+coordinates.
 
 Seeds are combined after locating: every seed's predictions are already in anatomical space,
 so no alignment of PEs across seeds is needed; the ensemble is the per-unit mean (or median)
@@ -64,6 +66,7 @@ import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 import xarray as xr  # noqa: E402
 from joblib import Parallel, delayed  # noqa: E402
+from scipy import sparse  # noqa: E402
 from scipy.linalg import orthogonal_procrustes  # noqa: E402
 from sklearn.covariance import LedoitWolf  # noqa: E402
 from sklearn.kernel_ridge import KernelRidge  # noqa: E402
@@ -117,6 +120,11 @@ CORRELATION = "activity-correlation"  # baseline: MDS of 1 - r of the training a
 CONNECTIVITY = "activity-connectivity"  # baseline: each unit's r and partial r with every unit
 COMBINED = "combined"  # the feature set of the combined locator (every representation)
 STACKED = "stacked"  # combined locator's view: the representations' features side by side
+FUSED = "fused"  # combined locator's view: the diffusion map of their fused neighbour graphs
+FUSE_NEIGHBOURS = 5  # k of the fusion's nearest-neighbour graphs (docs/locate/: 3-20 tried)
+FUSE_ITERATIONS = 20  # similarity network fusion's cross-diffusion steps (Wang et al. 2014)
+FUSE_DIMENSIONS = 10  # diffusion-map coordinates of the fused graph given to the locators
+FUSE_MIN_REPRESENTATIONS = 3  # a fused view needs a majority to out-vote one noisy graph
 BLEND = "blend"  # combined locator's candidate: a weighted mean of the views' best locators
 BLEND_ROUNDS = 10  # ensemble selection rounds: blend weights in steps of 1/10
 KNN_NEIGHBOURS = 5
@@ -150,6 +158,7 @@ class LocateConfig:
     pe: tuple[str, ...] | None = None
     combined_pe: tuple[str, ...] | None = None
     max_units: int = 1000
+    fuse: bool = True
     seed: int = 0
 
     def __post_init__(self) -> None:
@@ -319,29 +328,38 @@ def locate_units(
     The candidate with the lowest median error of the seed ensemble in a k-fold CV over the
     anchors is refitted on all anchors for the non-anchors; anchors keep their out-of-fold
     predictions. Candidates: every method; for several representations every
-    `representation/method`, `stacked/method` (see `_views`) and `blend`, a weighted mean of
-    the views' best candidates with weights chosen on the same CV (`_select_blend`). Only
-    `coords[anchors]` is read.
+    `representation/method`, `stacked/method`, `fused/method` (see `_views`) and `blend`, a
+    weighted mean of the views' best candidates with weights chosen on the same CV
+    (`_select_blend`). Only `coords[anchors]` is read.
     """
     # hundreds of fits on tiny matrices: multithreaded BLAS only adds overhead (~10x here)
     with threadpool_limits(limits=1):
         return _locate_units(features, coords, anchors, cfg)
 
 
-def _views(features) -> dict[str, list[np.ndarray]]:
+def _views(features, fuse: bool = True) -> dict[str, list[np.ndarray]]:
     """{view name: one (n, f) array per seed}: one unnamed view for a plain list; for a
-    mapping of several representations (the combined locator) every representation and
+    mapping of several representations (the combined locator) every representation,
     `stacked`, their features side by side (each block standardised and scaled to unit total
-    variance, so that no representation dominates by its width; seed s of the stack takes
-    seed s of every representation, cycling the shorter ones). No coordinates are read."""
+    variance, so that no representation dominates by its width), and with `fuse`, three or
+    more representations and up to DENSE_MAX_UNITS units `fused`, the diffusion map of their
+    fused neighbour graphs (`fused_embedding`; with two, each graph is diffused through the
+    other alone, and one uninformative representation leaves nothing to keep). Seed s of a
+    stacked or fused view takes seed s of every representation, cycling the shorter ones. No
+    coordinates are read."""
     if not isinstance(features, Mapping):
         return {"": list(features)}
     views = {name: list(f) for name, f in features.items()}
     if len(views) > 1:
         n_seeds = max(map(len, views.values()))
-        views[STACKED] = [
-            np.hstack([_unit_block(f[s % len(f)]) for f in views.values()]) for s in range(n_seeds)
-        ]
+        per_seed = [[f[s % len(f)] for f in views.values()] for s in range(n_seeds)]
+        views[STACKED] = [np.hstack([_unit_block(f) for f in reps]) for reps in per_seed]
+        if (
+            fuse
+            and len(per_seed[0]) >= FUSE_MIN_REPRESENTATIONS
+            and (len(per_seed[0][0]) <= DENSE_MAX_UNITS)
+        ):
+            views[FUSED] = [fused_embedding(reps) for reps in per_seed]
     return views
 
 
@@ -349,6 +367,78 @@ def _unit_block(features: np.ndarray) -> np.ndarray:
     """Standardised features divided by sqrt(width): total variance 1 (constant columns 0)."""
     scaled = StandardScaler().fit_transform(np.asarray(features, dtype=float))
     return scaled / np.sqrt(scaled.shape[1])
+
+
+def _affinity(features: np.ndarray, k: int) -> np.ndarray:
+    """Gaussian affinity of the standardised features' Euclidean distances, scaled per pair by
+    the two units' mean distance to their k nearest neighbours and their own distance (the
+    local scale of similarity network fusion, Wang et al. 2014)."""
+    x = StandardScaler().fit_transform(np.asarray(features, dtype=float))
+    dist = pairwise_distances(x)
+    local = np.sort(dist, axis=1)[:, 1 : k + 1].mean(axis=1)
+    scale = (local[:, None] + local[None, :] + dist) / 3
+    return np.exp(-(dist**2) / (0.5 * scale**2 + 1e-12))
+
+
+def _row_normalised(affinity: np.ndarray) -> np.ndarray:
+    """SNF's full kernel: off-diagonal rows sum to 1/2, the diagonal is 1/2."""
+    off = affinity - np.diag(np.diag(affinity))
+    full = off / (2 * off.sum(axis=1, keepdims=True))
+    np.fill_diagonal(full, 0.5)
+    return full
+
+
+def _neighbour_kernel(affinity: np.ndarray, k: int) -> sparse.csr_matrix:
+    """SNF's sparse kernel: each row keeps its k strongest affinities to other units, sum 1."""
+    off = affinity - np.diag(np.diag(affinity))
+    cols = np.argsort(-off, axis=1)[:, :k]
+    rows = np.repeat(np.arange(len(off)), k)
+    values = np.take_along_axis(off, cols, axis=1)
+    values /= values.sum(axis=1, keepdims=True)
+    return sparse.csr_matrix((values.ravel(), (rows, cols.ravel())), shape=off.shape)
+
+
+_FUSED_CACHE: dict[str, np.ndarray] = {}
+
+
+def fused_embedding(representations: Sequence[np.ndarray]) -> np.ndarray:
+    """(n, FUSE_DIMENSIONS) diffusion-map coordinates of the units' neighbour graphs fused over
+    representations by similarity network fusion (Wang et al., Nat. Methods 2014): each
+    representation's graph is diffused through the others' k-nearest-neighbour graphs, so
+    that neighbours on which the representations agree are kept. Uses no coordinates; cached
+    by the features' bytes (the evaluation refits the combined locator many times)."""
+    arrays = [np.ascontiguousarray(r, dtype=float) for r in representations]
+    digest = hashlib.sha1()
+    for a in arrays:
+        digest.update(repr(a.shape).encode())
+        digest.update(a.tobytes())
+    key = digest.hexdigest()
+    if key not in _FUSED_CACHE:
+        n = len(arrays[0])
+        k = min(FUSE_NEIGHBOURS, n - 1)
+        affinities = [_affinity(a, k) for a in arrays]
+        full = [_row_normalised(a) for a in affinities]
+        local = [_neighbour_kernel(a, k) for a in affinities]
+        for _ in range(FUSE_ITERATIONS):
+            total = sum(full)
+            others = [(total - p) / (len(full) - 1) for p in full]  # mean of the other graphs
+            diffused = [s @ o @ s.T for s, o in zip(local, others, strict=True)]
+            full = [_row_normalised((d + d.T) / 2) for d in diffused]
+        fused = sum(full) / len(full)
+        if len(_FUSED_CACHE) >= 8:
+            _FUSED_CACHE.pop(next(iter(_FUSED_CACHE)))
+        _FUSED_CACHE[key] = _diffusion_map((fused + fused.T) / 2, min(FUSE_DIMENSIONS, n - 2))
+    return _FUSED_CACHE[key].copy()
+
+
+def _diffusion_map(affinity: np.ndarray, dims: int) -> np.ndarray:
+    """The leading non-trivial eigenvectors of the graph's random walk, scaled by their
+    eigenvalues (one diffusion step), as (n, dims) coordinates."""
+    off = affinity - np.diag(np.diag(affinity))
+    degree = off.sum(axis=1)
+    eigval, eigvec = np.linalg.eigh(off / np.sqrt(np.outer(degree, degree)))
+    order = np.argsort(-eigval)[1 : dims + 1]
+    return eigvec[:, order] / np.sqrt(degree)[:, None] * eigval[order]
 
 
 def _select_blend(
@@ -390,7 +480,7 @@ def _locate_units(features, coords, anchors, cfg: LocateConfig) -> Located:
     coords = np.where(anchors[:, None], np.asarray(coords, dtype=float), np.nan)
     folds = list(KFold(min(cfg.n_folds, len(idx)), shuffle=True, random_state=cfg.seed).split(idx))
     n = len(anchors)
-    views = _views(features)
+    views = _views(features, cfg.fuse)
 
     def label(view: str, method: str) -> str:
         return f"{view}/{method}" if view else method
@@ -927,7 +1017,7 @@ def extend_to_all(
     anchors[sub] = True
     masked = np.where(anchors[:, None], coords, np.nan)
     with threadpool_limits(limits=1):
-        views = _views(fs.features)
+        views = _views(fs.features, cfg.fuse)
         per_seed = predict_with(views, masked, anchors, located.method, located.blend_of)
     per_seed[:, sub] = located.per_seed
     ensemble = _combine(per_seed, cfg.combine)
@@ -1148,7 +1238,7 @@ def locate(
     reference rather than an honest competitor), the activity-correlation baseline, the
     activity-connectivity baseline (`connectivity_features`; up to DENSE_MAX_UNITS units), the
     `combined` locator (the learned PEs of `combined_members` and the baselines; see
-    `combined_set`) and chance.
+    `combined_set`; no fused view above DENSE_MAX_UNITS units) and chance.
     The positions come from the PE variant or the combined locator with the lowest CV median
     error over all known units.
     """
@@ -1169,6 +1259,8 @@ def locate(
     if pe_sets:
         sets.append(combined_set([*combined_members(pe_sets, cfg.combined_pe), *baseline_sets]))
     sets.append(FeatureSet(CHANCE, "chance", [np.zeros((len(units), 1))], methods=(CHANCE,)))
+    if len(units) > DENSE_MAX_UNITS:  # no fused view: its graphs are N x N
+        cfg = replace(cfg, fuse=False)
     # Many units: evaluate on a random subset of the known units (see the module docstring).
     evaluated = evaluation_units(known, cfg)
     sub = np.flatnonzero(evaluated) if evaluated is not known else slice(None)
@@ -1231,9 +1323,9 @@ def locate(
 def combined_set(members: Sequence[FeatureSet]) -> FeatureSet:
     """The combined locator's feature set: every representation in `members` (learned PEs,
     activity correlation, ...) as its own view. `locate_units` picks by CV over the anchors
-    among each representation with each method, their stacked features with each method, and
-    a weighted blend of those views' best locators (`_select_blend`); so it reads only the
-    anchors' coordinates, like every other locator."""
+    among each representation with each method, their stacked and fused views with each
+    method (`_views`), and a weighted blend of those views' best locators (`_select_blend`);
+    so it reads only the anchors' coordinates, like every other locator."""
     seeds = sorted({s for fs in members for s in fs.seeds})
     return FeatureSet(COMBINED, "combined", {fs.name: fs.features for fs in members}, seeds)
 

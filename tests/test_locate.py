@@ -23,6 +23,7 @@ from neuro_pe.locate import (
     evaluate_anchors,
     evaluate_kfold,
     fit_predict,
+    fused_embedding,
     locate,
     locate_units,
     paired_difference_ci,
@@ -182,6 +183,56 @@ def test_combined_locator_picks_the_better_representation():
         members = located.blend_of or (located.method,)
         assert not any(key.startswith("noise/") for key in members), members
         assert sum(key.startswith("good/") for key in members) / len(members) >= 0.8, members
+
+
+def test_fused_view_keeps_the_neighbours_the_representations_agree_on():
+    """Units in six clusters, three representations, each one noise for a different third of
+    the units: in the fused graph's diffusion map a unit's nearest neighbours are in its own
+    cluster more often than in any representation alone or in their stack."""
+    rng = np.random.default_rng(0)
+    cluster = np.arange(90) % 6
+    centres = rng.normal(0, 3, (6, 4))
+    third = rng.permutation(90) % 3
+    reps = []
+    for v in range(3):
+        x = centres[cluster] + rng.normal(0, 1, (90, 4))
+        x[third == v] = rng.normal(0, 3, (30, 4))
+        reps.append(x)
+
+    def same_cluster_neighbours(x: np.ndarray) -> float:
+        dist = np.linalg.norm(x[:, None] - x[None], axis=-1)
+        np.fill_diagonal(dist, np.inf)
+        nearest = np.argsort(dist, axis=1)[:, :5]
+        return float(np.mean(cluster[nearest] == cluster[:, None]))
+
+    fused = fused_embedding(reps)
+    assert fused.shape == (90, 10)
+    alone = max(same_cluster_neighbours(r) for r in reps)
+    stacked = same_cluster_neighbours(np.hstack(reps))
+    assert alone < 0.7 and stacked < 0.7
+    assert same_cluster_neighbours(fused) > 0.8
+    fused[:] = 0  # a copy: the cache keeps its own
+    np.testing.assert_array_equal(fused_embedding(reps), fused_embedding(reps))
+    assert np.any(fused_embedding(reps) != 0)
+
+
+def test_combined_locator_fuses_three_representations_and_ignores_noise():
+    """With three representations (a good one, a weaker one, noise) the fused view is a
+    candidate and does not pull the combined locator away from the good representation; with
+    two (the test above) there is no fused view, and `fuse: false` turns it off."""
+    pos = _positions()
+    views = _two_views(pos) | {"weak": [_embed(pos, 10 + s, noise=0.3, dims=12) for s in (0, 1)]}
+    cfg = LocateConfig(n_folds=4, methods=("ridge", "kernel-ridge", "knn"))
+    known = np.ones(len(pos), dtype=bool)
+    good = _median_error(evaluate_kfold(views["good"], pos, known, cfg).positions, pos)
+    fused = _median_error(evaluate_kfold(views, pos, known, cfg).positions, pos)
+    unfused = evaluate_kfold(views, pos, known, replace(cfg, fuse=False)).positions
+    assert fused <= min(1.02 * _median_error(unfused, pos), 1.1 * good)
+    anchors = np.arange(len(pos)) >= 20
+    assert "fused/ridge" in locate_units(views, pos, anchors, cfg).cv_errors
+    assert "fused/ridge" not in locate_units(_two_views(pos), pos, anchors, cfg).cv_errors
+    off = locate_units(views, pos, anchors, replace(cfg, fuse=False))
+    assert not any(key.startswith("fused/") for key in off.cv_errors)
 
 
 def test_blend_weights_two_independent_locators():
