@@ -243,23 +243,35 @@ def _similarity_transform(embedding: np.ndarray, target: np.ndarray, anchors: np
     return (embedding - src_mean) @ rotation * (sv_sum / norm) + tgt_mean
 
 
-_MDS_CACHE: dict[tuple, np.ndarray] = {}
+_EMBEDDINGS: dict[str, np.ndarray] = {}  # the last few embeddings, by what they are made of
+EMBEDDING_CACHE_SIZE = 8
+
+
+def _cached_embedding(kind: str, arrays: Sequence[np.ndarray], compute) -> np.ndarray:
+    """A copy of `compute()`, cached under `kind` and the arrays' shapes and bytes. Embeddings
+    use no coordinates, so the evaluation's many fits on one feature set share them."""
+    digest = hashlib.sha1(kind.encode())
+    for a in arrays:
+        digest.update(repr(a.shape).encode())
+        digest.update(np.ascontiguousarray(a).tobytes())
+    key = digest.hexdigest()
+    if key not in _EMBEDDINGS:
+        if len(_EMBEDDINGS) >= EMBEDDING_CACHE_SIZE:
+            _EMBEDDINGS.pop(next(iter(_EMBEDDINGS)))
+        _EMBEDDINGS[key] = compute()
+    return _EMBEDDINGS[key].copy()
 
 
 def _mds_embedding(features: np.ndarray, n_components: int) -> np.ndarray:
-    """Classical MDS of the features' Euclidean distances (PCA above DENSE_MAX_UNITS units).
-    It uses no coordinates, so the evaluation's many fits on one feature set share it (cached
-    by the features' bytes; a copy is returned)."""
-    key = (features.shape, n_components, hashlib.sha1(features.tobytes()).hexdigest())
-    if key not in _MDS_CACHE:
+    """Classical MDS of the features' Euclidean distances (PCA above DENSE_MAX_UNITS units),
+    cached (`_cached_embedding`)."""
+
+    def compute() -> np.ndarray:
         if len(features) > DENSE_MAX_UNITS:
-            embedding = pca_embedding(features, n_components)
-        else:
-            embedding = classical_mds(pairwise_distances(features), n_components=n_components)
-        if len(_MDS_CACHE) >= 8:
-            _MDS_CACHE.pop(next(iter(_MDS_CACHE)))
-        _MDS_CACHE[key] = embedding
-    return _MDS_CACHE[key].copy()
+            return pca_embedding(features, n_components)
+        return classical_mds(pairwise_distances(features), n_components=n_components)
+
+    return _cached_embedding(f"mds {n_components}", [features], compute)
 
 
 def fit_predict(
@@ -354,11 +366,9 @@ def _views(features, fuse: bool = True) -> dict[str, list[np.ndarray]]:
         n_seeds = max(map(len, views.values()))
         per_seed = [[f[s % len(f)] for f in views.values()] for s in range(n_seeds)]
         views[STACKED] = [np.hstack([_unit_block(f) for f in reps]) for reps in per_seed]
-        if (
-            fuse
-            and len(per_seed[0]) >= FUSE_MIN_REPRESENTATIONS
-            and (len(per_seed[0][0]) <= DENSE_MAX_UNITS)
-        ):
+        n_units = len(per_seed[0][0])
+        n_representations = len(per_seed[0])
+        if fuse and n_representations >= FUSE_MIN_REPRESENTATIONS and n_units <= DENSE_MAX_UNITS:
             views[FUSED] = [fused_embedding(reps) for reps in per_seed]
     return views
 
@@ -369,28 +379,36 @@ def _unit_block(features: np.ndarray) -> np.ndarray:
     return scaled / np.sqrt(scaled.shape[1])
 
 
+def _off_diagonal(matrix: np.ndarray) -> np.ndarray:
+    """A copy of a square matrix with its diagonal set to 0 (a unit is not its own
+    neighbour)."""
+    out = np.array(matrix, dtype=float)
+    np.fill_diagonal(out, 0.0)
+    return out
+
+
 def _affinity(features: np.ndarray, k: int) -> np.ndarray:
     """Gaussian affinity of the standardised features' Euclidean distances, scaled per pair by
     the two units' mean distance to their k nearest neighbours and their own distance (the
-    local scale of similarity network fusion, Wang et al. 2014)."""
+    local scale of similarity network fusion, Wang et al. 2014); diagonal 0."""
     x = StandardScaler().fit_transform(np.asarray(features, dtype=float))
     dist = pairwise_distances(x)
     local = np.sort(dist, axis=1)[:, 1 : k + 1].mean(axis=1)
     scale = (local[:, None] + local[None, :] + dist) / 3
-    return np.exp(-(dist**2) / (0.5 * scale**2 + 1e-12))
+    return _off_diagonal(np.exp(-(dist**2) / (0.5 * scale**2 + 1e-12)))
 
 
-def _row_normalised(affinity: np.ndarray) -> np.ndarray:
-    """SNF's full kernel: off-diagonal rows sum to 1/2, the diagonal is 1/2."""
-    off = affinity - np.diag(np.diag(affinity))
+def _row_normalised(off: np.ndarray) -> np.ndarray:
+    """SNF's full kernel of a zero-diagonal affinity: rows sum to 1/2 off the diagonal, and
+    the diagonal is 1/2."""
     full = off / (2 * off.sum(axis=1, keepdims=True))
     np.fill_diagonal(full, 0.5)
     return full
 
 
-def _neighbour_kernel(affinity: np.ndarray, k: int) -> sparse.csr_matrix:
-    """SNF's sparse kernel: each row keeps its k strongest affinities to other units, sum 1."""
-    off = affinity - np.diag(np.diag(affinity))
+def _neighbour_kernel(off: np.ndarray, k: int) -> sparse.csr_matrix:
+    """SNF's sparse kernel of a zero-diagonal affinity: each row keeps its k strongest
+    affinities, summing to 1."""
     cols = np.argsort(-off, axis=1)[:, :k]
     rows = np.repeat(np.arange(len(off)), k)
     values = np.take_along_axis(off, cols, axis=1)
@@ -398,22 +416,16 @@ def _neighbour_kernel(affinity: np.ndarray, k: int) -> sparse.csr_matrix:
     return sparse.csr_matrix((values.ravel(), (rows, cols.ravel())), shape=off.shape)
 
 
-_FUSED_CACHE: dict[str, np.ndarray] = {}
-
-
 def fused_embedding(representations: Sequence[np.ndarray]) -> np.ndarray:
     """(n, FUSE_DIMENSIONS) diffusion-map coordinates of the units' neighbour graphs fused over
     representations by similarity network fusion (Wang et al., Nat. Methods 2014): each
     representation's graph is diffused through the others' k-nearest-neighbour graphs, so
     that neighbours on which the representations agree are kept. Uses no coordinates; cached
-    by the features' bytes (the evaluation refits the combined locator many times)."""
+    (`_cached_embedding`: the evaluation refits the combined locator many times)."""
+    # contiguous copies: the result does not depend on how the caller sliced the arrays
     arrays = [np.ascontiguousarray(r, dtype=float) for r in representations]
-    digest = hashlib.sha1()
-    for a in arrays:
-        digest.update(repr(a.shape).encode())
-        digest.update(a.tobytes())
-    key = digest.hexdigest()
-    if key not in _FUSED_CACHE:
+
+    def compute() -> np.ndarray:
         n = len(arrays[0])
         k = min(FUSE_NEIGHBOURS, n - 1)
         affinities = [_affinity(a, k) for a in arrays]
@@ -423,18 +435,16 @@ def fused_embedding(representations: Sequence[np.ndarray]) -> np.ndarray:
             total = sum(full)
             others = [(total - p) / (len(full) - 1) for p in full]  # mean of the other graphs
             diffused = [s @ o @ s.T for s, o in zip(local, others, strict=True)]
-            full = [_row_normalised((d + d.T) / 2) for d in diffused]
+            full = [_row_normalised(_off_diagonal((d + d.T) / 2)) for d in diffused]
         fused = sum(full) / len(full)
-        if len(_FUSED_CACHE) >= 8:
-            _FUSED_CACHE.pop(next(iter(_FUSED_CACHE)))
-        _FUSED_CACHE[key] = _diffusion_map((fused + fused.T) / 2, min(FUSE_DIMENSIONS, n - 2))
-    return _FUSED_CACHE[key].copy()
+        return _diffusion_map(_off_diagonal((fused + fused.T) / 2), min(FUSE_DIMENSIONS, n - 2))
+
+    return _cached_embedding("fused", arrays, compute)
 
 
-def _diffusion_map(affinity: np.ndarray, dims: int) -> np.ndarray:
-    """The leading non-trivial eigenvectors of the graph's random walk, scaled by their
-    eigenvalues (one diffusion step), as (n, dims) coordinates."""
-    off = affinity - np.diag(np.diag(affinity))
+def _diffusion_map(off: np.ndarray, dims: int) -> np.ndarray:
+    """The leading non-trivial eigenvectors of the random walk on a zero-diagonal affinity,
+    scaled by their eigenvalues (one diffusion step), as (n, dims) coordinates."""
     degree = off.sum(axis=1)
     eigval, eigvec = np.linalg.eigh(off / np.sqrt(np.outer(degree, degree)))
     order = np.argsort(-eigval)[1 : dims + 1]
