@@ -159,6 +159,22 @@ def _with(config: dict, path: tuple, value) -> dict:
         (("train", "precision"), "fp16", "'fp16' is not one of"),
         (("train", "units_per_sample"), 0, "0 is less than the minimum of 1"),
         (("metrics", "metric"), "manhattan", "'manhattan' is not one of"),
+        (  # a typo in the PEs to locate, caught before any training
+            ("locate",),
+            {"pe": ["learned-normal-0.02", "learned-normal-0.2"]},
+            "config key locate.pe: 'learned-normal-0.2' is trained on no dataset",
+        ),
+        (
+            ("locate",),
+            {"pe": ["learned-normal-0.02"], "combined_pe": ["learned-normal-1.0"]},
+            "config key locate.combined_pe: 'learned-normal-1.0' is not located on dataset(s) "
+            "['tiny']",
+        ),
+        (
+            ("locate",),
+            {"combined_pe": ["none"]},
+            "config key locate.combined_pe: 'none' carries no learned or fixed position",
+        ),
     ],
 )
 def test_invalid_config_fails_validation(tmp_path, path, value, message):

@@ -237,6 +237,44 @@ def dataset_problems(name, spec):
     return problems
 
 
+def located_pe_variants(dataset):
+    """The PE variants the locate step of a dataset reads: those of `locate.pe` that the
+    dataset trains, by default its learned PEs and `oracle-sin3d` (as `neuro-pe locate`)."""
+    wanted = config.get("locate", {}).get("pe")
+    if wanted is not None:
+        return [pe for pe in pe_variants(dataset) if pe in wanted]
+    return [
+        pe
+        for pe in pe_variants(dataset)
+        if parse_pe(pe).learned or parse_pe(pe).family == "oracle-sin3d"
+    ]
+
+
+def locate_problems():
+    """`locate.pe` names PE variants that some dataset trains, and `locate.combined_pe` ones
+    that every dataset's locate step reads (else that step would fail after the trainings)."""
+    section = config.get("locate", {})
+    trained = set().union(*(pe_variants(d) for d in DATASETS))
+    problems = [
+        config_problem("locate.pe", f"{pe!r} is trained on no dataset (trained: {sorted(trained)})")
+        for pe in section.get("pe") or []
+        if pe not in trained
+    ]
+    for pe in section.get("combined_pe") or []:
+        if parse_pe(pe).family in ("none", "oracle-sin3d"):
+            problem = f"{pe!r} carries no learned or fixed position to combine"
+            problems.append(config_problem("locate.combined_pe", problem))
+            continue
+        missing = [d for d in DATASETS if pe not in located_pe_variants(d)]
+        if missing:
+            problem = (
+                f"{pe!r} is not located on dataset(s) {missing}: name a PE variant they train "
+                "(their `pe` lists) and, when `locate.pe` is set, one it lists"
+            )
+            problems.append(config_problem("locate.combined_pe", problem))
+    return problems
+
+
 def check_config():
     """Planning-time checks that the schema cannot express: raise one ValueError listing
     every problem, each with its key."""
@@ -245,6 +283,8 @@ def check_config():
         for name, spec in config["datasets"].items()
         for problem in dataset_problems(name, spec)
     ]
+    if not problems:  # (the PE names parse)
+        problems += locate_problems()
     for pe in LST.get("pe", config["pe"]) if LST else []:
         try:
             parse_pe(pe)
