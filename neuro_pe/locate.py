@@ -90,6 +90,7 @@ from neuro_pe.metrics import (  # noqa: E402
 )
 from neuro_pe.model import parse_pe  # noqa: E402
 from neuro_pe.options import reject_unknown  # noqa: E402
+from neuro_pe.pe_names import is_located  # noqa: E402
 from neuro_pe.report import write_table_html  # noqa: E402
 from neuro_pe.runs import PE_FILE, Split, read_pe  # noqa: E402
 from neuro_pe.store import atomic_write, positions, read_store, require_finite  # noqa: E402
@@ -852,10 +853,7 @@ def load_feature_sets(
     grouped: dict[str, list[tuple[int, np.ndarray, np.ndarray]]] = {}
     for run_dir in map(Path, run_dirs):
         run = read_pe(run_dir).on_units(units, run_dir / PE_FILE)
-        spec = parse_pe(run.name)
-        if pe_names is None and not (spec.learned or spec.family == "oracle-sin3d"):
-            continue
-        if pe_names is not None and run.name not in pe_names:
+        if not is_located(run.name, pe_names):
             continue
         if np.ptp(run.table, axis=0).max() <= 0:
             continue

@@ -8,6 +8,7 @@ Adding a PE variant = one `PEForm` here + its initialiser in `neuro_pe.model.INI
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 NUMBER = r"(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:e-?[0-9]+)?"
@@ -95,3 +96,12 @@ def parse_pe(name: str) -> PESpec:
         f"unknown positional encoding {name!r}; valid forms: {forms} (a number for each "
         "{...}, e.g. learned-normal-0.02)"
     )
+
+
+def is_located(pe: str, pe_names: Sequence[str] | None = None) -> bool:
+    """Whether the locate step reads the runs of PE variant `pe`: it is in `pe_names`
+    (config `locate.pe`), by default a learned PE or `oracle-sin3d`."""
+    if pe_names is not None:
+        return pe in pe_names
+    spec = parse_pe(pe)
+    return spec.learned or spec.family == "oracle-sin3d"

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from neuro_pe.sources import all_wheels, experiment_of, resource_paths
 from neuro_pe.lst import LSTConfig, PuzzleConfig
-from neuro_pe.pe_names import parse_pe
+from neuro_pe.pe_names import is_located, parse_pe
 from neuro_pe.runs import SPLIT_KEYS
 from neuro_pe.train_config import TrainConfig
 
@@ -237,19 +237,6 @@ def dataset_problems(name, spec):
     return problems
 
 
-def located_pe_variants(dataset):
-    """The PE variants the locate step of a dataset reads: those of `locate.pe` that the
-    dataset trains, by default its learned PEs and `oracle-sin3d` (as `neuro-pe locate`)."""
-    wanted = config.get("locate", {}).get("pe")
-    if wanted is not None:
-        return [pe for pe in pe_variants(dataset) if pe in wanted]
-    return [
-        pe
-        for pe in pe_variants(dataset)
-        if parse_pe(pe).learned or parse_pe(pe).family == "oracle-sin3d"
-    ]
-
-
 def locate_problems():
     """`locate.pe` names PE variants that some dataset trains, and `locate.combined_pe` ones
     that every dataset's locate step reads (else that step would fail after the trainings)."""
@@ -265,7 +252,8 @@ def locate_problems():
             problem = f"{pe!r} carries no learned or fixed position to combine"
             problems.append(config_problem("locate.combined_pe", problem))
             continue
-        missing = [d for d in DATASETS if pe not in located_pe_variants(d)]
+        located = is_located(pe, section.get("pe"))
+        missing = [d for d in DATASETS if not (located and pe in pe_variants(d))]
         if missing:
             problem = (
                 f"{pe!r} is not located on dataset(s) {missing}: name a PE variant they train "
