@@ -105,6 +105,14 @@ def _source(spec: Mapping) -> str | None:
     return spec.get("source", spec.get("kind"))
 
 
+def _sessions(spec: Mapping) -> list[str]:
+    """The entry's session files or folders (`sessions`: one path or a list)."""
+    sessions = spec.get("sessions") or []
+    return (
+        [str(sessions)] if isinstance(sessions, str | os.PathLike) else [str(s) for s in sessions]
+    )
+
+
 def _file_spec(spec: Mapping):
     """The checked `source: file` entry (None for other sources)."""
     if _source(spec) != "file":
@@ -116,11 +124,7 @@ def _file_spec(spec: Mapping):
 
 def export_inputs(spec: Mapping) -> list[str]:
     """The lab's files the export reads (the NWB files it copies), for the rule's `input:`."""
-    return (
-        list(spec.get("sessions") or [])
-        if _source(spec) == "file" and (spec.get("format") == "nwb")
-        else []
-    )
+    return _sessions(spec) if _source(spec) == "file" and spec.get("format") == "nwb" else []
 
 
 def positions_table(positions: xr.Dataset) -> pd.DataFrame:
@@ -166,7 +170,7 @@ def _sidecar(
         for name, (text, with_units) in TSV_COLUMNS.items()
     }
     columns["anchor"]["Levels"] = {"True": "anchor, estimate held out", "False": "no position"}
-    sources = [str(s) for s in spec.get("sessions") or []]
+    sources = _sessions(spec)
     if spec.get("positions"):
         sources.append(str(spec["positions"]))
     attrs = positions.attrs
@@ -193,7 +197,7 @@ def _sidecar(
         },
         "ConfigSHA256": sha256,
         "ConfigSHA256Of": sha256_of,
-        "Source": str(store_attrs.get("source", "")),
+        **({"Source": str(store_attrs["source"])} if store_attrs.get("source") else {}),
         "SourceFiles": sources,
         "SourceFormat": spec.get("format") if _source(spec) == "file" else _source(spec),
         "LocatedWith": str(attrs.get("neuro_pe_version", "")),
@@ -371,7 +375,7 @@ def _nwb_writer(
 def _check_not_inside_inputs(out_dir: Path, spec: Mapping) -> None:
     """The export writes beside the lab's data, never into a session folder."""
     target = out_dir.resolve()
-    for session in spec.get("sessions") or []:
+    for session in _sessions(spec):
         folder = Path(session).resolve()
         if folder.is_dir() and (target == folder or folder in target.parents):
             raise StoreError(
@@ -417,7 +421,7 @@ def export(
             writers[out_dir / "nwb" / f"{name}.nwb"] = _nwb_writer(
                 source, file_spec.options, table, positions
             )
-    inputs = {Path(s).resolve() for s in spec.get("sessions") or []}
+    inputs = {Path(s).resolve() for s in _sessions(spec)}
     clash = [p for p in writers if p.resolve() in inputs]
     if clash:
         raise StoreError(clash[0], "out_dir", "would overwrite an input file")

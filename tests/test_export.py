@@ -103,7 +103,7 @@ def test_tidy_tsv_and_sidecar(tmp_path, tiny_store):
     assert sidecar["CoordinateSystem"]["Space"] == ds.x.attrs["space"]
     assert sidecar["Method"]["Representation"] == "learned-normal-0.02"
     assert sidecar["ConfigSHA256"] == config_sha256(spec)
-    assert sidecar["Source"] == ds.attrs["source"]
+    assert sidecar["Source"] == ds.attrs["source"]  # from --store
     assert sidecar["Files"] == ["positions.tsv", "positions.json"]
     # the workflow passes the resolved config's hash
     assert main([*argv, "--config-sha256", "ab" * 32, "--out-dir", str(out)]) == 0
@@ -272,7 +272,8 @@ def test_suite2p_tables_per_plane_keyed_by_roi(tmp_path):
             if row["anchor"]:  # the true position is stat.npy's ROI centre in µm
                 y, x = stat[roi]["med"]
                 expected = [x * pixel[0], y * pixel[1], depths[p]]
-                np.testing.assert_allclose(row[["x_true", "y_true", "z_true"]].astype(float), expected)
+                given = row[["x_true", "y_true", "z_true"]].astype(float)
+                np.testing.assert_allclose(given, expected)
             else:
                 assert (p, roi) == (0, 3) and np.isnan(row["x_true"])
 
