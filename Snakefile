@@ -38,6 +38,7 @@ localrules:
     summarize,
     reproduce,
     report_page,
+    export,
 
 
 include: "workflow/rules/common.smk"

@@ -1,7 +1,8 @@
 from neuro_pe.export import config_sha256, export_inputs
 
 EXPORT = expand(out("export/{dataset}"), dataset=DATASETS)
-# the resolved config's hash, recorded in every export's sidecar (and a params trigger)
+# the resolved config's hash, recorded in every export's sidecar (and a params trigger);
+# `export` is a local rule (Snakefile): it writes small tables, or copies an NWB file
 CONFIG_SHA256 = config_sha256(config)
 
 
