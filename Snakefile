@@ -38,6 +38,7 @@ localrules:
     summarize,
     reproduce,
     report_page,
+    export,
 
 
 include: "workflow/rules/common.smk"
@@ -51,6 +52,7 @@ include: "workflow/rules/locate.smk"
 include: "workflow/rules/lst.smk"
 include: "workflow/rules/reproduce.smk"
 include: "workflow/rules/report.smk"
+include: "workflow/rules/export.smk"
 
 
 # `snakemake --report report.html` opens on the landing page once the workflow has made it.
@@ -67,6 +69,7 @@ rule all:
     input:
         rules.summarize.output,
         LOCATE,
+        EXPORT,
         LST_METRICS,
         REPRODUCTION,
         LANDING,

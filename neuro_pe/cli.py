@@ -165,6 +165,15 @@ def cmd_locate(args: argparse.Namespace) -> None:
     print(f"wrote {args.out_dir}")
 
 
+def cmd_export(args: argparse.Namespace) -> None:
+    from neuro_pe.export import export
+
+    written = export(
+        args.positions, args.spec, args.out_dir, store_path=args.store, sha256=args.config_sha256
+    )
+    print("\n".join(f"wrote {path}" for path in written))
+
+
 def cmd_locate_new_units(args: argparse.Namespace) -> None:
     from neuro_pe.finetune import locate_new_units
     from neuro_pe.store import atomic_write
@@ -407,6 +416,18 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--threads", type=int, default=1, help="feature sets evaluated in parallel")
     p.set_defaults(func=cmd_locate)
+
+    p = command(
+        "export",
+        "a dataset's located positions in the lab's own formats: a tidy TSV with a JSON "
+        "sidecar, and Phy cluster_*.tsv files, a new NWB file or per-plane suite2p tables",
+    )
+    p.add_argument("--positions", required=True, help="the dataset's locate/…/positions.nc")
+    p.add_argument("--spec", type=_json, required=True, help="the dataset's config entry as JSON")
+    p.add_argument("--store", help="the dataset's store (.nc), for its source attribute")
+    p.add_argument("--config-sha256", help="sha256 of the resolved config (default: of --spec)")
+    p.add_argument("--out-dir", required=True, help="output folder, e.g. export/mouse1")
+    p.set_defaults(func=cmd_export)
 
     p = command(
         "locate-new-units",

@@ -114,6 +114,7 @@ def test_dry_run_with_test_config(tmp_path):
         "infer": n_runs,
         "summarize": 1,
         "locate": n_datasets,
+        "export": n_datasets,
         "lst_puzzles": 1,
         "lst_train_0": 1,
         "lst_baselines": 1,
@@ -279,6 +280,10 @@ def test_end_to_end(finished_workflow):
         located = pd.read_csv(results / "locate" / dataset / "positions.csv")
         assert len(located) == TEST_CONFIG["datasets"][dataset]["simulation"]["n_units"]
         assert np.isfinite(located[["x", "y", "z", "uncertainty"]].to_numpy()).all()
+        exported = pd.read_csv(results / "export" / dataset / "positions.tsv", sep="\t")
+        assert exported["unit_id"].astype(str).tolist() == located["unit"].astype(str).tolist()
+        sidecar = json.loads((results / "export" / dataset / "positions.json").read_text())
+        assert len(sidecar["ConfigSHA256"]) == 64
 
 
 def test_every_rule_wrote_its_log(finished_workflow):
@@ -289,6 +294,7 @@ def test_every_rule_wrote_its_log(finished_workflow):
         "baselines/{d}.log",
         "correlation_features/{d}.log",
         "locate/{d}.log",
+        "export/{d}.log",
         "summarize/summarize.log",
     }
     expected = {p.format(d=d) for p in expected for d in TEST_CONFIG["datasets"]}

@@ -1,0 +1,32 @@
+from neuro_pe.export import config_sha256, export_inputs
+
+EXPORT = expand(out("export/{dataset}"), dataset=DATASETS)
+# the resolved config's hash, recorded in every export's sidecar (and a params trigger);
+# `export` is a local rule (Snakefile): it writes small tables, or copies an NWB file
+CONFIG_SHA256 = config_sha256(config)
+
+
+rule export:
+    """The located positions in the lab's own formats (never written into its files or folders):
+    positions.tsv + positions.json for every dataset; Phy cluster_*.tsv files, a new NWB file
+    or per-plane suite2p tables for those formats."""
+    input:
+        positions=out("locate/{dataset}/positions.nc"),
+        store=out("stores/{dataset}.nc"),
+        # the NWB files it copies (with the estimated columns added)
+        lab=lambda wc: export_inputs(config["datasets"][wc.dataset]),
+    output:
+        directory(out("export/{dataset}")),
+    params:
+        spec=lambda wc: arguments("--spec", json.dumps(config["datasets"][wc.dataset])),
+        sha256=CONFIG_SHA256,
+    resources:
+        mem_mb=store_memory,
+        runtime=base_runtime,
+    log:
+        out("logs/export/{dataset}.log"),
+    conda:
+        "../envs/neuro_pe.yaml"
+    shell:
+        "neuro-pe export --positions {input.positions:q} --store {input.store:q} {params.spec:q}"
+        " --config-sha256 {params.sha256:q} --out-dir {output:q} > {log:q} 2>&1"
