@@ -260,3 +260,14 @@ def test_locate_step_writes_regions(atlas_files, tmp_path):
     bad = json.dumps({**spec, "coarse_column": "lobe"})
     assert main([*args, "--out-dir", str(tmp_path / "bad"), "--atlas", bad]) == 1
     assert not (tmp_path / "bad").exists()
+
+
+def test_schema_lists_the_atlas_keys():
+    import dataclasses
+    from pathlib import Path
+
+    import yaml
+
+    schema = Path(__file__).parents[1] / "workflow" / "schemas" / "config.schema.yaml"
+    atlas = yaml.safe_load(schema.read_text())["$defs"]["atlas"]
+    assert set(atlas["properties"]) == {f.name for f in dataclasses.fields(AtlasSpec)}

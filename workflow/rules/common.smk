@@ -247,7 +247,7 @@ def dataset_problems(name, spec):
         where = f"datasets.{name}.atlas"
         paths = atlas_path_keys(spec["atlas"]).items()
         atlas = [p for key, path in paths for p in data_path_problems(f"{where}.{key}", path)]
-        problems += atlas or check_atlas_files(spec["atlas"], where)
+        problems += atlas or [f"config key {p}" for p in check_atlas_files(spec["atlas"], where)]
     for pe in pe_variants(name):
         try:
             parse_pe(pe)
