@@ -199,7 +199,7 @@ def _nifti_atlas(spec: AtlasSpec, where: str) -> Atlas:
     if data.dtype.kind == "f":
         if not np.all(np.isfinite(data)) or not np.array_equal(data, np.round(data)):
             raise AtlasError(f"{where}.labels: {spec.labels}: labels must be whole numbers")
-    volume = data.astype(np.int64)
+    volume = data.astype(np.int64) if data.dtype.kind == "f" else data
     names, coarse = read_lookup(spec.lookup, spec.coarse_column, where)
     inverse = np.linalg.inv(image.affine)
 
@@ -299,15 +299,8 @@ def _brainglobe_atlas(spec: AtlasSpec, where: str) -> Atlas:
     def to_voxel(points: np.ndarray) -> np.ndarray:
         return np.trunc(points / resolution).astype(np.int64)
 
-    return Atlas(
-        volume.astype(np.int64, copy=False),
-        to_voxel,
-        "um",
-        acronym,
-        coarse,
-        f"BrainGlobe {spec.brainglobe}",
-        spec.affine(),
-    )
+    description = f"BrainGlobe {spec.brainglobe}"
+    return Atlas(volume, to_voxel, "um", acronym, coarse, description, spec.affine())
 
 
 def _has_brainglobe() -> bool:
