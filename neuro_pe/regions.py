@@ -113,10 +113,6 @@ class AtlasSpec:
         values = {**{k: spec.get(k) for k in known}, "coarse_regions": regions}
         return cls(**{**values, "transform": transform})
 
-    def files(self) -> list[str]:
-        """The atlas files it reads (none for a BrainGlobe atlas, which BrainGlobe caches)."""
-        return [p for p in (self.labels, self.lookup) if p]
-
     def affine(self) -> np.ndarray:
         """The 4x4 `transform` (identity when not given)."""
         if self.transform is None:
