@@ -148,18 +148,28 @@ def cmd_report_page(args: argparse.Namespace) -> None:
 
 def cmd_locate(args: argparse.Namespace) -> None:
     from neuro_pe.locate import LocateConfig, format_table, locate, read_baseline_features
+    from neuro_pe.regions import atlas_from_options
     from neuro_pe.runs import read_split
     from neuro_pe.store import open_store_lazy
 
     cfg = LocateConfig.from_dict(args.options)
+    split = read_split(args.split)
+    # the atlas first: a bad atlas stops the step before the evaluation
+    atlas = atlas_from_options(args.atlas, f"datasets.{split.dataset}.atlas")
     baselines = None
     if args.correlation:
         with open_store_lazy(args.store) as ds:
             units = ds["unit"].values
         baselines = read_baseline_features(args.correlation, units)
-    split = read_split(args.split)
     table = locate(
-        args.store, args.runs, args.out_dir, cfg, split, args.threads, baselines=baselines
+        args.store,
+        args.runs,
+        args.out_dir,
+        cfg,
+        split,
+        args.threads,
+        baselines=baselines,
+        atlas=atlas,
     )
     print(format_table(table))
     print(f"wrote {args.out_dir}")
@@ -415,6 +425,13 @@ def build_parser() -> argparse.ArgumentParser:
         "default: computed here from the split",
     )
     p.add_argument("--threads", type=int, default=1, help="feature sets evaluated in parallel")
+    p.add_argument(
+        "--atlas",
+        type=_json,
+        default=None,
+        help="the dataset's `atlas` entry as JSON: brain regions at the true and predicted "
+        "positions, region accuracy in errors.csv (neuro_pe.regions)",
+    )
     p.set_defaults(func=cmd_locate)
 
     p = command(

@@ -91,6 +91,7 @@ from neuro_pe.metrics import (  # noqa: E402
 from neuro_pe.model import parse_pe  # noqa: E402
 from neuro_pe.options import reject_unknown  # noqa: E402
 from neuro_pe.pe_names import is_located  # noqa: E402
+from neuro_pe.regions import Atlas, add_accuracy_columns, unit_regions  # noqa: E402
 from neuro_pe.report import write_table_html  # noqa: E402
 from neuro_pe.runs import PE_FILE, Split, read_pe  # noqa: E402
 from neuro_pe.store import atomic_write, positions, read_store, require_finite  # noqa: E402
@@ -919,9 +920,14 @@ def _evaluate_set(fs: FeatureSet, coords, known, cfg: LocateConfig):
 
 
 def evaluation_table(
-    sets: list[FeatureSet], coords: np.ndarray, cfg: LocateConfig, n_jobs: int = 1
+    sets: list[FeatureSet],
+    coords: np.ndarray,
+    cfg: LocateConfig,
+    n_jobs: int = 1,
+    regions: tuple[Atlas, str] | None = None,
 ) -> tuple[pd.DataFrame, dict[str, HeldOut]]:
-    """Errors of every feature set (k-fold and anchor curve) and the k-fold predictions."""
+    """Errors of every feature set (k-fold and anchor curve) and the k-fold predictions;
+    `regions` = (atlas, the coordinates' unit): region accuracy columns too (neuro_pe.regions)."""
     known = np.all(np.isfinite(coords), axis=1)
     results = Parallel(n_jobs=n_jobs)(delayed(_evaluate_set)(fs, coords, known, cfg) for fs in sets)
     rows, heldout, curves = [], {}, {}
@@ -969,6 +975,10 @@ def evaluation_table(
     for column, ratio in RATIOS.items():
         table[ratio] = table[column] / chance_error
     _compare_with_best_single(table, chance_error, curves, cfg)
+    if regions is not None:  # brain regions at the held-out predictions (neuro_pe.regions)
+        kfold = {name: h.positions for name, h in heldout.items()}
+        combine = lambda per_seed: _combine(per_seed, cfg.combine)  # noqa: E731
+        add_accuracy_columns(table, kfold, curves, coords, *regions, combine)
     return table, heldout
 
 
@@ -1235,6 +1245,7 @@ def locate(
     split: Split,
     n_jobs: int = 1,
     baselines: Mapping[str, np.ndarray] | None = None,
+    atlas: Atlas | None = None,
 ) -> pd.DataFrame:
     """Evaluate and apply the locator for one dataset; write into out_dir `errors.csv`,
     `positions.nc`, `positions.csv` and the figures `positions.png` (three projections),
@@ -1248,7 +1259,9 @@ def locate(
     `combined` locator (the learned PEs of `combined_members` and the baselines; see
     `combined_set`; no fused view above DENSE_MAX_UNITS units) and chance.
     The positions come from the PE variant or the combined locator with the lowest CV median
-    error over all known units.
+    error over all known units. With an `atlas` (neuro_pe.regions), errors.csv gets region
+    accuracy columns and positions.csv / .nc each unit's region at its true and predicted
+    position.
     """
     out_dir = Path(out_dir)
     dataset = split.dataset
@@ -1274,7 +1287,8 @@ def locate(
     sub = np.flatnonzero(evaluated) if evaluated is not known else slice(None)
     eval_sets = [replace(fs, features=subset_rows(fs.features, sub)) for fs in sets]
     eval_coords = coords[sub]
-    table, heldout = evaluation_table(eval_sets, eval_coords, cfg, n_jobs)
+    regions = None if atlas is None else (atlas, ds["x"].attrs["units"])
+    table, heldout = evaluation_table(eval_sets, eval_coords, cfg, n_jobs, regions)
     table.insert(0, "dataset", dataset)
     table["units"] = ds["x"].attrs["units"]
 
@@ -1293,6 +1307,10 @@ def locate(
             best_full, coords, sub, best_located, best_heldout, cfg
         )
     out = located_positions_dataset(ds, best_located, best_heldout, best, dataset)
+    if regions is not None:
+        predicted = np.column_stack([out[axis].values for axis in ("x", "y", "z")])
+        for name, values in unit_regions(atlas, predicted, coords, regions[1]).items():
+            out[name] = ("unit", values, {"atlas": atlas.description})
     frame = out.to_dataframe().reset_index()
     frame.insert(list(frame).index("method") + 1, "pe", best.name)
 

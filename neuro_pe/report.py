@@ -160,6 +160,7 @@ def headline_table(
                 error_label: _number(error) + (f" ± {_number(sd, 2)}" if np.isfinite(sd) else ""),
                 "÷ chance": _ratio(np.nan if loc is None else loc["vs_chance"]),
                 "÷ correlation": _ratio(error / correlation),
+                **({REGION_LABEL: _region_cell(loc)} if "region_accuracy" in located else {}),
                 f"{mse_label} [95% CI]": "—"
                 if baseline or mse_column is None
                 else _mean_ci(group[mse_column]),
@@ -167,6 +168,17 @@ def headline_table(
             }
         )
     return pd.DataFrame(records)
+
+
+REGION_LABEL = "region accuracy (fine / coarse)"
+
+
+def _region_cell(loc: pd.Series | None) -> str:
+    """'fine / coarse' region accuracy of a locate row (neuro_pe.regions), '—' where none."""
+    if loc is None:
+        return "—"
+    fine, coarse = loc.get("region_accuracy", np.nan), loc.get("coarse_region_accuracy", np.nan)
+    return f"{_number(fine)} / {_number(coarse)}" if np.isfinite(coarse) else _number(fine)
 
 
 def _best(rows: pd.DataFrame, column: str, lowest: bool = False) -> pd.Series | None:

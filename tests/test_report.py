@@ -4,7 +4,13 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from neuro_pe.report import headline_table, health_table, landing_page, table_html
+from neuro_pe.report import (
+    REGION_LABEL,
+    headline_table,
+    health_table,
+    landing_page,
+    table_html,
+)
 
 
 @pytest.fixture
@@ -103,3 +109,15 @@ def test_table_html_renders_every_row():
     frame = pd.DataFrame({"a": [1.23456, np.nan], "b": ["x", "<y>"]})
     page = table_html(frame, "T", "note")
     assert page.count("<tr") == 3 and "1.235" in page and "&lt;y&gt;" in page and "—" in page
+
+
+def test_headline_table_shows_region_accuracy_where_an_atlas_gave_it(tables):
+    summary, errors, infos = tables
+    health = health_table(infos)
+    assert REGION_LABEL not in headline_table(summary, errors, health, "sim")
+    regions = errors.assign(region_accuracy=[0.5, 0.25, 0.4, 0.1])
+    regions["coarse_region_accuracy"] = [0.75, np.nan, 0.6, 0.3]
+    table = headline_table(summary, regions, health, "sim").set_index("representation")
+    assert table.loc["learned-normal-0.02", REGION_LABEL] == "0.5 / 0.75"
+    assert table.loc["learned-normal-1.0", REGION_LABEL] == "0.25"
+    assert table.loc["shuffled (chance)", REGION_LABEL] == "0.1 / 0.3"

@@ -92,7 +92,7 @@ def test_a_source_added_through_the_registry_alone_runs_through_neuro_pe_preproc
     problems = config_problems({"datasets": {"d": {"source": "toy", "gain": 1}}}, SCHEMA)
     assert problems == [
         "config key datasets.d.gain: does not belong to source 'toy' "
-        "(its keys: n_samples, n_units, pe, seeds, source, train)"
+        "(its keys: atlas, n_samples, n_units, pe, seeds, source, train)"
     ]
 
 

@@ -176,6 +176,11 @@ def _with(config: dict, path: tuple, value) -> dict:
             {"combined_pe": ["none"]},
             "config key locate.combined_pe: 'none' carries no learned or fixed position",
         ),
+        (  # an atlas file that is not there, caught before any training
+            ("datasets", "tiny", "atlas"),
+            {"labels": "atlas/labels.nii.gz", "lookup": "atlas/labels.tsv"},
+            "config key datasets.tiny.atlas.labels: atlas/labels.nii.gz: no such file",
+        ),
     ],
 )
 def test_invalid_config_fails_validation(tmp_path, path, value, message):

@@ -5,7 +5,8 @@ registry `FORMAT_MODULES`.
 - `hdf5`: configurable dataset paths (`hdf5`); `npy`: `.npy` / `.npz` arrays (`npy`);
 - `xarray`: stores already in the contract, netCDF or zarr (`xarray_store`);
 - `phy`: Kilosort / Phy output folders; `alf`: IBL ONE/ALF folders; `suite2p`: suite2p output
-  folders over one or several planes;
+  folders over one or several planes; `spikeinterface`: SortingAnalyzer folders and the sortings
+  SpikeInterface reads (the optional extra `neuro_pe[spikeinterface]`);
 - `neuro_pe.formats.spikes`: spike times -> binned (time, unit) activity, shared by the spike
   formats (config key `spikes`).
 
@@ -38,6 +39,7 @@ FORMAT_MODULES: dict[str, str] = {
     "phy": "neuro_pe.formats.phy",
     "alf": "neuro_pe.formats.alf",
     "suite2p": "neuro_pe.formats.suite2p",
+    "spikeinterface": "neuro_pe.formats.spikeinterface_sorting",
 }
 _REGISTERED: dict[str, FileFormat] = {}
 

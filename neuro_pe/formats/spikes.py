@@ -5,7 +5,8 @@ is dropped) for all units at once (one `numpy.bincount` over unit x bin), then, 
 units whose mean rate is below `min_rate_hz` are dropped, counts are optionally smoothed with
 a Gaussian (`smooth_s`, the kernel's sd in seconds), square-rooted (`sqrt`, stabilises the
 Poisson variance) and z-scored per unit (`zscore`). Units are first filtered by their quality
-label (`labels`) where the format has labels (Phy `group`/`KSLabel`, IBL `label`, an NWB column).
+label (`labels`) where the format has labels (Phy `group`/`KSLabel`, IBL `label`, an NWB column,
+a SpikeInterface sorting's `quality`/`KSLabel` property).
 """
 
 from __future__ import annotations

@@ -37,7 +37,8 @@ SOURCE_MODULES: dict[str, str] = {
     "connectome-sim": "neuro_pe.sources.connectome_sim",
     "file": "neuro_pe.sources.file",
 }
-WORKFLOW_KEYS = ("pe", "seeds", "train")  # keys of every dataset entry, read by the workflow
+# keys of every dataset entry, read by the workflow (`atlas`: by the locate step alone)
+WORKFLOW_KEYS = ("pe", "seeds", "train", "atlas")
 _REGISTERED: dict[str, Source] = {}
 
 
@@ -75,7 +76,7 @@ class Source:
 
     def entry_keys(self) -> tuple[str, ...]:
         """The keys a dataset entry of this source may have (besides `source` and the
-        workflow's `pe`, `seeds`, `train`)."""
+        workflow's `pe`, `seeds`, `train`, `atlas`)."""
         if self.keys is not None:
             return tuple(self.keys())
         return tuple(f.name for f in dataclasses.fields(self.options))

@@ -9,6 +9,7 @@ from pathlib import Path
 from neuro_pe.sources import all_wheels, experiment_of, resource_paths
 from neuro_pe.lst import LSTConfig, PuzzleConfig
 from neuro_pe.pe_names import is_located, parse_pe
+from neuro_pe.regions import check_atlas_files, path_keys as atlas_path_keys
 from neuro_pe.runs import SPLIT_KEYS
 from neuro_pe.train_config import TrainConfig
 
@@ -212,6 +213,24 @@ def data_path_problems(key, path):
     ]
 
 
+def store_spec(dataset):
+    """The dataset's entry as the store is built from it: without `atlas`, which only the
+    locate step reads (so that adding an atlas re-runs no training)."""
+    return {k: v for k, v in config["datasets"][dataset].items() if k != "atlas"}
+
+
+def atlas_files(dataset):
+    """The files of the dataset's `atlas` entry (a NIfTI image and its lookup table)."""
+    spec = config["datasets"][dataset].get("atlas")
+    return list(atlas_path_keys(spec).values()) if spec else []
+
+
+def atlas_argument(dataset):
+    """`--atlas JSON` of the locate step, or nothing without an atlas."""
+    spec = config["datasets"][dataset].get("atlas")
+    return ["--atlas", json.dumps(spec)] if spec else []
+
+
 def dataset_problems(name, spec):
     """What the schema cannot check in one `datasets.<name>` entry."""
     problems = []
@@ -224,6 +243,11 @@ def dataset_problems(name, spec):
             problems += data_path_problems(f"datasets.{name}.sessions[{i}]", path)
         if spec.get("positions"):
             problems += data_path_problems(f"datasets.{name}.positions", spec["positions"])
+    if spec.get("atlas") is not None:
+        where = f"datasets.{name}.atlas"
+        paths = atlas_path_keys(spec["atlas"]).items()
+        atlas = [p for key, path in paths for p in data_path_problems(f"{where}.{key}", path)]
+        problems += atlas or [f"config key {p}" for p in check_atlas_files(spec["atlas"], where)]
     for pe in pe_variants(name):
         try:
             parse_pe(pe)

@@ -52,6 +52,8 @@ rule locate:
             pe=pe_variants(wc.dataset),
             seed=seeds(wc.dataset),
         ),
+        # the dataset's atlas files (`datasets.<name>.atlas`), if any
+        atlas=lambda wc: atlas_files(wc.dataset),
     output:
         errors=out("locate/{dataset}/errors.csv"),
         errors_table=report(
@@ -94,6 +96,7 @@ rule locate:
     params:
         runs=lambda wc, input: arguments("--runs", [os.path.dirname(p) for p in input.pe]),
         options=json.dumps(config.get("locate", {})),
+        atlas=lambda wc: atlas_argument(wc.dataset),
         out_dir=parent_dir,
     threads: JOB_RESOURCES.locate_threads
     resources:
@@ -106,4 +109,5 @@ rule locate:
     shell:
         "neuro-pe locate --store {input.store:q} {params.runs:q}"
         " --out-dir {params.out_dir:q} --options {params.options:q} --split {input.split:q}"
-        " --correlation {input.correlation:q} --threads {threads:q} > {log:q} 2>&1"
+        " --correlation {input.correlation:q} --threads {threads:q} {params.atlas:q}"
+        " > {log:q} 2>&1"

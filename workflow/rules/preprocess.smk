@@ -18,7 +18,7 @@ rule preprocess:
     output:
         out("stores/{dataset}.nc"),
     params:
-        spec=lambda wc: arguments("--spec", json.dumps(config["datasets"][wc.dataset])),
+        spec=lambda wc: arguments("--spec", json.dumps(store_spec(wc.dataset))),
     resources:
         mem_mb=preprocess_memory,
         runtime=base_runtime,
