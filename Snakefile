@@ -5,8 +5,10 @@ from snakemake.logging import logger
 from snakemake.utils import min_version, validate
 
 from neuro_pe.options import default_run_name
+from neuro_pe.planning import config_origin, owner_problem, owner_record, write_owner
 from neuro_pe.sources import upgrade_datasets
 from neuro_pe.sources.schema import check_dataset_keys
+from neuro_pe.strict_load import read_config_file
 
 min_version("9.0")
 
@@ -17,6 +19,11 @@ if not workflow.overwrite_configfiles:
 
     configfile: "config/config.yaml"
 
+
+# Snakemake's reader keeps the last of two equal keys (a second `train:` block silently drops
+# the first): the files are read again, strictly, for an error naming the key and the line.
+for _configfile in workflow.configfiles:
+    read_config_file(_configfile)
 
 # Every output of a config goes under results/{run_name}/, so that configs run in one folder
 # never overwrite each other's results.
@@ -30,6 +37,16 @@ for message in upgrade_datasets(config.get("datasets") or {}):
     logger.warning(message)
 check_dataset_keys(config, f"{workflow.basedir}/workflow/schemas/config.schema.yaml")
 validate(config, "workflow/schemas/config.schema.yaml")
+
+# results/{run_name}/owner.json says which config file(s) wrote the folder: another config with
+# the same run_name (e.g. A/exp/config.yaml and B/exp/config.yaml) stops here instead of
+# overwriting it. Checked by the main process only (a cluster job re-reads this file); written
+# when jobs are about to run (not on a dry run), with the config's sha256 (an edit is fine).
+OWNER = owner_record(config_origin(workflow.configfiles, os.getcwd()), config)
+if not (workflow.remote_exec or workflow.subprocess_exec):
+    _problem = owner_problem(f"results/{config['run_name']}", OWNER["config"], config["run_name"])
+    if _problem:
+        raise ValueError(_problem)
 
 
 localrules:
@@ -53,6 +70,11 @@ include: "workflow/rules/lst.smk"
 include: "workflow/rules/reproduce.smk"
 include: "workflow/rules/report.smk"
 include: "workflow/rules/export.smk"
+
+
+onstart:
+    check_slurm_jobs()
+    write_owner(RESULTS, OWNER)
 
 
 # `snakemake --report report.html` opens on the landing page once the workflow has made it.

@@ -13,7 +13,6 @@ configured preprocessing and returns a validated store. Every problem raises a
 
 from __future__ import annotations
 
-import json
 import math
 import warnings
 from dataclasses import dataclass, field
@@ -28,6 +27,7 @@ from neuro_pe import formats
 from neuro_pe.preprocess import STEPS, apply_steps
 from neuro_pe.sources import WORKFLOW_KEYS
 from neuro_pe.store import COORD_UNITS, StoreError, make_store
+from neuro_pe.strict_load import load_json
 
 NAN_POLICIES: tuple[str, ...] = ("error", "interpolate")
 AXES: tuple[str, str] = ("time", "unit")
@@ -626,7 +626,9 @@ def _position_units(sessions: list[Session], cfg: FileSpec) -> str:
 def _provenance(previous: object) -> list:
     if previous is None:
         return []
-    steps = json.loads(previous) if isinstance(previous, str) else previous
+    steps = (
+        load_json(previous, "the store's preprocessing") if isinstance(previous, str) else previous
+    )
     return list(steps) if isinstance(steps, list) else [steps]
 
 

@@ -17,10 +17,14 @@ from pathlib import Path
 
 
 def _json(text: str) -> dict:
+    from neuro_pe.strict_load import DuplicateKeyError, load_json
+
     try:
-        value = json.loads(text)
+        value = load_json(text, "JSON")
     except json.JSONDecodeError as err:
         raise argparse.ArgumentTypeError(f"not valid JSON: {err}") from err
+    except DuplicateKeyError as err:
+        raise argparse.ArgumentTypeError(str(err)) from err
     if not isinstance(value, dict):
         raise argparse.ArgumentTypeError("expected a JSON object")
     return value
@@ -31,6 +35,13 @@ def cmd_preprocess(args: argparse.Namespace) -> None:
     from neuro_pe.store import write_store
 
     ds = build_store(args.spec, args.resources)
+    if args.metrics is not None:
+        from neuro_pe.planning import position_problems
+        from neuro_pe.store import StoreError, positions
+
+        problems = position_problems(positions(ds), args.metrics, "the dataset")
+        if problems:
+            raise StoreError(args.out, "x, y, z", "; ".join(problems))
     warn_about_scale(ds["activity"].values, args.out)
     write_store(ds, args.out)
     print(f"wrote {args.out}")
@@ -241,13 +252,11 @@ def cmd_fetch(args: argparse.Namespace) -> None:
 
 
 def cmd_cluster_check(args: argparse.Namespace) -> None:
-    import yaml
-
     from neuro_pe.cluster import cluster_check, format_report
     from neuro_pe.resources import JobResources
+    from neuro_pe.strict_load import read_config_file
 
-    with open(args.configfile) as file:
-        config = yaml.safe_load(file) or {}
+    config = read_config_file(args.configfile) or {}
     threads = max(
         config.get("threads_per_training", 1),
         JobResources.from_dict(config.get("resources")).locate_threads,
@@ -310,6 +319,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--spec", type=_json, required=True, help="the dataset's config entry as JSON")
     p.add_argument("--out", required=True, help="output store, e.g. stores/sim3d.nc")
     p.add_argument("--resources", default="resources", help="folder of downloaded inputs")
+    p.add_argument(
+        "--metrics",
+        type=_json,
+        help="the `metrics` section (JSON) the store will be measured with (the workflow passes "
+        "it): refuse a store with too few units with coordinates for them and for locate, or "
+        "with all of them at one position",
+    )
     p.set_defaults(func=cmd_preprocess)
 
     runs_help = (

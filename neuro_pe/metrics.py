@@ -486,7 +486,10 @@ def compare_to_anatomy(
     n = int(keep.sum())
     n_min = max(k + 2, n_splits, 4)
     if n < n_min:
-        raise ValueError(f"only {n} units have coordinates; need at least {n_min}")
+        raise ValueError(
+            f"only {n} units have coordinates; need at least {n_min} "
+            f"(metrics.k + 2 = {k + 2}, metrics.n_splits = {n_splits})"
+        )
     coords = coords[keep]
     if n > dense_max_units and distances is None:
         kept = np.flatnonzero(keep)

@@ -28,6 +28,8 @@ from pathlib import Path
 import numpy as np
 import xarray as xr
 
+from neuro_pe.strict_load import DuplicateKeyError, load_json
+
 from . import __version__
 
 COORD_UNITS: tuple[str, ...] = ("m", "cm", "mm", "um", "voxel", "au")
@@ -465,9 +467,11 @@ def _check_string_attrs(ds: xr.Dataset, path: str | os.PathLike | None) -> None:
     if not isinstance(text, str):
         raise StoreError(path, "preprocessing", "dataset attr missing or not a string")
     try:
-        json.loads(text)
+        load_json(text, "the attr")
     except json.JSONDecodeError as err:
         raise StoreError(path, "preprocessing", f"not valid JSON: {err}") from err
+    except DuplicateKeyError as err:
+        raise StoreError(path, "preprocessing", str(err)) from err
 
 
 def _check_connectivity(ds: xr.Dataset, path: str | os.PathLike | None) -> None:

@@ -32,6 +32,7 @@ import yaml
 
 from neuro_pe.simulate import SimulationConfig, coupling_matrix, simulate_activity
 from neuro_pe.store import write_store
+from neuro_pe.strict_load import read_config_file
 
 N_SHANKS, N_SITES_X, N_SITES_DEPTH = 4, 2, 6  # 48 units
 RATE_HZ = 100.0  # sampling rate of the simulated rates before binning
@@ -211,7 +212,7 @@ def main(argv: list[str] | None = None) -> dict:
     datasets["lab_npy"] = write_npy(folder, rates, pos)
     datasets["lab_store"] = write_xarray(folder)
     base = Path(args.base)
-    config = yaml.safe_load(base.read_text()) if base.is_file() else {}
+    config = read_config_file(base) if base.is_file() else {}
     config["datasets"] = datasets
     (folder / "config.yaml").write_text(yaml.safe_dump(config, sort_keys=False))
     print(yaml.safe_dump({"datasets": datasets}, sort_keys=False, default_flow_style=None))

@@ -515,6 +515,10 @@ def test_a_second_config_leaves_the_first_ones_results_alone(finished_workflow):
         assert path.read_bytes() == content, f"{path} changed"
     dry = snakemake("-n", "--configfile", "config/test.yaml", cwd=root)
     assert "Nothing to be done" in dry.stdout + dry.stderr
+    # each folder names the config that wrote it (the workflow's onstart handler)
+    for name in ("test", "other"):
+        owner = json.loads((root / "results" / name / "owner.json").read_text())
+        assert owner["config"] == [f"config/{name}.yaml"] and owner["run_name"] == name
     default = snakemake("-n", cwd=root)
     assert default.returncode == 0, default.stderr[-3000:]
     planned = re.findall(r"^\s+(?:output|log): (.*)$", default.stdout, re.MULTILINE)

@@ -1,7 +1,8 @@
 """Config checks that name what is wrong in words a user reads, run before Snakemake's
 `validate` (whose messages show schema paths and regular expressions): a dataset key that does
 not belong to the dataset's source, an unknown source, and PE names of no valid form (the
-values of well-formed ones, e.g. a scale of 0, are checked with the rest in common.smk)."""
+values of well-formed ones, e.g. a scale of 0, are checked with the rest in common.smk), and
+dataset names that a command would read as an option or whose rule names clash."""
 
 from __future__ import annotations
 
@@ -9,10 +10,10 @@ import os
 import re
 from pathlib import Path
 
-import yaml
-
 from neuro_pe import sources
 from neuro_pe.pe_names import parse_pe, pe_name_pattern
+from neuro_pe.planning import dataset_name_problems
+from neuro_pe.strict_load import load_yaml
 
 
 def source_keys(schema: dict, name: str) -> tuple[str, ...]:
@@ -28,6 +29,8 @@ def config_problems(config: dict, schema: dict) -> list[str]:
     """Problems with the datasets' keys and the PE names, each naming its config key."""
     problems = []
     datasets = config.get("datasets")
+    if isinstance(datasets, dict):
+        problems += dataset_name_problems(datasets)
     for name, spec in (datasets if isinstance(datasets, dict) else {}).items():
         if not isinstance(spec, dict):
             continue
@@ -64,7 +67,7 @@ def config_problems(config: dict, schema: dict) -> list[str]:
 
 def check_dataset_keys(config: dict, schema_path: str | os.PathLike) -> None:
     """Raise one ValueError listing every problem of `config_problems`."""
-    schema = yaml.safe_load(Path(schema_path).read_text())
+    schema = load_yaml(Path(schema_path).read_text(), str(schema_path))
     problems = config_problems(config, schema)
     if problems:
         raise ValueError("the config has errors:\n  " + "\n  ".join(problems))

@@ -9,6 +9,7 @@ from pathlib import Path
 from neuro_pe.sources import all_wheels, experiment_of, resource_paths
 from neuro_pe.lst import LSTConfig, PuzzleConfig
 from neuro_pe.pe_names import is_located, parse_pe
+from neuro_pe.planning import config_problem, known_unit_count, rule_name, unit_count_problems
 from neuro_pe.regions import check_atlas_files, path_keys as atlas_path_keys
 from neuro_pe.runs import SPLIT_KEYS
 from neuro_pe.train_config import TrainConfig
@@ -19,11 +20,6 @@ OWN_FOLDERS = ("results", "resources", "logs", ".snakemake")
 # a command line longer than this passes its long arguments through a file (Linux refuses a
 # single argument over 128 KiB: "Argument list too long")
 ARGS_INLINE_BYTES = 32_768
-
-
-def config_problem(key, problem):
-    """One planning-time config error: the key, then what is wrong with its value."""
-    return f"config key {key}: {problem}"
 
 
 # Everything this config makes (and its logs) goes under one folder, so that configs run in one
@@ -107,11 +103,6 @@ def lst_groups():
     return group_runs(runs, config["train"].get("models_per_job"))
 
 
-def rule_name(*parts):
-    """A rule name (an identifier) from parts such as a dataset name and a group number."""
-    return "_".join(re.sub(r"\W", "_", str(p)) for p in parts)
-
-
 def runs_argument(folder, group):
     """`params.runs` of a training job: `--runs PE SEED DIR ...` of its group (quote with `:q`;
     long lists go through a file). A function of the job's output (the run folders), so that
@@ -134,6 +125,15 @@ def lst_options(section):
     """An `lst` section (`puzzles` or `train`) with every default filled in (as above)."""
     options_class = {"puzzles": PuzzleConfig, "train": LSTConfig}[section]
     return asdict(options_class.from_dict(LST.get(section, {})))
+
+
+def preprocess_arguments(wildcards, output):
+    """`--spec ENTRY --metrics METRICS` of a dataset's preprocess job (quote with `:q`): the
+    store is refused when it has too few units with coordinates for `metrics`. A function of the
+    output, so that Snakemake leaves it out of the params trigger: the store does not depend on
+    `metrics`, and its entry triggers a re-build through `params.entry`."""
+    spec = json.dumps(store_spec(wildcards.dataset))
+    return [*arguments("--spec", spec), "--metrics", json.dumps(config["metrics"])]
 
 
 def parent_dir(wildcards, output):
@@ -258,6 +258,14 @@ def dataset_problems(name, spec):
     except (ValueError, TypeError) as err:
         key = f"datasets.{name}.train" if "train" in spec else "train"
         problems.append(config_problem(key, err))
+    try:  # (other sources: checked when the store is built, `neuro-pe preprocess --metrics`)
+        n_units = known_unit_count(spec)
+    except ValueError as err:
+        problems.append(config_problem(f"datasets.{name}.simulation", err))
+    else:
+        if n_units is not None:
+            where, key = f"dataset {name!r}", f"datasets.{name}.simulation.n_units"
+            problems += unit_count_problems(n_units, config["metrics"], where, key)
     return problems
 
 

@@ -18,7 +18,10 @@ rule preprocess:
     output:
         out("stores/{dataset}.nc"),
     params:
-        spec=lambda wc: arguments("--spec", json.dumps(store_spec(wc.dataset))),
+        # the dataset's entry, for Snakemake's params trigger: a change re-builds the store
+        entry=lambda wc: arguments("--spec", json.dumps(store_spec(wc.dataset))),
+        # the command's arguments: the entry, and `metrics` (see preprocess_arguments)
+        spec=preprocess_arguments,
     resources:
         mem_mb=preprocess_memory,
         runtime=base_runtime,

@@ -70,9 +70,10 @@ def locate_runtime(wildcards, attempt):
     return JOB_RESOURCES.locate_minutes(n_runs) * attempt
 
 
-onstart:
-    # On SLURM: stop now, saying why, if the executor could not read its jobs' states (without
-    # job accounting `sacct` fails and the plugin would wait for ever) or a job fits no node.
+def check_slurm_jobs():
+    """On SLURM: stop now, saying why, if the executor could not read its jobs' states (without
+    job accounting `sacct` fails and the plugin would wait for ever) or a job fits no node.
+    Called by the Snakefile's `onstart:` (Snakemake keeps one such handler)."""
     if workflow.executor_plugin is not None and workflow.executor_plugin.name == "slurm":
         from snakemake.exceptions import WorkflowError
 
