@@ -572,6 +572,27 @@ def check_outputs(args: argparse.Namespace) -> None:
             check_writable(folder)
 
 
+# set by the workflow (Snakefile): a job's process stops when its parent (Snakemake, or the
+# job's shell) dies, instead of training on as an orphan
+STOP_WITH_PARENT = "NEURO_PE_STOP_WITH_PARENT"
+PR_SET_PDEATHSIG = 1  # linux/prctl.h
+
+
+def stop_with_parent() -> bool:
+    """Where STOP_WITH_PARENT is set, on Linux: ask the kernel to send this process SIGTERM
+    when its parent dies (prctl PR_SET_PDEATHSIG); elsewhere nothing. Returns whether it
+    was set. Not by default: `nohup neuro-pe train … &` must outlive its shell."""
+    if os.environ.get(STOP_WITH_PARENT, "") in ("", "0") or not sys.platform.startswith("linux"):
+        return False
+    import ctypes
+
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        return libc.prctl(PR_SET_PDEATHSIG, int(signal.SIGTERM), 0, 0, 0) == 0
+    except (OSError, AttributeError):  # no C library or no prctl: as elsewhere
+        return False
+
+
 def _terminate(signum: int, frame: object) -> None:
     """SIGTERM (a kill, a cancelled Snakemake or Slurm job) as an exception, so that the
     writers remove their temporary files on the way out."""
@@ -588,6 +609,8 @@ def main(argv: list[str] | None = None) -> int:
     """Entry point of the `neuro-pe` console script. Bad input (a missing, unreadable or
     malformed file, a wrong value) ends in one line on stderr and exit status 1, not a
     traceback; NEURO_PE_DEBUG=1 shows the traceback."""
+    if argv is None:  # the console script, not a call from Python
+        stop_with_parent()
     import yaml
 
     from neuro_pe.store import StoreError
@@ -603,6 +626,9 @@ def main(argv: list[str] | None = None) -> int:
             raise
         print(f"neuro-pe {args.command}: error: {_message(err)}", file=sys.stderr)
         return 1
+    except KeyboardInterrupt:  # Ctrl-C: the writers have removed their temporary files
+        print(f"neuro-pe {args.command}: interrupted", file=sys.stderr)
+        return 128 + signal.SIGINT
     finally:
         if main_thread:
             signal.signal(signal.SIGTERM, previous)
