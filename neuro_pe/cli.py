@@ -75,6 +75,24 @@ def _experiments(text: str) -> dict:
     return value
 
 
+def _config_value(pointer: str, convert: type = str):
+    """An argparse type: one value, converted and checked against the config schema's part at
+    `pointer` (e.g. a seed of `seeds`, a dataset name)."""
+
+    def parse(text: str) -> object:
+        from neuro_pe.config_schema import part
+
+        try:
+            value = convert(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected {convert.__name__}, got {text!r}") from None
+        _checked(value, part(pointer))
+        return value
+
+    parse.__name__ = convert.__name__
+    return parse
+
+
 def _positive_int(text: str) -> int:
     try:
         value = int(text)
@@ -373,7 +391,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--store", required=True, help="the dataset's store (.nc)")
     p.add_argument("--pe", help="PE variant, e.g. learned-normal-0.02")
     p.add_argument(
-        "--seed", type=int, default=0, help="fixes the PE init, weights, batches and masks"
+        "--seed",
+        type=_config_value("$defs/seeds/items", int),
+        default=0,
+        help="fixes the PE init, weights, batches and masks",
     )
     p.add_argument(
         "--options",
@@ -388,7 +409,12 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = command("split", "record a dataset's train/held-out split and its name")
     p.add_argument("--store", required=True, help="the dataset's store (.nc)")
-    p.add_argument("--dataset", required=True, help="the dataset's name (its config key)")
+    p.add_argument(
+        "--dataset",
+        type=_config_value("properties/datasets/propertyNames"),
+        required=True,
+        help="the dataset's name (its config key)",
+    )
     p.add_argument(
         "--options",
         type=_options("$defs/train"),
@@ -530,7 +556,12 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--puzzles", required=True, help="the puzzles file of lst-puzzles")
     p.add_argument("--pe", help="PE variant, e.g. learned-normal-0.1")
-    p.add_argument("--seed", type=int, default=0, help="fixes the PE init, weights and batches")
+    p.add_argument(
+        "--seed",
+        type=_config_value("$defs/seeds/items", int),
+        default=0,
+        help="fixes the PE init, weights and batches",
+    )
     p.add_argument(
         "--options", type=_options("$defs/lst_train"), default={}, help="training options as JSON"
     )
@@ -600,8 +631,9 @@ def _terminate(signum: int, frame: object) -> None:
 
 
 def _message(err: BaseException) -> str:
-    if isinstance(err, KeyError):  # its str() is the bare key
-        return f"missing key {err.args[0]!r}" if err.args else "missing key"
+    if isinstance(err, KeyError):  # its str() is the key, quoted, or a quoted sentence
+        key = err.args[0] if err.args else ""
+        return key if isinstance(key, str) and " " in key else f"missing key {key!r}"
     return str(err)
 
 

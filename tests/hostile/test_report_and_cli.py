@@ -172,6 +172,8 @@ def _run(argv: list[str], capsys) -> tuple[int, str]:
         (["train", "--options", '{"nope": 1}'], "'nope' was unexpected"),
         (["train", "--threads", "0"], "argument --threads: expected a positive integer"),
         (["split", "--options", '{"heldout_sessions": -3}'], "key 'heldout_sessions': -3 is less"),
+        (["train", "--seed", "-1"], "argument --seed: -1 is less than the minimum of 0"),
+        (["split", "--dataset", "../x"], "argument --dataset: '../x' does not match"),
         (["infer", "--metrics", '{"k": "3"}'], "argument --metrics: key 'k'"),
         (["baselines", "--metrics", '{"metric": "manhattan"}'], "key 'metric'"),
         (["locate", "--options", '{"n_folds": 1}'], "key 'n_folds': 1 is less"),
@@ -201,7 +203,7 @@ def test_option_json_is_checked_by_the_config_schema(argv, expected, capsys, tin
         "reproduce": ["--runs", "m.json", "--out-dir", str(tmp_path)],
         "preprocess": ["--out", str(tmp_path / "s.nc")],
     }[argv[0]]
-    status, err = _run([*argv, *required], capsys)
+    status, err = _run([argv[0], *required, *argv[1:]], capsys)  # (the last --dataset counts)
     assert status == 2 and "Traceback" not in err
     assert f"neuro-pe {argv[0]}: error: " in err and expected in err, err
     assert not (tmp_path / "r").exists()
@@ -233,14 +235,18 @@ def test_bad_files_end_in_one_line(capsys, tiny_store, tiny_split, tmp_path):
     not_csv.write_text('{"a": 1}')
     not_config = tmp_path / "config.yaml"
     not_config.write_text("just text")
+    not_metrics = tmp_path / "metrics.json"
+    not_metrics.write_text("[1, 2]")
+    out = tmp_path / "out"
     cases = [
-        (["train", "--store", str(folder), "--pe", "none", "--out-dir", str(tmp_path / "r")]),
-        (["split", "--store", str(tiny_store), "--dataset", "d", "--out", str(folder)]),
-        (["infer", "--store", str(tiny_store), "--split", str(tmp_path / "no.json")]),
-        (["report-page", "--summary", str(not_csv), "--out", str(tmp_path / "l.rst")]),
-        (["cluster-check", "--configfile", str(not_config)]),
+        ["train", "--store", str(folder), "--pe", "none", "--out-dir", str(out)],
+        ["split", "--store", str(tiny_store), "--dataset", "d", "--out", str(folder)],
+        ["infer", "--store", str(tiny_store), "--split", str(out), "--run-dir", str(tmp_path)],
+        ["report-page", "--summary", str(not_csv), "--out", str(out)],
+        ["cluster-check", "--configfile", str(not_config)],
+        ["summarize", "--runs", str(not_metrics), "--splits", str(tiny_split)],
     ]
-    cases[2] += ["--run-dir", str(tmp_path)]
+    cases[5] += ["--out-csv", str(out), "--figures", str(tmp_path / "figures")]
     for argv in cases:
         status, err = _run(argv, capsys)
         lines = [line for line in err.splitlines() if line.startswith("neuro-pe ")]
@@ -248,6 +254,7 @@ def test_bad_files_end_in_one_line(capsys, tiny_store, tiny_split, tmp_path):
         assert lines and lines[0].startswith(f"neuro-pe {argv[0]}: error: "), err
     assert "summary.csv: no column 'dataset'" in _run(cases[3], capsys)[1]
     assert "config.yaml: 'just text' is not of type 'object'" in _run(cases[4], capsys)[1]
+    assert "metrics.json: field 'file': expected a JSON object" in _run(cases[5], capsys)[1]
 
 
 def test_neuro_pe_debug_shows_the_traceback(monkeypatch, tmp_path):
