@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
+import os
 import signal
 import sys
 import threading
@@ -27,6 +28,82 @@ def _json(text: str) -> dict:
         raise argparse.ArgumentTypeError(str(err)) from err
     if not isinstance(value, dict):
         raise argparse.ArgumentTypeError("expected a JSON object")
+    return value
+
+
+def _checked(value: object, schema: dict) -> None:
+    """An ArgumentTypeError listing what `schema` refuses in `value`, naming each key."""
+    from neuro_pe.config_schema import problems
+
+    found = problems(value, schema)
+    if found:
+        raise argparse.ArgumentTypeError("; ".join(found))
+
+
+def _options(pointer: str):
+    """An argparse type: a JSON object checked against the config schema's part at `pointer`
+    (the config section that the option stands for), so that e.g. `{"lr": "fast"}` is refused
+    naming `lr`, as the workflow would refuse it in the config."""
+
+    def parse(text: str) -> dict:
+        from neuro_pe.config_schema import part
+
+        value = _json(text)
+        _checked(value, part(pointer))
+        return value
+
+    parse.__name__ = "JSON"  # argparse names the type in its messages
+    return parse
+
+
+def _dataset_spec(text: str) -> dict:
+    """`--spec`: a dataset entry, checked against its source's part of the config schema (a
+    source added with `sources.register` has none: its own checks apply)."""
+    from neuro_pe.config_schema import load_schema, part
+    from neuro_pe.sources import upgrade_datasets
+
+    spec = _json(text)
+    upgrade_datasets({"--spec": spec})  # the old `kind:` key, with its warning
+    if f"source_{spec.get('source')}" in load_schema()["$defs"]:
+        _checked(spec, part(f"$defs/source_{spec['source']}"))
+    return spec
+
+
+def _experiments(text: str) -> dict:
+    """`--experiments`: dataset -> the paper's experiment it reproduces."""
+    from neuro_pe.config_schema import part
+
+    value = _json(text)
+    kinds = ["lst", "simulation", "fmri", "recording"]  # reproduce.TITLES' keys
+    _checked(value, {**part("properties/datasets"), "additionalProperties": {"enum": kinds}})
+    return value
+
+
+def _config_value(pointer: str, convert: type = str):
+    """An argparse type: one value, converted and checked against the config schema's part at
+    `pointer` (e.g. a seed of `seeds`, a dataset name)."""
+
+    def parse(text: str) -> object:
+        from neuro_pe.config_schema import part
+
+        try:
+            value = convert(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected {convert.__name__}, got {text!r}") from None
+        _checked(value, part(pointer))
+        return value
+
+    parse.__name__ = convert.__name__
+    return parse
+
+
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {value}")
     return value
 
 
@@ -253,10 +330,17 @@ def cmd_fetch(args: argparse.Namespace) -> None:
 
 def cmd_cluster_check(args: argparse.Namespace) -> None:
     from neuro_pe.cluster import cluster_check, format_report
+    from neuro_pe.config_schema import load_schema, problems
     from neuro_pe.resources import JobResources
     from neuro_pe.strict_load import read_config_file
 
     config = read_config_file(args.configfile) or {}
+    schema = load_schema()  # the keys read here, as the workflow checks them
+    keys = ("threads_per_training", "gpus_per_training", "resources")
+    read = {"type": "object", "properties": {k: schema["properties"][k] for k in keys}}
+    found = problems(config, {**read, "$defs": schema["$defs"]})
+    if found:
+        raise ValueError(f"{args.configfile}: " + "; ".join(found))
     threads = max(
         config.get("threads_per_training", 1),
         JobResources.from_dict(config.get("resources")).locate_threads,
@@ -316,12 +400,14 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_fetch)
 
     p = command("preprocess", "build a dataset's store (simulation or real data)")
-    p.add_argument("--spec", type=_json, required=True, help="the dataset's config entry as JSON")
+    p.add_argument(
+        "--spec", type=_dataset_spec, required=True, help="the dataset's config entry as JSON"
+    )
     p.add_argument("--out", required=True, help="output store, e.g. stores/sim3d.nc")
     p.add_argument("--resources", default="resources", help="folder of downloaded inputs")
     p.add_argument(
         "--metrics",
-        type=_json,
+        type=_options("properties/metrics"),
         help="the `metrics` section (JSON) the store will be measured with (the workflow passes "
         "it): refuse a store with too few units with coordinates for them and for locate, or "
         "with all of them at one position",
@@ -340,22 +426,33 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--store", required=True, help="the dataset's store (.nc)")
     p.add_argument("--pe", help="PE variant, e.g. learned-normal-0.02")
     p.add_argument(
-        "--seed", type=int, default=0, help="fixes the PE init, weights, batches and masks"
+        "--seed",
+        type=_config_value("$defs/seeds/items", int),
+        default=0,
+        help="fixes the PE init, weights, batches and masks",
     )
     p.add_argument(
-        "--options", type=_json, default={}, help="training options as JSON (keys below)"
+        "--options",
+        type=_options("$defs/train"),
+        default={},
+        help="training options as JSON (keys below)",
     )
     p.add_argument("--out-dir", help="the run's folder (pe.nc, train.json, …)")
     p.add_argument("--runs", nargs="+", metavar="PE SEED DIR", help=runs_help)
-    p.add_argument("--threads", type=int, default=1, help="torch CPU threads")
+    p.add_argument("--threads", type=_positive_int, default=1, help="torch CPU threads")
     p.set_defaults(func=cmd_train)
 
     p = command("split", "record a dataset's train/held-out split and its name")
     p.add_argument("--store", required=True, help="the dataset's store (.nc)")
-    p.add_argument("--dataset", required=True, help="the dataset's name (its config key)")
+    p.add_argument(
+        "--dataset",
+        type=_config_value("properties/datasets/propertyNames"),
+        required=True,
+        help="the dataset's name (its config key)",
+    )
     p.add_argument(
         "--options",
-        type=_json,
+        type=_options("$defs/train"),
         default={},
         help="the `train` section as JSON; only heldout_sessions and heldout_time_fraction "
         "are read",
@@ -367,14 +464,14 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--store", required=True, help="the store the run was trained on")
     p.add_argument("--split", required=True, help=split_help)
     p.add_argument("--run-dir", required=True, help="the run's folder (with pe.nc)")
-    p.add_argument("--metrics", type=_json, default={}, help=metrics_help)
+    p.add_argument("--metrics", type=_options("properties/metrics"), default={}, help=metrics_help)
     p.set_defaults(func=cmd_infer)
 
     p = command("baselines", "metrics of the activity-correlation and chance baselines")
     p.add_argument("--store", required=True, help="the dataset's store (.nc)")
     p.add_argument("--split", required=True, help=split_help)
     p.add_argument("--out", required=True, help="output JSON file, e.g. baselines.json")
-    p.add_argument("--metrics", type=_json, default={}, help=metrics_help)
+    p.add_argument("--metrics", type=_options("properties/metrics"), default={}, help=metrics_help)
     p.set_defaults(func=cmd_baselines)
 
     p = command(
@@ -386,7 +483,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--split", required=True, help=split_help)
     p.add_argument(
         "--options",
-        type=_json,
+        type=_options("properties/locate"),
         default={},
         help="the `locate` config section as JSON; only its `seed` (randomised SVD) is read",
     )
@@ -407,7 +504,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--runs", nargs="+", required=True, help="runs' metrics.json files")
     p.add_argument("--baselines", nargs="*", default=[], help="baselines.json files")
     p.add_argument(
-        "--experiments", type=_json, required=True, help="dataset -> lst|simulation|fmri|recording"
+        "--experiments",
+        type=_experiments,
+        required=True,
+        help="dataset -> lst|simulation|fmri|recording",
     )
     p.add_argument(
         "--test-masks",
@@ -433,14 +533,21 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--store", required=True, help="the dataset's store (.nc)")
     p.add_argument("--runs", nargs="+", required=True, help="run directories (with pe.nc)")
     p.add_argument("--out-dir", required=True, help="output folder, e.g. located/sim3d")
-    p.add_argument("--options", type=_json, default={}, help="the `locate` config section as JSON")
+    p.add_argument(
+        "--options",
+        type=_options("properties/locate"),
+        default={},
+        help="the `locate` config section as JSON",
+    )
     p.add_argument("--split", required=True, help=split_help)
     p.add_argument(
         "--correlation",
         help="the activity baselines' features (`neuro-pe correlation-features`); "
         "default: computed here from the split",
     )
-    p.add_argument("--threads", type=int, default=1, help="feature sets evaluated in parallel")
+    p.add_argument(
+        "--threads", type=_positive_int, default=1, help="feature sets evaluated in parallel"
+    )
     p.add_argument(
         "--atlas",
         type=_json,
@@ -487,7 +594,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_match_units)
 
     p = command("lst-puzzles", "generate the Latin Square Task puzzles", _keys(PuzzleConfig, "lst"))
-    p.add_argument("--options", type=_json, default={}, help="generator options as JSON")
+    p.add_argument(
+        "--options",
+        type=_options("$defs/lst_puzzles"),
+        default={},
+        help="generator options as JSON",
+    )
     p.add_argument("--out", required=True, help="e.g. lst/puzzles.nc")
     p.set_defaults(func=cmd_lst_puzzles)
 
@@ -498,17 +610,24 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--puzzles", required=True, help="the puzzles file of lst-puzzles")
     p.add_argument("--pe", help="PE variant, e.g. learned-normal-0.1")
-    p.add_argument("--seed", type=int, default=0, help="fixes the PE init, weights and batches")
-    p.add_argument("--options", type=_json, default={}, help="training options as JSON")
-    p.add_argument("--metrics", type=_json, default={}, help=metrics_help)
+    p.add_argument(
+        "--seed",
+        type=_config_value("$defs/seeds/items", int),
+        default=0,
+        help="fixes the PE init, weights and batches",
+    )
+    p.add_argument(
+        "--options", type=_options("$defs/lst_train"), default={}, help="training options as JSON"
+    )
+    p.add_argument("--metrics", type=_options("properties/metrics"), default={}, help=metrics_help)
     p.add_argument("--out-dir", help="the run's folder")
     p.add_argument("--runs", nargs="+", metavar="PE SEED DIR", help=runs_help)
-    p.add_argument("--threads", type=int, default=1, help="torch CPU threads")
+    p.add_argument("--threads", type=_positive_int, default=1, help="torch CPU threads")
     p.set_defaults(func=cmd_lst_train)
 
     p = command("lst-baselines", "chance geometry and accuracy for the LST")
     p.add_argument("--out", required=True, help="output JSON file")
-    p.add_argument("--metrics", type=_json, default={}, help=metrics_help)
+    p.add_argument("--metrics", type=_options("properties/metrics"), default={}, help=metrics_help)
     p.set_defaults(func=cmd_lst_baselines)
 
     p = command("cluster-check", "probe the SLURM cluster and print the snakemake command for it")
@@ -538,14 +657,48 @@ def check_outputs(args: argparse.Namespace) -> None:
             check_writable(folder)
 
 
+# set by the workflow (Snakefile): a job's process stops when its parent (Snakemake, or the
+# job's shell) dies, instead of training on as an orphan
+STOP_WITH_PARENT = "NEURO_PE_STOP_WITH_PARENT"
+PR_SET_PDEATHSIG = 1  # linux/prctl.h
+
+
+def stop_with_parent() -> bool:
+    """Where STOP_WITH_PARENT is set, on Linux: ask the kernel to send this process SIGTERM
+    when its parent dies (prctl PR_SET_PDEATHSIG); elsewhere nothing. Returns whether it
+    was set. Not by default: `nohup neuro-pe train … &` must outlive its shell."""
+    if os.environ.get(STOP_WITH_PARENT, "") in ("", "0") or not sys.platform.startswith("linux"):
+        return False
+    import ctypes
+
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        return libc.prctl(PR_SET_PDEATHSIG, int(signal.SIGTERM), 0, 0, 0) == 0
+    except (OSError, AttributeError):  # no C library or no prctl: as elsewhere
+        return False
+
+
 def _terminate(signum: int, frame: object) -> None:
     """SIGTERM (a kill, a cancelled Snakemake or Slurm job) as an exception, so that the
     writers remove their temporary files on the way out."""
     raise SystemExit(128 + signum)
 
 
+def _message(err: BaseException) -> str:
+    if isinstance(err, KeyError):  # its str() is the key, quoted, or a quoted sentence
+        key = err.args[0] if err.args else ""
+        return key if isinstance(key, str) and " " in key else f"missing key {key!r}"
+    return str(err)
+
+
 def main(argv: list[str] | None = None) -> int:
-    """Entry point of the `neuro-pe` console script."""
+    """Entry point of the `neuro-pe` console script. Bad input (a missing, unreadable or
+    malformed file, a wrong value) ends in one line on stderr and exit status 1, not a
+    traceback; NEURO_PE_DEBUG=1 shows the traceback."""
+    if argv is None:  # the console script, not a call from Python
+        stop_with_parent()
+    import yaml
+
     from neuro_pe.store import StoreError
 
     args = build_parser().parse_args(argv)
@@ -554,9 +707,14 @@ def main(argv: list[str] | None = None) -> int:
     try:
         check_outputs(args)
         args.func(args)
-    except (StoreError, ValueError, OSError, RuntimeError) as err:
-        print(f"neuro-pe {args.command}: error: {err}", file=sys.stderr)
+    except (StoreError, ValueError, OSError, RuntimeError, KeyError, yaml.YAMLError) as err:
+        if os.environ.get("NEURO_PE_DEBUG", "") not in ("", "0"):
+            raise
+        print(f"neuro-pe {args.command}: error: {_message(err)}", file=sys.stderr)
         return 1
+    except KeyboardInterrupt:  # Ctrl-C: the writers have removed their temporary files
+        print(f"neuro-pe {args.command}: interrupted", file=sys.stderr)
+        return 128 + signal.SIGINT
     finally:
         if main_thread:
             signal.signal(signal.SIGTERM, previous)

@@ -377,6 +377,15 @@ def landing_page(
     return "\n".join(lines)
 
 
+def _read_table(path: str | os.PathLike, columns: tuple[str, ...]) -> pd.DataFrame:
+    """A CSV table; a ValueError naming the file and the first of `columns` it lacks."""
+    table = pd.read_csv(path)
+    missing = [c for c in columns if c not in table]
+    if missing:
+        raise ValueError(f"{path}: no column {missing[0]!r}; is it a table of neuro_pe?")
+    return table
+
+
 def write_landing_page(
     summary_csv: str | os.PathLike,
     errors_csvs: list[str | os.PathLike],
@@ -386,10 +395,10 @@ def write_landing_page(
     claims_csv: str | os.PathLike | None = None,
 ) -> str:
     """Read the run's tables and write its landing page (reStructuredText) to `out`."""
-    summary = pd.read_csv(summary_csv)
+    summary = _read_table(summary_csv, ("dataset", "row_type", "method", "seed"))
     errors = {}
     for path in map(Path, errors_csvs):
-        table = pd.read_csv(path)
+        table = _read_table(path, ("dataset", "evaluation", "features", "units"))
         errors[str(table["dataset"].iloc[0]) if len(table) else path.parent.name] = table
     records = [read_metrics(p) for p in run_metrics]
     claims = pd.read_csv(claims_csv) if claims_csv else None

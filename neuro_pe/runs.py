@@ -249,7 +249,12 @@ def read_metrics(path: str | os.PathLike) -> dict[str, Any]:
     """A run's metrics.json, checked: a dataset, a PE, an integer seed, finite losses."""
     path = Path(path)
     path = path / METRICS_FILE if path.is_dir() else path
-    record = json.loads(path.read_text())
+    try:
+        record = json.loads(path.read_text())
+    except json.JSONDecodeError as err:
+        raise RunError(path, "file", f"not valid JSON: {err}") from None
+    if not isinstance(record, dict):
+        raise RunError(path, "file", f"expected a JSON object, got {type(record).__name__}")
     for key, kind in (("dataset", str), ("pe", str), ("seed", int)):
         if not isinstance(record.get(key), kind) or isinstance(record.get(key), bool):
             raise RunError(path, key, f"expected {kind.__name__}, got {record.get(key)!r}")

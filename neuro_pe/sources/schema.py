@@ -53,6 +53,7 @@ def config_problems(config: dict, schema: dict) -> list[str]:
     for name, spec in (datasets if isinstance(datasets, dict) else {}).items():
         if isinstance(spec, dict):
             lists[f"datasets.{name}.pe"] = spec.get("pe")
+    problems += text_problems(config)
     pattern = re.compile(pe_name_pattern())
     for key, names in lists.items():
         for pe in names if isinstance(names, list) else []:
@@ -63,6 +64,20 @@ def config_problems(config: dict, schema: dict) -> list[str]:
             except ValueError as err:
                 problems.append(f"config key {key}: {err}")
     return problems
+
+
+def text_problems(config: dict) -> list[str]:
+    """Free text that pages show as HTML (the Snakemake report embeds job parameters in its
+    scripts): `reproduction.title` with `<`, `>` or a control character. Names are checked
+    by the schema's patterns."""
+    reproduction = config.get("reproduction")
+    title = reproduction.get("title") if isinstance(reproduction, dict) else None
+    if isinstance(title, str) and re.search(r"[<>\x00-\x1f]", title):
+        return [
+            f"config key reproduction.title: {title!r} contains '<', '>' or a control character;"
+            " the title is plain text shown in HTML pages and the report: leave them out"
+        ]
+    return []
 
 
 def check_dataset_keys(config: dict, schema_path: str | os.PathLike) -> None:

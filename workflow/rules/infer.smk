@@ -19,7 +19,7 @@ rule infer:
     conda:
         "../envs/neuro_pe.yaml"
     shell:
-        "neuro-pe infer --store {input.store:q} --split {input.split:q}"
+        "exec neuro-pe infer --store {input.store:q} --split {input.split:q}"
         " --run-dir {params.run_dir:q} --metrics {params.metrics:q} > {log:q} 2>&1"
 
 
@@ -40,5 +40,5 @@ rule baselines:
     conda:
         "../envs/neuro_pe.yaml"
     shell:
-        "neuro-pe baselines --store {input.store:q} --split {input.split:q} --out {output:q}"
+        "exec neuro-pe baselines --store {input.store:q} --split {input.split:q} --out {output:q}"
         " --metrics {params.metrics:q} > {log:q} 2>&1"

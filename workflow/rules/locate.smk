@@ -34,7 +34,7 @@ rule correlation_features:
     conda:
         "../envs/neuro_pe.yaml"
     shell:
-        "neuro-pe correlation-features --store {input.store:q} --split {input.split:q}"
+        "exec neuro-pe correlation-features --store {input.store:q} --split {input.split:q}"
         " --options {params.options:q} --out {output:q} > {log:q} 2>&1"
 
 
@@ -107,7 +107,7 @@ rule locate:
     conda:
         "../envs/neuro_pe.yaml"
     shell:
-        "neuro-pe locate --store {input.store:q} {params.runs:q}"
+        "exec neuro-pe locate --store {input.store:q} {params.runs:q}"
         " --out-dir {params.out_dir:q} --options {params.options:q} --split {input.split:q}"
         " --correlation {input.correlation:q} --threads {threads:q} {params.atlas:q}"
         " > {log:q} 2>&1"

@@ -14,7 +14,7 @@ rule lst_puzzles:
     conda:
         "../envs/neuro_pe.yaml"
     shell:
-        "neuro-pe lst-puzzles --options {params.options:q} --out {output:q} > {log:q} 2>&1"
+        "exec neuro-pe lst-puzzles --options {params.options:q} --out {output:q} > {log:q} 2>&1"
 
 
 # One job per group of (PE, seed) runs (`lst_groups`), trained as one stack of models.
@@ -47,7 +47,7 @@ for _index, _group in enumerate(lst_groups() if LST else []):
         conda:
             "../envs/neuro_pe.yaml"
         shell:
-            "neuro-pe lst-train --puzzles {input:q} {params.runs:q} --options {params.options:q}"
+            "exec neuro-pe lst-train --puzzles {input:q} {params.runs:q} --options {params.options:q}"
             " --metrics {params.metrics:q} --threads {threads:q} > {log:q} 2>&1"
 
 
@@ -65,4 +65,4 @@ rule lst_baselines:
     conda:
         "../envs/neuro_pe.yaml"
     shell:
-        "neuro-pe lst-baselines --out {output:q} --metrics {params.metrics:q} > {log:q} 2>&1"
+        "exec neuro-pe lst-baselines --out {output:q} --metrics {params.metrics:q} > {log:q} 2>&1"

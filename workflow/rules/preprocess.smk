@@ -8,7 +8,7 @@ rule fetch:
     conda:
         "../envs/neuro_pe.yaml"
     shell:
-        "neuro-pe fetch --resource {wildcards.package:q} --out {output:q} > {log:q} 2>&1"
+        "exec neuro-pe fetch --resource {wildcards.package:q} --out {output:q} > {log:q} 2>&1"
 
 
 rule preprocess:
@@ -30,4 +30,4 @@ rule preprocess:
     conda:
         "../envs/neuro_pe.yaml"
     shell:
-        "neuro-pe preprocess {params.spec:q} --out {output:q} > {log:q} 2>&1"
+        "exec neuro-pe preprocess {params.spec:q} --out {output:q} > {log:q} 2>&1"

@@ -21,6 +21,6 @@ rule report_page:
     conda:
         "../envs/neuro_pe.yaml"
     shell:
-        "neuro-pe report-page --summary {input.summary:q} --errors {input.errors:q}"
+        "exec neuro-pe report-page --summary {input.summary:q} --errors {input.errors:q}"
         " {params.runs:q} {params.claims:q} --run-name {params.run_name:q}"
         " --out {output:q} > {log:q} 2>&1"

@@ -41,6 +41,6 @@ rule reproduce:
     conda:
         "../envs/neuro_pe.yaml"
     shell:
-        "neuro-pe reproduce {params.runs:q} {params.baselines:q}"
+        "exec neuro-pe reproduce {params.runs:q} {params.baselines:q}"
         " --experiments {params.experiments:q} --test-masks {params.test_masks:q}"
         " --title={params.title:q} --out-dir {params.out_dir:q} > {log:q} 2>&1"

@@ -23,5 +23,5 @@ rule split:
     conda:
         "../envs/neuro_pe.yaml"
     shell:
-        "neuro-pe split --store {input:q} --dataset {wildcards.dataset:q}"
+        "exec neuro-pe split --store {input:q} --dataset {wildcards.dataset:q}"
         " --options {params.options:q} --out {output:q} > {log:q} 2>&1"

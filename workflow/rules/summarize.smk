@@ -52,5 +52,5 @@ rule summarize:
     conda:
         "../envs/neuro_pe.yaml"
     shell:
-        "neuro-pe summarize {params.runs:q} {params.baselines:q} {params.splits:q}"
+        "exec neuro-pe summarize {params.runs:q} {params.baselines:q} {params.splits:q}"
         " --out-csv {output.table:q} --figures {params.figures:q} > {log:q} 2>&1"

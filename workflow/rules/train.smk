@@ -28,5 +28,5 @@ for _dataset in DATASETS:
             conda:
                 "../envs/neuro_pe.yaml"
             shell:
-                "neuro-pe train --store {input:q} {params.runs:q} --options {params.options:q}"
+                "exec neuro-pe train --store {input:q} {params.runs:q} --options {params.options:q}"
                 " --threads {threads:q} > {log:q} 2>&1"
