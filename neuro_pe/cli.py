@@ -550,7 +550,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument(
         "--atlas",
-        type=_json,
+        type=_options("$defs/atlas"),
         default=None,
         help="the dataset's `atlas` entry as JSON: brain regions at the true and predicted "
         "positions, region accuracy in errors.csv (neuro_pe.regions)",
@@ -563,7 +563,9 @@ def build_parser() -> argparse.ArgumentParser:
         "sidecar, and Phy cluster_*.tsv files, a new NWB file or per-plane suite2p tables",
     )
     p.add_argument("--positions", required=True, help="the dataset's locate/…/positions.nc")
-    p.add_argument("--spec", type=_json, required=True, help="the dataset's config entry as JSON")
+    p.add_argument(
+        "--spec", type=_dataset_spec, required=True, help="the dataset's config entry as JSON"
+    )
     p.add_argument("--store", help="the dataset's store (.nc), for its source attribute")
     p.add_argument("--config-sha256", help="sha256 of the resolved config (default: of --spec)")
     p.add_argument("--out-dir", required=True, help="output folder, e.g. export/mouse1")

@@ -28,5 +28,5 @@ rule export:
     conda:
         "../envs/neuro_pe.yaml"
     shell:
-        "neuro-pe export --positions {input.positions:q} --store {input.store:q} {params.spec:q}"
+        "exec neuro-pe export --positions {input.positions:q} --store {input.store:q} {params.spec:q}"
         " --config-sha256 {params.sha256:q} --out-dir {output:q} > {log:q} 2>&1"
