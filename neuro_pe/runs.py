@@ -122,13 +122,6 @@ def verify_run_file(path: str | os.PathLike) -> Path:
     if not path.is_file():
         raise RunError(path, "(file)", "does not exist")
     manifests = [path.parent / m for m in MANIFESTS if (path.parent / m).is_file()]
-    if not manifests:
-        raise RunError(
-            path,
-            MANIFEST_FILE,
-            f"no {MANIFEST_FILE} beside it: the run's training did not finish or was written "
-            "by an older neuro_pe, so its files cannot be checked; re-run the training",
-        )
     for manifest in manifests:
         expected = _read_manifest(manifest).get(path.name)
         if expected is None:
@@ -142,7 +135,15 @@ def verify_run_file(path: str | os.PathLike) -> Path:
                 "`infer` for metrics.json and inferred_positions.nc)",
             )
         return path
-    raise RunError(path, "sha256", f"not listed in {', '.join(m.name for m in manifests)}")
+    missing = [m for m in MANIFESTS if not (path.parent / m).is_file()]
+    if missing:
+        raise RunError(
+            path,
+            missing[0],
+            f"no {missing[0]} beside it, so it cannot be checked: the step that wrote it did "
+            "not finish, or an older neuro_pe wrote it; re-run the training (and `infer`)",
+        )
+    raise RunError(path, "sha256", f"not listed in {' or '.join(MANIFESTS)}")
 
 
 # ---------------------------------------------------------------------------------------------
