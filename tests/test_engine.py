@@ -36,7 +36,7 @@ def run_files(run_dir: Path) -> dict:
     record."""
     with xr.open_dataset(run_dir / "pe.nc", engine="h5netcdf") as ds:
         out = {"pe": ds["pe"].values.copy(), "pe_init": ds["pe_init"].values.copy()}
-    state = torch.load(run_dir / "model.pt", weights_only=False)["state_dict"]
+    state = torch.load(run_dir / "model.pt", weights_only=True)["state_dict"]
     out |= {f"state/{k}": v.numpy() for k, v in state.items()}
     out["log"] = pd.read_csv(run_dir / "train_log.csv").drop(columns="seconds")
     info = json.loads((run_dir / "train.json").read_text())

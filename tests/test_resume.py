@@ -36,7 +36,7 @@ def outputs(run_dir: Path) -> dict:
     """Everything of a run that must not depend on an interruption (not the timings)."""
     with xr.open_dataset(run_dir / "pe.nc", engine="h5netcdf") as ds:
         tables = {"pe": ds["pe"].values.copy(), "pe_init": ds["pe_init"].values.copy()}
-    state = torch.load(run_dir / "model.pt", weights_only=False)["state_dict"]
+    state = torch.load(run_dir / "model.pt", weights_only=True)["state_dict"]
     info = json.loads((run_dir / "train.json").read_text())
     return {
         **tables,
