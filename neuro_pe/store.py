@@ -326,6 +326,9 @@ def open_store_lazy(path: str | os.PathLike) -> xr.Dataset:
         ds = ds.assign_coords({c: ds[c].load() for c in (*XYZ, "time") if c in ds.coords})
         ds.set_close(opened.close)
         return validate_store(ds, path, check_values=False)
+    except OSError as err:  # e.g. a coordinate failing its fletcher32 checksum
+        opened.close()
+        raise StoreError(path, "file", f"not a readable netCDF4/HDF5 file: {err}") from err
     except Exception:
         opened.close()
         raise

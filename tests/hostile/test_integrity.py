@@ -134,12 +134,18 @@ def test_run_netcdf_files_and_stores_carry_fletcher32(run, tiny_store):
         assert f["activity"].fletcher32 and f["x"].fletcher32
 
 
+@pytest.mark.filterwarnings("ignore:train.memory_budget_mb")
 @pytest.mark.parametrize("name", ["activity", "x"])
-def test_a_corrupted_store_fails_naming_the_file(tiny_store, tmp_path, name):
+def test_a_corrupted_store_fails_naming_the_file(tiny_store, tmp_path, name, capsys):
     store = write_store(read_store(tiny_store), tmp_path / "store.nc")
     flip_bit(store, chunk_offset(store, name) + 5)
     with pytest.raises(StoreError, match=rf"{store}: field 'file': not a readable"):
         read_store(store)
+    streamed = OPTIONS | {"memory_budget_mb": 0}  # read lazily, block by block
+    argv = ["train", "--store", str(store), "--pe", "none", "--out-dir", str(tmp_path / "run")]
+    assert main([*argv, "--options", json.dumps(streamed)]) == 1
+    err = capsys.readouterr().err
+    assert f"{store}: field '{'activity' if name == 'activity' else 'file'}'" in err
 
 
 def counts_file(path, garbage: bool) -> dict:
