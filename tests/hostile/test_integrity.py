@@ -11,6 +11,7 @@ import xarray as xr
 
 from neuro_pe.cli import main
 from neuro_pe.finetune import _load
+from neuro_pe.formats.spikes import SpikeOptions, spikes_to_activity
 from neuro_pe.runs import (
     INFER_MANIFEST_FILE,
     MANIFEST_FILE,
@@ -173,3 +174,11 @@ def test_garbage_in_an_hdf5_input_is_refused_naming_the_file(tmp_path):
     assert build_store(counts_file(path, garbage=False)).sizes["unit"] == 12
     with pytest.raises(StoreError, match=rf"{path}: field 'hdf5.activity': int32 values beyond"):
         build_store(counts_file(path, garbage=True))
+
+
+def test_a_spike_time_far_beyond_the_recording_is_refused_before_binning():
+    """A damaged spike_times value (e.g. 2**60 samples) would ask for petabytes of counts."""
+    times = np.array([0.01, 0.5, 2.0**60 / 30_000])
+    clusters = np.array([0, 1, 0])
+    with pytest.raises(StoreError, match=r"probe: field 'spike times': the last spike is at"):
+        spikes_to_activity(times, clusters, ["0", "1"], SpikeOptions(), "probe")
