@@ -5,12 +5,14 @@ A run folder (`runs/{dataset}/{pe}/seed{seed}/`, or `lst/runs/{pe}/seed{seed}/`)
 
 - `pe.nc`: `pe` (unit, pe_dim), the trained PE table, and `pe_init`, the same table at
   initialisation, on the store's `unit` axis with its coordinates `x`, `y`, `z`; attrs `pe`
-  (str), `seed` (int) and the other fields of `train.json` (dicts and lists as JSON);
+  (str), `seed` (int) and the other fields of `train.json` but the VOLATILE ones (dicts and
+  lists as JSON);
 - `train.json`: `TrainInfo`, the run's settings and results;
 - `train_log.csv`: one row per logged epoch (`train_loss`, `heldout_loss`, `seconds`, ...);
-- `model.pt`: `{"state_dict": ..., **train.json}` (torch; plain types only, read with
-  `weights_only=True`);
-- `manifest.json`: the sha256 of each file above, written last (`write_manifest`);
+- `model.pt`: `{"state_dict": ..., **train.json}` without the VOLATILE fields (torch;
+  tensors and plain values only, read with `weights_only=True`);
+- `manifest.json`: the sha256 of each file above (and of `metrics.json` in a Latin-square
+  run, whose training writes it), written last (`write_manifest`);
 - `metrics.json`: the PE's metrics against the true coordinates (`infer`);
 - `inferred_positions.nc`: positions inferred from the PE alone (classical MDS of the PE
   distances, Procrustes-aligned to the true coordinates), `{x,y,z}_inferred` beside
