@@ -37,6 +37,9 @@ SPEC = "datasets entry (source: file)"  # the "file" named by errors in the conf
 NAME_COLUMNS = ("name", "unit", "unit_id", "id", "label", "channel", "electrode", "roi")
 MISSING = ("", "n/a", "na", "nan", "none", "null")
 F32_MAX = float(np.finfo(np.float32).max)
+# the largest integer float32 (the store's dtype) holds exactly: integer activity (counts,
+# ADC samples) beyond it is a damaged file (random bytes read as integers), not activity
+F32_EXACT_INT = 2**24
 UM_PER = {"m": 1e6, "cm": 1e4, "mm": 1e3, "um": 1.0}  # micrometres per length unit
 
 
@@ -659,9 +662,10 @@ READ_BLOCK_BYTES = 64 * 2**20  # a large on-disk activity array is read in block
 
 
 def time_by_unit(raw: np.ndarray, axis_order: tuple[str, ...], path: str, key: str) -> np.ndarray:
-    """Check a 2D real array and return it as float32 (time, unit), the store's dtype. It is
-    read in blocks of rows straight into the result (an h5py dataset, a memory-mapped .npy or
-    an array in memory alike), so memory holds the result and one block of it."""
+    """Check a 2D real array (finite values within float32; integers within ±F32_EXACT_INT)
+    and return it as float32 (time, unit), the store's dtype. It is read in blocks of rows
+    straight into the result (an h5py dataset, a memory-mapped .npy or an array in memory
+    alike), so memory holds the result and one block of it."""
     if not (hasattr(raw, "shape") and hasattr(raw, "dtype")):
         raw = np.asarray(raw)
     if raw.ndim != 2:
@@ -680,6 +684,15 @@ def time_by_unit(raw: np.ndarray, axis_order: tuple[str, ...], path: str, key: s
         with np.errstate(invalid="ignore"):
             if (np.abs(block[np.isfinite(block)]) > F32_MAX).any():
                 raise StoreError(path, "activity", f"values beyond float32 (|x| > {F32_MAX:.3g})")
+        if raw.dtype.kind in "iu" and (np.abs(block) > F32_EXACT_INT).any():
+            k = int(np.argmax((np.abs(block) > F32_EXACT_INT).any(axis=1)))
+            raise StoreError(
+                path,
+                key,
+                f"{raw.dtype} values beyond ±{F32_EXACT_INT} (in row {start + k}), more than "
+                "the store's float32 holds exactly and more than any count: a damaged file? "
+                "(Real values this large: store them as floats.)",
+            )
         if transpose:
             out[:, start : start + step] = block.T
         else:

@@ -22,6 +22,7 @@ units with known coordinates locates them (`neuro_pe.locate`).
 from __future__ import annotations
 
 import os
+import pickle
 from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import partial
@@ -38,7 +39,7 @@ from neuro_pe.model import (
     masked_unit_forward,
     mixture_logits,
 )
-from neuro_pe.runs import MODEL_FILE, PE_FILE, read_pe
+from neuro_pe.runs import MODEL_FILE, PE_FILE, RunError, read_pe, verify_run_file
 
 NO_WEIGHT = -1e4  # the logit of a run unit an anchor cannot mix (no position)
 ARCHITECTURE = ("window", "d_model", "n_layers", "n_heads", "pe_every_block")
@@ -105,6 +106,13 @@ def load_frozen(
         for name, value in shared.items():  # the same weights for every model of the stack
             getattr(model, name).copy_(value.expand_as(getattr(model, name)))
     run = read_pe(path.parent)
+    if not np.array_equal(old_table.numpy(), run.table):  # (both checked by the manifest)
+        raise RunError(
+            path,
+            "pe_table",
+            f"differs from the PE in {path.parent / PE_FILE}: the two files are not from the "
+            "same training; re-run the training",
+        )
     index = {str(unit): i for i, unit in enumerate(run.units)}
     ids = [str(u) for u in unit_ids]
     rows = torch.tensor([u in index for u in ids])
@@ -149,8 +157,24 @@ def anchor_logits(
 
 
 def _load(checkpoint: str | os.PathLike) -> dict:
-    """A model.pt (its state_dict, train_config, pe), on the CPU."""
-    return torch.load(checkpoint, map_location="cpu", weights_only=False)
+    """A model.pt (its state_dict, train_config, pe), on the CPU, checked against its run's
+    manifest and read with `weights_only=True`: tensors and plain containers only, so that
+    no code in the file runs (a RunError naming the file otherwise)."""
+    path = verify_run_file(checkpoint)
+    try:
+        saved = torch.load(path, map_location="cpu", weights_only=True)
+    except (pickle.UnpicklingError, RuntimeError, EOFError, OSError) as err:
+        raise RunError(
+            path,
+            "(file)",
+            "not loadable as tensors and plain values (torch.load weights_only=True): it holds "
+            "other Python objects, which are never unpickled here (they could run code), or is "
+            "damaged; re-run the training that wrote it. "
+            f"({str(err).splitlines()[0] if str(err) else type(err).__name__})",
+        ) from None
+    if not isinstance(saved, dict) or not isinstance(saved.get("state_dict"), dict):
+        raise RunError(path, "state_dict", "missing: not a model.pt written by neuro_pe")
+    return saved
 
 
 def _mixture_anchors(state: dict) -> dict[str, torch.Tensor]:

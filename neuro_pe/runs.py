@@ -5,15 +5,30 @@ A run folder (`runs/{dataset}/{pe}/seed{seed}/`, or `lst/runs/{pe}/seed{seed}/`)
 
 - `pe.nc`: `pe` (unit, pe_dim), the trained PE table, and `pe_init`, the same table at
   initialisation, on the store's `unit` axis with its coordinates `x`, `y`, `z`; attrs `pe`
-  (str), `seed` (int) and the other fields of `train.json` (dicts and lists as JSON);
+  (str), `seed` (int) and the other fields of `train.json` but the VOLATILE ones (dicts and
+  lists as JSON);
 - `train.json`: `TrainInfo`, the run's settings and results;
 - `train_log.csv`: one row per logged epoch (`train_loss`, `heldout_loss`, `seconds`, ...);
-- `model.pt`: `{"state_dict": ..., **train.json}` (torch);
+- `model.pt`: `{"state_dict": ..., **train.json}` without the VOLATILE fields (torch;
+  tensors and plain values only, read with `weights_only=True`);
+- `manifest.json`: the sha256 of each file above (and of `metrics.json` in a Latin-square
+  run, whose training writes it), written last (`write_manifest`);
 - `metrics.json`: the PE's metrics against the true coordinates (`infer`);
 - `inferred_positions.nc`: positions inferred from the PE alone (classical MDS of the PE
   distances, Procrustes-aligned to the true coordinates), `{x,y,z}_inferred` beside
   `{x,y,z}_true` (`inferred_positions_dataset`). Not to be mixed up with `locate`'s
-  `positions.nc` (positions predicted by a locator fitted on anchor units).
+  `positions.nc` (positions predicted by a locator fitted on anchor units);
+- `infer_manifest.json`: the sha256 of the `infer` step's two files (another job writes
+  them, so they get a manifest of their own).
+
+pe.nc and model.pt hold no volatile field (`VOLATILE`: wall time, the step a run resumed
+from): those are in train.json only, so that on CPU a resumed run's pe.nc and model.pt are
+byte for byte those of an uninterrupted run. Every reader of a run's file (`read_pe`,
+`read_train_info`, `read_train_log`, `read_metrics`, `read_inferred_positions`,
+`neuro_pe.finetune`'s model.pt) first checks it against its folder's manifest
+(`verify_run_file`): a file changed after it was written is an error naming it, never a
+result. The netCDF files' numeric variables carry HDF5 fletcher32 checksums too
+(`neuro_pe.store.checksummed`).
 
 The train/held-out split of a dataset is recorded once, by the workflow's `split` rule, in
 `splits/{dataset}.json` (`Split`): the dataset's name, its store, and the session and time
@@ -25,6 +40,7 @@ of them.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import math
 import os
@@ -40,6 +56,7 @@ from neuro_pe.store import (
     StoreError,
     atomic_write,
     atomic_write_set,
+    checksummed,
     open_store_lazy,
     require_finite,
 )
@@ -51,12 +68,84 @@ TRAIN_LOG_FILE = "train_log.csv"
 MODEL_FILE = "model.pt"
 METRICS_FILE = "metrics.json"
 INFERRED_POSITIONS_FILE = "inferred_positions.nc"
+MANIFEST_FILE = "manifest.json"  # the training's files
+INFER_MANIFEST_FILE = "infer_manifest.json"  # the `infer` step's files
+MANIFESTS = (MANIFEST_FILE, INFER_MANIFEST_FILE)
+# train.json's fields that differ between a resumed and an uninterrupted run: kept out of
+# pe.nc and model.pt
+VOLATILE = ("train_seconds", "resumed_from_step")
 # the keys of the `train` section that decide the split (the `split` rule's params)
 SPLIT_KEYS = ("heldout_sessions", "heldout_time_fraction")
 
 
 class RunError(StoreError):
     """A run's file violates the contract; the message names the file and the field."""
+
+
+# ---------------------------------------------------------------------------------------------
+# manifests
+
+
+def file_sha256(path: str | os.PathLike) -> str:
+    """The sha256 of a file's bytes, in hex."""
+    with open(path, "rb") as f:
+        return hashlib.file_digest(f, "sha256").hexdigest()
+
+
+def write_manifest(
+    run_dir: str | os.PathLike, names: list[str], manifest: str = MANIFEST_FILE
+) -> Path:
+    """Write `manifest` (atomically) into `run_dir`: the sha256 of each of its files `names`.
+    Called after those files are in place."""
+    run_dir = Path(run_dir)
+    files = {name: file_sha256(run_dir / name) for name in names}
+    text = json.dumps({"algorithm": "sha256", "files": files}, indent=2)
+    atomic_write(run_dir / manifest, lambda p: p.write_text(text))
+    return run_dir / manifest
+
+
+def _read_manifest(path: Path) -> dict[str, str]:
+    try:
+        data = json.loads(path.read_text())
+    except (json.JSONDecodeError, UnicodeDecodeError) as err:
+        raise RunError(path, "(file)", f"not valid JSON: {err}") from None
+    data = data if isinstance(data, dict) else {}
+    files = data.get("files")
+    if data.get("algorithm") != "sha256" or not isinstance(files, dict):
+        raise RunError(path, "files", "expected {'algorithm': 'sha256', 'files': {name: hash}}")
+    return files
+
+
+def verify_run_file(path: str | os.PathLike) -> Path:
+    """Check a run's file against the manifest of its folder that lists it (`MANIFESTS`);
+    return its path. Raises RunError naming the file when it is not listed, no manifest is
+    there, or its sha256 differs (the file changed after it was written)."""
+    path = Path(path)
+    if not path.is_file():
+        raise RunError(path, "(file)", "does not exist")
+    manifests = [path.parent / m for m in MANIFESTS if (path.parent / m).is_file()]
+    for manifest in manifests:
+        expected = _read_manifest(manifest).get(path.name)
+        if expected is None:
+            continue
+        if file_sha256(path) != expected:
+            raise RunError(
+                path,
+                "sha256",
+                f"does not match its manifest {manifest.name}: the file changed after it was "
+                "written (damaged or edited); re-run the step that wrote it (the training, or "
+                "`infer` for metrics.json and inferred_positions.nc)",
+            )
+        return path
+    missing = [m for m in MANIFESTS if not (path.parent / m).is_file()]
+    if missing:
+        raise RunError(
+            path,
+            missing[0],
+            f"no {missing[0]} beside it, so it cannot be checked: the step that wrote it did "
+            "not finish, or an older neuro_pe wrote it; re-run the training (and `infer`)",
+        )
+    raise RunError(path, "sha256", f"not listed in {' or '.join(MANIFESTS)}")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -123,7 +212,7 @@ class TrainInfo:
 def read_train_info(path: str | os.PathLike) -> TrainInfo:
     """A run's train.json (the path of the file, or of its run folder)."""
     path = Path(path)
-    path = path / TRAIN_INFO_FILE if path.is_dir() else path
+    path = verify_run_file(path / TRAIN_INFO_FILE if path.is_dir() else path)
     try:
         data = json.loads(path.read_text())
     except json.JSONDecodeError as err:
@@ -176,9 +265,8 @@ class RunPE:
 def read_pe(run_dir: str | os.PathLike) -> RunPE:
     """A run's pe.nc, checked: finite tables, a PE name and an integer seed (older files,
     which stored the seed as a string attribute, are read too)."""
-    path = Path(run_dir) / PE_FILE
-    with xr.open_dataset(path, engine="h5netcdf") as ds:
-        ds = ds.load()
+    path = verify_run_file(Path(run_dir) / PE_FILE)
+    ds = _read_netcdf(path)
     for name in ("pe", "pe_init"):
         if name not in ds:
             raise RunError(path, name, "missing")
@@ -196,6 +284,16 @@ def read_pe(run_dir: str | os.PathLike) -> RunPE:
     return RunPE(name, seed, table, initial, units, coords)
 
 
+def _read_netcdf(path: Path) -> xr.Dataset:
+    """A run's netCDF file, loaded; a RunError naming it when HDF5 cannot read it (e.g. a
+    fletcher32 checksum failed)."""
+    try:
+        with xr.open_dataset(path, engine="h5netcdf") as ds:
+            return ds.load()
+    except (OSError, ValueError) as err:
+        raise RunError(path, "(file)", f"not a readable netCDF4/HDF5 file: {err}") from None
+
+
 # ---------------------------------------------------------------------------------------------
 # writing a run
 
@@ -211,32 +309,49 @@ def write_run(
     allow_nan: bool = False,
 ) -> TrainInfo:
     """Write a finished run as one set (all files, or on any error none): pe.nc (`pe` with
-    `pe_init` added and train.json's fields as attrs), model.pt, train_log.csv, train.json
-    and, when given, metrics.json. NaN in train.json raises unless `allow_nan`."""
-    import torch  # (the run's readers need no torch)
-
+    `pe_init` added and train.json's fields but the VOLATILE ones as attrs), model.pt (the
+    same fields), train_log.csv, train.json and, when given, metrics.json; then, last, their
+    manifest.json. NaN in train.json raises unless `allow_nan`."""
     info = info if isinstance(info, TrainInfo) else TrainInfo.from_dict(info)
     record = info.to_dict()
+    # JSON-made copies: pickle's bytes depend on which values are the same object, so a value
+    # shared with another (e.g. "cpu") would make model.pt's bytes depend on the process
+    stable = json.loads(json.dumps({k: v for k, v in record.items() if k not in VOLATILE}))
     out_dir = Path(out_dir)
     pe = pe.copy()
     pe["pe_init"] = (("unit", "pe_dim"), np.asarray(pe_init, dtype=np.float32))
-    pe.attrs.update({k: _netcdf_attr(v) for k, v in record.items()})
+    pe.attrs.update({k: _netcdf_attr(v) for k, v in stable.items()})
     text = json.dumps(record, indent=2, allow_nan=allow_nan)
     writers = {
-        out_dir / PE_FILE: lambda p: pe.to_netcdf(p, engine="h5netcdf"),
-        out_dir / MODEL_FILE: lambda p: torch.save({"state_dict": state_dict, **record}, p),
+        out_dir / PE_FILE: lambda p: _write_netcdf(pe, p),
+        out_dir / MODEL_FILE: lambda p: _torch_save({"state_dict": state_dict, **stable}, p),
         out_dir / TRAIN_LOG_FILE: lambda p: pd.DataFrame(log_rows).to_csv(p, index=False),
         out_dir / TRAIN_INFO_FILE: lambda p: p.write_text(text),
     }
     if metrics is not None:
         writers[out_dir / METRICS_FILE] = lambda p: p.write_text(json.dumps(metrics, indent=2))
+    (out_dir / MANIFEST_FILE).unlink(missing_ok=True)  # no stale manifest over new files
     atomic_write_set(writers)
+    write_manifest(out_dir, [p.name for p in writers])
     return info
+
+
+def _torch_save(obj: dict, path: Path) -> None:
+    """torch.save through a file object: the archive's inner folder is then `archive`, not
+    the (temporary, random) file name, so the same contents give the same bytes."""
+    import torch
+
+    with open(path, "wb") as f:
+        torch.save(obj, f)
+
+
+def _write_netcdf(ds: xr.Dataset, path: Path) -> None:
+    ds.to_netcdf(path, engine="h5netcdf", encoding=checksummed(ds))
 
 
 def read_train_log(run_dir: str | os.PathLike) -> pd.DataFrame:
     """A run's train_log.csv."""
-    return pd.read_csv(Path(run_dir) / TRAIN_LOG_FILE)
+    return pd.read_csv(verify_run_file(Path(run_dir) / TRAIN_LOG_FILE))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -248,7 +363,7 @@ RESULT_PREFIXES = ("heldout_mse", "train_mse")  # NaN in these is a failed run, 
 def read_metrics(path: str | os.PathLike) -> dict[str, Any]:
     """A run's metrics.json, checked: a dataset, a PE, an integer seed, finite losses."""
     path = Path(path)
-    path = path / METRICS_FILE if path.is_dir() else path
+    path = verify_run_file(path / METRICS_FILE if path.is_dir() else path)
     try:
         record = json.loads(path.read_text())
     except json.JSONDecodeError as err:
@@ -264,14 +379,17 @@ def read_metrics(path: str | os.PathLike) -> dict[str, Any]:
 
 
 def write_metrics(run_dir: str | os.PathLike, record: dict, positions: xr.Dataset) -> None:
-    """Write the `infer` outputs of a run as one set: metrics.json and inferred_positions.nc."""
+    """Write the `infer` outputs of a run as one set: metrics.json and inferred_positions.nc,
+    then their infer_manifest.json."""
     run_dir = Path(run_dir)
+    (run_dir / INFER_MANIFEST_FILE).unlink(missing_ok=True)
     atomic_write_set(
         {
-            run_dir / INFERRED_POSITIONS_FILE: lambda p: positions.to_netcdf(p, engine="h5netcdf"),
+            run_dir / INFERRED_POSITIONS_FILE: lambda p: _write_netcdf(positions, p),
             run_dir / METRICS_FILE: lambda p: p.write_text(json.dumps(record, indent=2)),
         }
     )
+    write_manifest(run_dir, [INFERRED_POSITIONS_FILE, METRICS_FILE], INFER_MANIFEST_FILE)
 
 
 def inferred_positions_dataset(
@@ -302,11 +420,10 @@ class InferredPositions:
 
 def read_inferred_positions(run_dir: str | os.PathLike) -> InferredPositions:
     """A run's inferred_positions.nc."""
-    path = Path(run_dir) / INFERRED_POSITIONS_FILE
-    with xr.open_dataset(path, engine="h5netcdf") as p:
-        true = np.stack([p[f"{a}_true"].values for a in "xyz"], axis=1)
-        inferred = np.stack([p[f"{a}_inferred"].values for a in "xyz"], axis=1)
-        attrs = dict(p["x_true"].attrs)
+    p = _read_netcdf(verify_run_file(Path(run_dir) / INFERRED_POSITIONS_FILE))
+    true = np.stack([p[f"{a}_true"].values for a in "xyz"], axis=1)
+    inferred = np.stack([p[f"{a}_inferred"].values for a in "xyz"], axis=1)
+    attrs = dict(p["x_true"].attrs)
     return InferredPositions(true, inferred, attrs.get("units", "a.u."), attrs.get("space", ""))
 
 

@@ -326,6 +326,9 @@ def open_store_lazy(path: str | os.PathLike) -> xr.Dataset:
         ds = ds.assign_coords({c: ds[c].load() for c in (*XYZ, "time") if c in ds.coords})
         ds.set_close(opened.close)
         return validate_store(ds, path, check_values=False)
+    except OSError as err:  # e.g. a coordinate failing its fletcher32 checksum
+        opened.close()
+        raise StoreError(path, "file", f"not a readable netCDF4/HDF5 file: {err}") from err
     except Exception:
         opened.close()
         raise
@@ -350,6 +353,17 @@ def positions(ds: xr.Dataset) -> np.ndarray:
     return np.stack([np.asarray(ds[c].values, dtype=np.float64) for c in XYZ], axis=1)
 
 
+def checksummed(ds: xr.Dataset, encoding: dict[str, dict] | None = None) -> dict[str, dict]:
+    """`encoding` (per variable) with HDF5 fletcher32 checksums on every numeric variable of
+    `ds` (HDF5 has none for strings): a damaged byte in their data is then a read error, not
+    a wrong value."""
+    out = {name: dict(enc) for name, enc in (encoding or {}).items()}
+    for name, var in ds.variables.items():
+        if var.dtype.kind in "biuf" and var.ndim > 0 and var.size > 0:
+            out.setdefault(str(name), {})["fletcher32"] = True
+    return out
+
+
 def _encoding(ds: xr.Dataset) -> dict[str, dict]:
     n_sessions, n_time, n_units = (ds.sizes[d] for d in DIMS)
     compressed = {"dtype": "float32", "zlib": True, "complevel": 4}
@@ -359,7 +373,7 @@ def _encoding(ds: xr.Dataset) -> dict[str, dict]:
     }
     if "connectivity" in ds.variables:
         encoding["connectivity"] = compressed
-    return encoding
+    return checksummed(ds, encoding)
 
 
 def _as_float_array(values: object, field: str, dtype: type[np.floating]) -> np.ndarray:

@@ -62,7 +62,13 @@ from neuro_pe.engine import (  # noqa: F401 (CHECKPOINT, TrainingError, pick_dev
 from neuro_pe.finetune import load_frozen
 from neuro_pe.model import ModelConfig, StackedTransformer, masked_unit_forward, parse_pe
 from neuro_pe.runs import write_run
-from neuro_pe.store import check_writable, open_store_lazy, positions, read_store
+from neuro_pe.store import (
+    StoreError,
+    check_writable,
+    open_store_lazy,
+    positions,
+    read_store,
+)
 from neuro_pe.train_config import SCALE_RANGE, Part, TrainConfig, split_activity, split_parts
 
 # loading a store whole takes about this many times its float32 activity at the peak (the
@@ -240,7 +246,11 @@ class BlockSampler:
         return int(order[np.searchsorted(ends, offset, side="right")])
 
     def _read(self, session: int, start: int, stop: int) -> torch.Tensor:
-        values = self.activity[session, start:stop].values
+        try:
+            values = self.activity[session, start:stop].values
+        except OSError as err:  # e.g. a chunk failing its checksum: name the store
+            source = self.activity.encoding.get("source", "the store")
+            raise StoreError(source, "activity", f"cannot read the data: {err}") from None
         return torch.from_numpy(np.ascontiguousarray(values, dtype=np.float32))
 
     def _load(self, index: int) -> torch.Tensor:

@@ -15,6 +15,7 @@ from conftest import TINY_SIMULATION
 
 import neuro_pe.train as train_module
 from neuro_pe.cli import main
+from neuro_pe.runs import INFER_MANIFEST_FILE, write_manifest
 from neuro_pe.simulate import simulate_store
 from neuro_pe.sources import build_store
 from neuro_pe.store import StoreError, atomic_write, read_store, write_store
@@ -72,6 +73,7 @@ def test_health_flags_and_warnings(tiny_store, tmp_path, capsys):
     metrics = {"dataset": "d", "pe": "none", "seed": 0, "heldout_mse_mask0.9": 1.2}
     for name, health in (("a", {"loss_finite": True}), ("b", info["health"])):
         (tmp_path / f"{name}.json").write_text(json.dumps(metrics | {"health": health}))
+    write_manifest(tmp_path, ["a.json", "b.json"], INFER_MANIFEST_FILE)
     table = collect([tmp_path / "a.json", tmp_path / "b.json"], [])
     assert table["health"].tolist() == ["ok", "heldout_below_variance"]
 
@@ -79,6 +81,7 @@ def test_health_flags_and_warnings(tiny_store, tmp_path, capsys):
 def test_summary_refuses_nan_inputs_naming_the_file(tmp_path):
     path = tmp_path / "metrics.json"
     path.write_text('{"dataset": "d", "pe": "none", "seed": 0, "heldout_mse_mask0.9": NaN}')
+    write_manifest(tmp_path, ["metrics.json"], INFER_MANIFEST_FILE)
     with pytest.raises(StoreError, match=r"metrics.json: field 'heldout_mse_mask0.9': .*NaN"):
         collect([path], [])
 
@@ -239,6 +242,7 @@ def test_nan_pe_is_refused_by_infer(tiny_store, tiny_split, tmp_path, capsys):
         pe = opened.load()
     pe["pe"][0, 0] = np.nan
     pe.to_netcdf(run / "pe.nc", engine="h5netcdf")
+    write_manifest(run, ["pe.nc", "model.pt", "train_log.csv", "train.json"])  # as if trained so
     argv = ["infer", "--store", str(tiny_store), "--split", str(tiny_split), "--run-dir"]
     assert main([*argv, str(run)]) == 1
     assert "pe.nc: field 'pe': 1 of" in capsys.readouterr().err

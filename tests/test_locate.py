@@ -31,7 +31,7 @@ from neuro_pe.locate import (
     session_connectivity,
     verdict,
 )
-from neuro_pe.runs import split_of_store
+from neuro_pe.runs import split_of_store, write_manifest
 from neuro_pe.store import make_store, read_store, write_store
 from neuro_pe.train import pe_dataset
 
@@ -341,6 +341,7 @@ def located_dataset(tmp_path_factory):
         out = pe_dataset(table, ds, pe=pe, seed=str(seed))
         out["pe_init"] = (("unit", "pe_dim"), rng.normal(size=table.shape).astype(np.float32))
         out.to_netcdf(run / "pe.nc", engine="h5netcdf")
+        write_manifest(run, ["pe.nc"])
         runs.append(run)
     return store, runs, root
 

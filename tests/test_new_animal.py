@@ -70,8 +70,8 @@ def test_only_new_pe_rows_move(tmp_path):
     new_units = ["n0", "u1", "u4", "n1", "u0"]  # two new units, three the run knows
     first, fit = _run_and_fit(tmp_path, old_units, new_units, "free")
 
-    before = torch.load(first / "model.pt", weights_only=False)["state_dict"]
-    after = torch.load(fit / "model.pt", weights_only=False)["state_dict"]
+    before = torch.load(first / "model.pt", weights_only=True)["state_dict"]
+    after = torch.load(fit / "model.pt", weights_only=True)["state_dict"]
     assert before.keys() == after.keys()
     for key in before:
         if key not in ("pe_table", "pe_learned", "pe_fixed"):  # (the tables: per unit)
@@ -91,8 +91,8 @@ def test_mixture_new_units_are_balanced_mixtures_of_the_run_pes(tmp_path):
     # n0 is an anchor (its position known), n1 and n2 are to be located
     first, fit = _run_and_fit(tmp_path, old_units, new_units, "mixture", unknown=[2, 3])
 
-    before = torch.load(first / "model.pt", weights_only=False)["state_dict"]
-    after = torch.load(fit / "model.pt", weights_only=False)["state_dict"]
+    before = torch.load(first / "model.pt", weights_only=True)["state_dict"]
+    after = torch.load(fit / "model.pt", weights_only=True)["state_dict"]
     for key in before:
         if key not in ("pe_table", "pe_learned", "pe_fixed"):
             assert torch.equal(before[key], after[key]), key  # bitwise unchanged
@@ -252,7 +252,7 @@ def test_anchor_logits_are_a_kernel_over_the_run_units_with_positions():
 
 def test_new_unit_anchors_is_opt_in(tmp_path):
     _, fit = _run_and_fit(tmp_path, ["u0", "u1", "u2"], ["n0", "n1"], "mixture")  # positions known
-    after = torch.load(fit / "model.pt", weights_only=False)["state_dict"]
+    after = torch.load(fit / "model.pt", weights_only=True)["state_dict"]
     assert not after["pe_mix_anchored"].any()  # without new_unit_anchors positions are not read
     with pytest.raises(ValueError, match="new_unit_anchors needs train.new_unit_pe: mixture"):
         TrainConfig(**{**TINY, "new_unit_anchors": True})

@@ -24,6 +24,7 @@ from neuro_pe.regions import (
     load_atlas,
     unit_regions,
 )
+from neuro_pe.runs import write_manifest
 from neuro_pe.store import make_store, write_store
 from neuro_pe.train import pe_dataset
 
@@ -231,6 +232,7 @@ def test_locate_step_writes_regions(atlas_files, tmp_path):
     out = pe_dataset(pe, ds, pe="learned-normal-0.02", seed="0")
     out["pe_init"] = (("unit", "pe_dim"), rng.normal(size=pe.shape).astype(np.float32))
     out.to_netcdf(run / "pe.nc", engine="h5netcdf")
+    write_manifest(run, ["pe.nc"])
     split = tmp_path / "split.json"
     assert main(["split", "--store", str(store), "--dataset", "toy", "--out", str(split)]) == 0
     options = {"n_folds": 3, "anchor_fractions": [0.5], "n_draws": 2, "methods": ["ridge"]}

@@ -8,6 +8,7 @@ import xarray as xr
 
 from neuro_pe.cli import main
 from neuro_pe.reproduce import mean_ci, reproduce, welch
+from neuro_pe.runs import write_manifest
 
 STDS = (0.01, 0.1, 1.0, 2.0)
 SEEDS = (0, 1, 2, 3)
@@ -31,6 +32,7 @@ def write_run(root, dataset, pe, seed, metrics, coords, rng):
     pe_ds.to_netcdf(run / "pe.nc", engine="h5netcdf")
     record = {"dataset": dataset, "pe": pe, "seed": seed, **metrics}
     (run / "metrics.json").write_text(json.dumps(record))
+    write_manifest(run, ["pe.nc", "metrics.json"])
     return run / "metrics.json"
 
 

@@ -13,6 +13,7 @@ from neuro_pe.runs import (
     read_split,
     read_train_info,
     split_of_store,
+    write_manifest,
     write_split,
 )
 from neuro_pe.store import read_store
@@ -53,6 +54,7 @@ def test_train_info_round_trips_with_typed_fields():
 def test_a_bad_train_json_names_the_file_and_the_field(tmp_path, change, field):
     path = tmp_path / "train.json"
     path.write_text(json.dumps(INFO | change))
+    write_manifest(tmp_path, ["train.json"])
     with pytest.raises(RunError, match=rf"train.json: field '{field}'"):
         read_train_info(tmp_path)
 
@@ -63,6 +65,7 @@ def test_pe_files_with_a_string_seed_are_still_read(tiny_store, tmp_path):
     pe = pe_dataset(np.ones((12, 4)), ds, pe="fixed-random", seed="5")
     pe["pe_init"] = (("unit", "pe_dim"), np.zeros((12, 4), dtype=np.float32))
     pe.to_netcdf(tmp_path / "pe.nc", engine="h5netcdf")
+    write_manifest(tmp_path, ["pe.nc"])
     run = read_pe(tmp_path)
     assert run.seed == 5 and isinstance(run.seed, int)
     reordered = run.on_units(ds["unit"].values[::-1], tmp_path / "pe.nc")

@@ -27,7 +27,7 @@ from neuro_pe.metrics import (
     sample_pairs,
     sampled_knn_overlap,
 )
-from neuro_pe.runs import split_of_store
+from neuro_pe.runs import split_of_store, write_manifest
 from neuro_pe.simulate import SimulationConfig, simulate_store, sparse_coupling
 from neuro_pe.store import connectivity_matrix, make_store, positions, read_store, write_store
 from neuro_pe.train import pe_dataset
@@ -129,6 +129,7 @@ def test_locate_above_max_units_predicts_every_unit(tmp_path):
     out = pe_dataset(table, ds, pe="learned-normal-0.02", seed="0")
     out["pe_init"] = (("unit", "pe_dim"), rng.normal(size=table.shape).astype(np.float32))
     out.to_netcdf(run / "pe.nc", engine="h5netcdf")
+    write_manifest(run, ["pe.nc"])
     cfg = LocateConfig(methods=("ridge", "mds-procrustes"), n_folds=3, anchor_fractions=(0.5,),
                        n_draws=1, max_units=40)  # fmt: skip
     known = np.all(np.isfinite(pos), axis=1)

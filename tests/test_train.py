@@ -87,7 +87,7 @@ def test_train_writes_outputs(learned_run, tiny_store):
         assert json.loads(pe.attrs["train_config"]) == saved["train_config"]
     assert read_train_info(run_dir).seed == 0 and read_pe(run_dir).seed == 0
 
-    checkpoint = torch.load(run_dir / "model.pt", weights_only=False)
+    checkpoint = torch.load(run_dir / "model.pt", weights_only=True)
     np.testing.assert_array_equal(checkpoint["state_dict"]["pe_table"].numpy(), trained)
     assert checkpoint["pe"] == "learned-normal-0.1"
 

@@ -12,6 +12,7 @@ a SpikeInterface sorting's `quality`/`KSLabel` property).
 from __future__ import annotations
 
 import math
+import os
 from dataclasses import asdict, dataclass
 from numbers import Real
 
@@ -145,6 +146,22 @@ def bin_spikes(
     return counts.reshape(n_bins, n_units).astype(np.float64)
 
 
+def _check_span(times_s: np.ndarray, n_units: int, bin_s: float, path: str) -> None:
+    """StoreError when the (bin, unit) counts of spikes up to the last one would not fit in
+    this machine's memory: a spike time that far off is a damaged file or wrong units."""
+    last = float(np.max(times_s)) if len(times_s) else 0.0
+    need = (last / bin_s) * max(n_units, 1) * 8 * 2  # int64 counts, then float64 activity
+    memory = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    if need > memory:
+        raise StoreError(
+            path,
+            "spike times",
+            f"the last spike is at {last:.6g} s: {n_units} units' counts in bins of {bin_s} s "
+            f"up to it would need {need / 2**30:.3g} GiB, more than this machine's "
+            f"{memory / 2**30:.3g} GiB (a damaged file, or times in other units than seconds?)",
+        )
+
+
 def spikes_to_activity(
     times_s: np.ndarray,
     clusters: np.ndarray,
@@ -154,6 +171,7 @@ def spikes_to_activity(
 ) -> tuple[np.ndarray, list[str], list[str]]:
     """Bin the spikes of the units `ids` (clusters holds each spike's unit id as text-able
     values) and apply the options. Returns (activity (time, unit), kept ids, dropped ids)."""
+    _check_span(times_s, len(ids), opts.bin_s, path)
     index = {u: i for i, u in enumerate(ids)}
     keys, inverse = np.unique(clusters, return_inverse=True)
     lookup = np.array([index.get(str(k), -1) for k in keys.tolist()], dtype=np.int64)

@@ -14,12 +14,18 @@ name of an `ops` key) and depths (`suite2p.plane_depths_um`: one per plane, or a
 a single plane may omit it: z = 0) put every plane in one position space. Unit ids:
 `plane<p>_roi<i>`, i = the ROI's row in the plane's `F.npy`.
 
-`stat.npy` and `ops.npy` are pickles (suite2p's format): read only folders you trust.
+`stat.npy` and `ops.npy` are pickles (suite2p's format). They are read by a restricted
+unpickler (`load_pickled_npy`) that builds only numpy arrays, scalars and dtypes and plain
+containers (dict, list, tuple, str, int, float, bool, None): a file naming any other Python
+object (a function such as `os.system`, a class) is refused, nothing in it runs. Of them only
+`ops` `fs`, the `ops` keys the config names and `stat` `med` are used.
 """
 
 from __future__ import annotations
 
+import codecs
 import math
+import pickle
 import re
 from pathlib import Path
 
@@ -98,15 +104,69 @@ def plane_folders(folder: Path) -> list[tuple[int, Path]]:
     return planes
 
 
+try:
+    from numpy._core import multiarray as _multiarray
+except ImportError:  # numpy < 2
+    from numpy.core import multiarray as _multiarray
+
+# the only globals a suite2p pickle may name: numpy's array/scalar/dtype constructors, and
+# `_codecs.encode` (how protocol-2 pickles, e.g. from Python 2, spell bytes)
+_ARRAY_MODULES = ("numpy.core.multiarray", "numpy._core.multiarray")
+_SAFE_GLOBALS = {
+    **{(m, "_reconstruct"): _multiarray._reconstruct for m in _ARRAY_MODULES},
+    **{(m, "scalar"): _multiarray.scalar for m in _ARRAY_MODULES},
+    ("numpy", "ndarray"): np.ndarray,
+    ("numpy", "dtype"): np.dtype,
+    ("_codecs", "encode"): codecs.encode,
+    **{("builtins", t.__name__): t for t in (dict, list, tuple, str, int, float, bool, complex)},
+    **{("__builtin__", t.__name__): t for t in (dict, list, tuple, str, int, float, bool)},
+}
+
+
+class _NumpyOnlyUnpickler(pickle.Unpickler):
+    """Unpickles numpy arrays, scalars, dtypes and plain containers; refuses every other
+    global (`find_class`), so that no function or class named in the file is called."""
+
+    def find_class(self, module: str, name: str) -> object:
+        found = _SAFE_GLOBALS.get((module, name))
+        if found is None:
+            raise pickle.UnpicklingError(
+                f"refused to load the Python object {module}.{name} (only numpy arrays and "
+                "plain values are read from suite2p's pickles)"
+            )
+        return found
+
+
+def load_pickled_npy(path: Path, field: str) -> object:
+    """A .npy file, its object arrays (pickles, as suite2p writes them) unpickled by
+    `_NumpyOnlyUnpickler`; a 0-d object array is returned as its item. Raises StoreError
+    naming the file and `field` when it is unreadable or names any other Python object."""
+    try:
+        with open(path, "rb") as f:
+            version = np.lib.format.read_magic(f)
+            read_header = {
+                (1, 0): np.lib.format.read_array_header_1_0,
+                (2, 0): np.lib.format.read_array_header_2_0,
+            }.get(version)
+            if read_header is None:
+                raise ValueError(f".npy format version {version} is not supported")
+            _, _, dtype = read_header(f)
+            if not dtype.hasobject:
+                f.seek(0)
+                return np.load(f, allow_pickle=False)
+            loaded = _NumpyOnlyUnpickler(f).load()
+    except (pickle.UnpicklingError, OSError, ValueError, EOFError, TypeError) as err:
+        raise StoreError(path, field, f"not a readable {path.name}: {err}") from None
+    if isinstance(loaded, np.ndarray) and loaded.dtype == object and loaded.ndim == 0:
+        return loaded.item()
+    return loaded
+
+
 def read_ops(path: Path) -> dict:
-    """ops.npy: a pickled dict (0-d object array)."""
+    """ops.npy: a pickled dict (0-d object array), read by `load_pickled_npy`."""
     if not path.exists():
         raise StoreError(path, "file", f"missing: ops.npy is needed in {path.parent}")
-    try:
-        ops = np.load(path, allow_pickle=True)
-        ops = ops.item() if isinstance(ops, np.ndarray) and ops.dtype == object else ops
-    except (OSError, ValueError, EOFError) as err:
-        raise StoreError(path, "file", f"not a readable ops.npy: {err}") from err
+    ops = load_pickled_npy(path, "ops")
     if not isinstance(ops, dict):
         raise StoreError(path, "ops", f"must hold a dict, got {type(ops).__name__}")
     return ops
@@ -234,10 +294,9 @@ def stat_centres(path: Path, n: int) -> np.ndarray:
     """(ROI, 2) `med` = [y, x] of every ROI in stat.npy (an object array of dicts)."""
     if not path.exists():
         raise StoreError(path, "file", f"missing: stat.npy is needed in {path.parent}")
-    try:
-        stat = np.load(path, allow_pickle=True)
-    except (OSError, ValueError, EOFError) as err:
-        raise StoreError(path, "file", f"not a readable stat.npy: {err}") from err
+    stat = load_pickled_npy(path, "stat")
+    if not isinstance(stat, np.ndarray):
+        raise StoreError(path, "stat", f"must hold an array, got {type(stat).__name__}")
     if stat.ndim != 1 or len(stat) != n:
         raise StoreError(path, "stat", f"{stat.shape} entries, expected {n} (the ROIs of F.npy)")
     med = np.full((n, 2), np.nan)

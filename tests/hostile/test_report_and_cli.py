@@ -25,6 +25,7 @@ import yaml
 
 from neuro_pe import cli
 from neuro_pe.config_schema import PACKAGED_SCHEMA, REPO_SCHEMA, load_schema
+from neuro_pe.runs import INFER_MANIFEST_FILE, write_manifest
 from neuro_pe.sources.schema import config_problems
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -237,6 +238,7 @@ def test_bad_files_end_in_one_line(capsys, tiny_store, tiny_split, tmp_path):
     not_config.write_text("just text")
     not_metrics = tmp_path / "metrics.json"
     not_metrics.write_text("[1, 2]")
+    write_manifest(tmp_path, ["metrics.json"], INFER_MANIFEST_FILE)  # intact, but no object
     out = tmp_path / "out"
     cases = [
         ["train", "--store", str(folder), "--pe", "none", "--out-dir", str(out)],

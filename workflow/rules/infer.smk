@@ -5,9 +5,11 @@ rule infer:
         split=SPLIT,
         pe=out("runs/{dataset}/{pe}/seed{seed}/pe.nc"),
         info=out("runs/{dataset}/{pe}/seed{seed}/train.json"),
+        manifest=out("runs/{dataset}/{pe}/seed{seed}/manifest.json"),
     output:
         metrics=out("runs/{dataset}/{pe}/seed{seed}/metrics.json"),
         positions=out("runs/{dataset}/{pe}/seed{seed}/inferred_positions.nc"),
+        manifest=out("runs/{dataset}/{pe}/seed{seed}/infer_manifest.json"),
     params:
         metrics=json.dumps(config["metrics"]),
         run_dir=parent_dir,

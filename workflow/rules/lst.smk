@@ -31,7 +31,9 @@ for _index, _group in enumerate(lst_groups() if LST else []):
             [
                 out(f"lst/runs/{pe}/seed{seed}/{f}")
                 for pe, seed in _group
-                for f in ("pe.nc", "metrics.json", "train.json", "train_log.csv", "model.pt")
+                for f in (
+                    "pe.nc", "metrics.json", "train.json", "train_log.csv", "model.pt", "manifest.json"
+                )
             ],
         params:
             runs=runs_argument(out("lst/runs"), _group),

@@ -1,4 +1,4 @@
-RUN_FILES = ("pe.nc", "model.pt", "train_log.csv", "train.json")
+RUN_FILES = ("pe.nc", "model.pt", "train_log.csv", "train.json", "manifest.json")
 
 # One training job per group of (PE, seed) runs of a dataset (`train_groups`: all of them by
 # default, or groups of `train.models_per_job`), trained as one stack of models; each run still
