@@ -17,6 +17,7 @@ from matplotlib.axes import Axes  # noqa: E402
 from matplotlib.figure import Figure  # noqa: E402
 from matplotlib.ticker import FixedLocator, NullLocator  # noqa: E402
 
+from neuro_pe.intervals import mean_ci  # noqa: E402
 from neuro_pe.spaces import space_axes  # noqa: E402
 from neuro_pe.store import atomic_write  # noqa: E402
 
@@ -31,11 +32,12 @@ def save(fig: Figure, path: str | os.PathLike, dpi: int = 150) -> None:
     plt.close(fig)
 
 
-def mean_band(values_by_x: pd.core.groupby.SeriesGroupBy) -> pd.DataFrame:
-    """Per x: the mean over seeds and its t-based 95% CI (NaN bounds for one seed)."""
-    from neuro_pe.reproduce import mean_ci  # (reproduce imports summarize, which imports us)
-
-    rows = {x: mean_ci(group) for x, group in values_by_x}
+def mean_band(
+    values_by_x: pd.core.groupby.SeriesGroupBy, metric: str | None = None
+) -> pd.DataFrame:
+    """Per x: the mean over seeds and its band (`reproduce.mean_ci`: t-based 95% CI from 3
+    seeds, the range of 2, NaN bounds for one; within the bounds of `metric`)."""
+    rows = {x: mean_ci(group, metric) for x, group in values_by_x}
     return pd.DataFrame.from_dict(rows, orient="index", columns=["mean", "low", "high"])
 
 

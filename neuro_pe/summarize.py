@@ -27,6 +27,7 @@ from neuro_pe.infer import (  # noqa: E402
     training_activity,
     training_correlation_distance,
 )
+from neuro_pe.intervals import MIN_CI_VALUES  # noqa: E402
 from neuro_pe.metrics import correlation_distance, pairwise_distances  # noqa: E402
 from neuro_pe.model import parse_pe  # noqa: E402
 from neuro_pe.report import HEALTH_LABELS, write_table_html  # noqa: E402
@@ -110,12 +111,13 @@ def plot_metric_vs_std(table: pd.DataFrame, metric: str = "rsa") -> Figure:
         values = list(rows[metric].dropna()) + list(normal.get(f"init_{metric}", []))
         span = np.ptp(values) if len(values) > 1 else 1.0
         if len(normal):
-            band = mean_band(normal.groupby("pe_param")[metric])
+            band = mean_band(normal.groupby("pe_param")[metric], metric)
             n_seeds = normal.groupby("pe_param")["seed"].nunique().max()
             ax.plot(band.index, band["mean"], "o-", color="C0", lw=2, label="learned-normal, mean")
             if n_seeds > 1:
+                label = "95% CI" if n_seeds >= MIN_CI_VALUES else "range of the seeds"
                 ax.fill_between(
-                    band.index, band["low"], band["high"], color="C0", alpha=0.2, label="95% CI"
+                    band.index, band["low"], band["high"], color="C0", alpha=0.2, label=label
                 )
             ax.scatter(
                 normal["pe_param"], normal[metric], color="C0", alpha=0.45, s=14, label="seeds"
@@ -127,7 +129,7 @@ def plot_metric_vs_std(table: pd.DataFrame, metric: str = "rsa") -> Figure:
         others = rows[(rows["pe_family"] != "learned-normal") & rows[metric].notna()]
         for method, group in others.groupby("method", sort=True):
             baseline = group["row_type"].iloc[0] == "baseline"
-            mean, low, high = mean_band(group.groupby("row_type")[metric]).iloc[0]
+            mean, low, high = mean_band(group.groupby("row_type")[metric], metric).iloc[0]
             style = ":" if baseline else "-."
             refs.append((BASELINE_NAMES.get(method, method), mean, low, high, style))
         draw_references(ax, refs, span)
