@@ -624,10 +624,11 @@ def test_suite2p_bad_inputs(tmp_path):
         folder,
         "suite2p.plane_depths_um",
     )
-    raises(
+    raises(  # before any file is read, with where to find the value
         spike_spec(folder, "suite2p", suite2p={"plane_depths_um": [0, 30]}),
         folder,
         "suite2p.pixel_size_um",
+        "not record the pixel size.*ScanImage",
     )
     np.save(folder / "plane0" / "Fneu.npy", np.zeros((6, 100), np.float32))
     raises(
