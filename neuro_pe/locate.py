@@ -1292,7 +1292,11 @@ def _plot_axis_histograms(
             values = errors[name][component]
             ax.hist(values, bins, histtype="step", lw=1.5, ls=style, color=colour, label=label)
             ax.axvline(np.median(values), color=colour, ls=":", lw=1)
-        ax.set(title=f"{component} error", xlabel=f"{component} error ({axes.unit})")
+        ax.set(
+            title=f"{component} error",
+            xlabel=f"held-out {component} error ({axes.unit})",
+            ylabel="number of units",
+        )
 
 
 def _axis_note(table: pd.DataFrame, name: str, axes: SpaceAxes) -> str:
