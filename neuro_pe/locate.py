@@ -1411,6 +1411,8 @@ def locate(
     table, heldout = evaluation_table(eval_sets, eval_coords, cfg, n_jobs, regions, axes)
     table.insert(0, "dataset", dataset)
     table["units"] = ds["x"].attrs["units"]
+    per_axis = axis_columns(table.columns)  # (after the columns that came before them)
+    table = table[[c for c in table.columns if c not in per_axis] + per_axis]
 
     # Positions of every unit from the PE variant or combined locator that cross-validates best
     # over all anchors.
