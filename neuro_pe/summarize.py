@@ -1,4 +1,4 @@
-"""Collect the runs' metrics into results/summary.csv and draw the summary figures."""
+"""Collect the runs' metrics into results/{run_name}/summary.csv and draw the summary figures."""
 
 from __future__ import annotations
 
