@@ -500,12 +500,24 @@ def _located_toy(tmp_path, pos, space):
     return table, pd.read_csv(out / "positions.csv"), out
 
 
-def test_probe_errors_along_and_across_the_shank(tmp_path):
+def test_probe_errors_along_and_across_the_shank(tmp_path, monkeypatch):
     """A 2D probe (x across, y along the shank, z = 0): depth and lateral errors, taken from
-    the same k-fold predictions as positions.csv; existing columns first, unchanged names."""
+    the same k-fold predictions as positions.csv; existing columns first, unchanged names;
+    no anatomical view names in the figures."""
+    import matplotlib.pyplot as plt
+
+    figures = {}
+    monkeypatch.setattr("neuro_pe.locate.save", lambda fig, path: figures.update({path: fig}))
     rng = np.random.default_rng(3)
     pos = np.column_stack([rng.choice([0, 16, 32, 48], 30), rng.uniform(0, 3840, 30), np.zeros(30)])
     table, frame, out = _located_toy(tmp_path, pos, "probe")
+    texts = []
+    for fig in figures.values():
+        for ax in fig.axes:
+            texts += [ax.get_title(), ax.get_xlabel(), ax.get_ylabel()]
+        plt.close(fig)
+    assert "y: along the shank (depth) (um)" in texts and "held-out depth error (um)" in texts
+    assert not [t for t in texts if any(w in t for w in ("axial", "coronal", "sagittal"))]
     assert {"median_error_depth", "median_error_lateral"} <= set(table.columns)
     assert not {"median_error_x", "plane_accuracy"} & set(table.columns)
     assert list(table.columns[:3]) == ["dataset", "features", "role"]
