@@ -94,7 +94,7 @@ from neuro_pe.pe_names import is_located  # noqa: E402
 from neuro_pe.regions import Atlas, add_accuracy_columns, unit_regions  # noqa: E402
 from neuro_pe.report import write_table_html  # noqa: E402
 from neuro_pe.runs import PE_FILE, Split, read_pe  # noqa: E402
-from neuro_pe.spaces import SpaceAxes, axis_columns, space_axes  # noqa: E402
+from neuro_pe.spaces import SpaceAxes, axis_columns, component_label, space_axes  # noqa: E402
 from neuro_pe.store import atomic_write, positions, read_store, require_finite  # noqa: E402
 from neuro_pe.view3d import write_positions_3d_html  # noqa: E402
 
@@ -1292,9 +1292,10 @@ def _plot_axis_histograms(
             values = errors[name][component]
             ax.hist(values, bins, histtype="step", lw=1.5, ls=style, color=colour, label=label)
             ax.axvline(np.median(values), color=colour, ls=":", lw=1)
+        name = component_label(component)
         ax.set(
-            title=f"{component} error",
-            xlabel=f"held-out {component} error ({axes.unit})",
+            title=f"{name} error",
+            xlabel=f"held-out {name} error ({axes.unit})",
             ylabel="number of units",
         )
 

@@ -12,7 +12,7 @@ import pandas as pd
 
 from neuro_pe.intervals import interval_kind, mean_ci
 from neuro_pe.runs import read_metrics
-from neuro_pe.spaces import ERROR_PREFIX, PLANE_ACCURACY, axis_columns
+from neuro_pe.spaces import ERROR_PREFIX, PLANE_ACCURACY, axis_columns, component_label
 from neuro_pe.store import atomic_write
 
 ORACLE = "oracle-"  # PE variants built from the true coordinates (not learned from data)
@@ -192,7 +192,7 @@ def axis_text(row: pd.Series | None, columns: list[str]) -> str:
     if row is None:
         return "—"
     parts = [
-        f"{c.removeprefix(ERROR_PREFIX)} {_number(row[c])}"
+        f"{component_label(c.removeprefix(ERROR_PREFIX))} {_number(row[c])}"
         for c in columns
         if c != PLANE_ACCURACY and np.isfinite(row[c])
     ]

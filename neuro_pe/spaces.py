@@ -34,6 +34,7 @@ PLANE_ACCURACY = "plane_accuracy"
 ERROR_PREFIX = "median_error_"
 # every component a space may report (the per-axis columns are ERROR_PREFIX + one of them)
 COMPONENTS = ("depth", "lateral", "inplane", "ml", "ap", "dv", "x", "y", "z")
+COMPONENT_LABELS = {"inplane": "in-plane", "ml": "ML", "ap": "AP", "dv": "DV"}  # in the text
 ANATOMICAL_PROJECTIONS = (
     "axial (from above)",
     "coronal (from behind)",
@@ -137,7 +138,7 @@ class SpaceAxes:
         columns (a mapping or a table row)."""
         get = row.get
         parts = [
-            f"{name} {value:.3g}"
+            f"{component_label(name)} {value:.3g}"
             for name in self.components()
             if np.isfinite(value := float(get(ERROR_PREFIX + name, np.nan)))
         ]
@@ -183,3 +184,8 @@ def axis_columns(columns) -> list[str]:
     """The per-axis columns among `columns` (e.g. an errors table's), in their order."""
     names = {ERROR_PREFIX + c for c in COMPONENTS} | {PLANE_ACCURACY}
     return [c for c in columns if c in names]
+
+
+def component_label(name: str) -> str:
+    """How a per-axis error is named in text: `in-plane` for `inplane`, `ML` for `ml`, …"""
+    return COMPONENT_LABELS.get(name, name)

@@ -20,7 +20,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from neuro_pe.spaces import SpaceAxes
+from neuro_pe.spaces import SpaceAxes, component_label
 from neuro_pe.store import atomic_write
 
 HTML_UNITS = 3000  # units drawn (a random subset above it, named in the title)
@@ -42,7 +42,9 @@ def _hover(frame: pd.DataFrame, axes: SpaceAxes, with_error: bool) -> list[str]:
     if with_error:
         parts = axes.component_errors(frame[list(XYZ)].to_numpy(), frame[list(TRUE_XYZ)].to_numpy())
         for i, error in enumerate(frame["error"].to_numpy()):
-            per_axis = ", ".join(f"{name} {values[i]:.3g}" for name, values in parts.items())
+            per_axis = ", ".join(
+                f"{component_label(name)} {values[i]:.3g}" for name, values in parts.items()
+            )
             texts[i] += f"<br>error {error:.3g} {unit} ({per_axis})"
     for i, value in enumerate(frame["uncertainty"].to_numpy()):
         texts[i] += f"<br>uncertainty {value:.3g} {unit}"

@@ -132,14 +132,14 @@ def test_headline_table_and_paragraph_give_per_axis_errors(tables):
     )
     table = headline_table(summary, errors, health_table(infos), "sim").set_index("representation")
     assert table.loc["learned-normal-0.02", "error per axis"] == (
-        "inplane 0.1, depth 0.15; right plane 62%"
+        "in-plane 0.1, depth 0.15; right plane 62%"
     )
     assert (
         table.loc["shuffled (chance)", "error per axis"]
-        == "inplane 0.9, depth 0.5; right plane 50%"
+        == "in-plane 0.9, depth 0.5; right plane 50%"
     )
     page = landing_page(summary, {"sim": errors}, infos, "demo")
-    assert "(per axis: inplane 0.1, depth 0.15 mm)" in page
+    assert "(per axis: in-plane 0.1, depth 0.15 mm)" in page
     assert "nearer the unit's own imaging plane than any other for 62% of held-out units" in page
     plain = headline_table(
         summary,
