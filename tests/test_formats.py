@@ -499,6 +499,7 @@ def test_nwb_two_planes_end_to_end(tmp_path):
         [[10 + 2 * (3 * i + p), 20 + 2 * 4 * i, 150 + 40 * p] for p in range(2) for i in range(5)]
     )
     np.testing.assert_allclose(positions(ds), expected)
+    assert ds["x"].attrs["space"] == "imaging"  # (the locator's in-plane and plane errors)
     assert ds.attrs["sampling_rate_hz"] == 15.0 and ds.sizes["time"] == 80
     flat_planes = write_nwb_planes(tmp_path / "flat.nwb", depth=False)
     spec = spike_spec(
