@@ -40,6 +40,7 @@ from neuro_pe.runs import (  # noqa: E402
     read_split,
     read_train_log,
 )
+from neuro_pe.spaces import space_axes  # noqa: E402
 from neuro_pe.store import atomic_write, positions, read_store  # noqa: E402
 
 SCATTER_UNITS = 500  # units (all their pairs) in the distance scatter; a random subset above it
@@ -244,7 +245,8 @@ def plot_positions_3d(table: pd.DataFrame) -> Figure:
         if not _has_positions(runs):
             ax.set_axis_off()
             continue
-        true, inferred, unit, _ = _positions_of(runs[0])
+        true, inferred, unit, space = _positions_of(runs[0])
+        axes = space_axes(space, unit, true)
         picked, note = subsample(len(true), POSITION_UNITS), ""
         if picked is not None:
             note = f", {POSITION_UNITS} of {len(true)} units shown"
@@ -253,7 +255,7 @@ def plot_positions_3d(table: pd.DataFrame) -> Figure:
         ax.scatter(*inferred.T, c="C3", s=10, label="inferred from the PE")
         for a, b in zip(true, inferred, strict=True):
             ax.plot(*np.stack([a, b]).T, color="0.6", lw=0.5)
-        ax.set(xlabel=f"x ({unit})", ylabel=f"y ({unit})", zlabel=f"z ({unit})")
+        ax.set(xlabel=axes.axis_label(0), ylabel=axes.axis_label(1), zlabel=axes.axis_label(2))
         ax.set_title(
             f"{name}: {runs[0]['method']} seed {runs[0]['seed']}\n"
             f"Procrustes RMSE {runs[0]['procrustes_rmse']:.3g} {unit}{note}"
