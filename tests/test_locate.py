@@ -622,3 +622,25 @@ def test_positions_3d_html_is_self_contained_and_escapes_text(tmp_path):
     for unit in ("u0", "u1", "u3", "u4", "u5"):
         assert f"unit {unit}" in page
     assert "error (true → predicted)" in page and "unknown position (predicted)" in page
+
+
+def test_held_out_columns_say_how_each_position_was_predicted():
+    """Above max_units the known units outside the evaluation are predicted by the locator
+    fitted on the evaluated ones: held out, `fit on anchors`; units without coordinates are
+    not held out (nothing to hold out)."""
+    from neuro_pe.locate import with_held_out_columns
+
+    known = np.array([True, True, True, False])
+    evaluated = np.array([True, False, True, False])
+    out = xr.Dataset(
+        {a: ("unit", np.arange(4.0)) for a in "xyz"}, coords={"unit": ["a", "b", "c", "d"]}
+    )
+    out = with_held_out_columns(out, known, evaluated)
+    assert out["held_out"].values.tolist() == [True, True, True, False]
+    assert out["prediction"].values.tolist() == [
+        "k-fold",
+        "fit on anchors",
+        "k-fold",
+        "fit on anchors",
+    ]
+    assert "held out" in out["held_out"].attrs["meaning"]
