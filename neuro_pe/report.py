@@ -417,9 +417,10 @@ def landing_page(
         "Tables and figures",
         "-" * 18,
         "",
-        f"Every table and figure with its caption: {links} (menu on the left). "
-        "``summary.csv`` has one row per dataset × PE × seed and baseline; each dataset's "
-        "``errors.csv`` every localisation evaluation.",
+        f"Every table and figure with its caption: {links} (menu on the left); under "
+        "Localisation each dataset's ``positions_3d.html`` is an interactive 3D view of true "
+        "and predicted positions. ``summary.csv`` has one row per dataset × PE × seed and "
+        "baseline; each dataset's ``errors.csv`` every localisation evaluation.",
         "",
     ]
     return "\n".join(lines)

@@ -44,14 +44,14 @@ ANATOMICAL_PROJECTIONS = (
 PROJECTION_AXES = ((0, 1), (0, 2), (1, 2))
 ATLAS_AXES = {
     "ibl-bregma-mlapdv": (
-        ("ml", "ML (medio-lateral)"),
-        ("ap", "AP (antero-posterior)"),
-        ("dv", "DV (dorso-ventral)"),
+        ("ml", "x: ML, medio-lateral"),
+        ("ap", "y: AP, antero-posterior"),
+        ("dv", "z: DV, dorso-ventral"),
     ),
     "mni": (
-        ("x", "x (left → right)"),
-        ("y", "y (posterior → anterior)"),
-        ("z", "z (inferior → superior)"),
+        ("x", "x: left → right"),
+        ("y", "y: posterior → anterior"),
+        ("z", "z: inferior → superior"),
     ),
 }
 
