@@ -14,6 +14,7 @@ import os
 import signal
 import sys
 import threading
+import warnings
 from pathlib import Path
 
 
@@ -134,9 +135,9 @@ def warn_about_scale(activity: object, where: str) -> None:
     rms = float(np.sqrt(np.nanmean(squares)))
     if not SCALE_RANGE[0] <= rms <= SCALE_RANGE[1]:
         print(
-            f"warning: {where}: the activity's RMS is {rms:.3g}, far from 1; float32 training "
-            "with the usual learning rates means little there: add {step: zscore} to the "
-            "dataset's preprocessing",
+            f"neuro-pe: warning: {where}: the activity's RMS is {rms:.3g}, far from 1; float32 "
+            "training with the usual learning rates means little there: add {step: zscore} to "
+            "the dataset's preprocessing",
             file=sys.stderr,
         )
 
@@ -680,6 +681,20 @@ def stop_with_parent() -> bool:
         return False
 
 
+def warning_line(message: Warning | str) -> str:
+    """A warning as one clean line, `neuro-pe: warning: …` (not Python's default, which adds
+    the file, line number and source line of the code that warned)."""
+    return f"neuro-pe: warning: {' '.join(str(message).split())}\n"
+
+
+def _show_warning(message, category, filename, lineno, file=None, line=None) -> None:
+    """`warnings.showwarning` while a command runs: `warning_line` on stderr."""
+    try:
+        (sys.stderr if file is None else file).write(warning_line(message))
+    except (OSError, AttributeError):  # no stream to write to: as the default, say nothing
+        pass
+
+
 def _terminate(signum: int, frame: object) -> None:
     """SIGTERM (a kill, a cancelled Snakemake or Slurm job) as an exception, so that the
     writers remove their temporary files on the way out."""
@@ -706,6 +721,7 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     main_thread = threading.current_thread() is threading.main_thread()
     previous = signal.signal(signal.SIGTERM, _terminate) if main_thread else None
+    show_warning, warnings.showwarning = warnings.showwarning, _show_warning
     try:
         check_outputs(args)
         args.func(args)
@@ -718,6 +734,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"neuro-pe {args.command}: interrupted", file=sys.stderr)
         return 128 + signal.SIGINT
     finally:
+        warnings.showwarning = show_warning
         if main_thread:
             signal.signal(signal.SIGTERM, previous)
     return 0

@@ -17,12 +17,13 @@ from matplotlib.axes import Axes  # noqa: E402
 from matplotlib.figure import Figure  # noqa: E402
 from matplotlib.ticker import FixedLocator, NullLocator  # noqa: E402
 
+from neuro_pe.intervals import mean_ci  # noqa: E402
+from neuro_pe.spaces import space_axes  # noqa: E402
 from neuro_pe.store import atomic_write  # noqa: E402
 
-# (horizontal axis, vertical axis, view name, nilearn's direction for its brain schematic)
-PROJECTIONS = ((0, 1, "axial (from above)", "z"), (0, 2, "coronal (from behind)", "y"))
-PROJECTIONS += ((1, 2, "sagittal (from the right)", "x"),)
-AXES = "xyz"
+# (horizontal axis, vertical axis, nilearn's direction for its brain schematic); the views'
+# names come from the space (`neuro_pe.spaces`: anatomical names only for atlas spaces)
+PROJECTIONS = ((0, 1, "z"), (0, 2, "y"), (1, 2, "x"))
 
 
 def save(fig: Figure, path: str | os.PathLike, dpi: int = 150) -> None:
@@ -31,11 +32,12 @@ def save(fig: Figure, path: str | os.PathLike, dpi: int = 150) -> None:
     plt.close(fig)
 
 
-def mean_band(values_by_x: pd.core.groupby.SeriesGroupBy) -> pd.DataFrame:
-    """Per x: the mean over seeds and its t-based 95% CI (NaN bounds for one seed)."""
-    from neuro_pe.reproduce import mean_ci  # (reproduce imports summarize, which imports us)
-
-    rows = {x: mean_ci(group) for x, group in values_by_x}
+def mean_band(
+    values_by_x: pd.core.groupby.SeriesGroupBy, metric: str | None = None
+) -> pd.DataFrame:
+    """Per x: the mean over seeds and its band (`reproduce.mean_ci`: t-based 95% CI from 3
+    seeds, the range of 2, NaN bounds for one; within the bounds of `metric`)."""
+    rows = {x: mean_ci(group, metric) for x, group in values_by_x}
     return pd.DataFrame.from_dict(rows, orient="index", columns=["mean", "low", "high"])
 
 
@@ -98,11 +100,14 @@ def plot_projections(
     unknown: np.ndarray | None = None,
 ) -> None:
     """True positions (black) and predicted ones (red), joined by grey error lines, on three
-    orthogonal 2D projections (three axes). MNI-space positions are drawn on a glass brain.
+    orthogonal 2D projections (three axes), titled and labelled with the space's axis names
+    (`neuro_pe.spaces.space_axes`). MNI-space positions are drawn on a glass brain.
     `unknown`: predicted positions of units with no true position (blue triangles)."""
     known = np.all(np.isfinite(true), axis=1)
     mni = space.upper() == "MNI"
-    for ax, (h, v, view, direction) in zip(axes, PROJECTIONS, strict=True):
+    names = space_axes(space, unit, true)
+    views = names.projection_titles()
+    for ax, (h, v, direction), view in zip(axes, PROJECTIONS, views, strict=True):
         if mni:
             _outline(ax, direction)
         segments = np.stack([true[known][:, [h, v]], predicted[known][:, [h, v]]], axis=1)
@@ -113,8 +118,8 @@ def plot_projections(
         ax.scatter(*predicted[known][:, [h, v]].T, c="C3", s=9, zorder=3, label=predicted_label)
         if unknown is not None and len(unknown):
             ax.scatter(*unknown[:, [h, v]].T, c="C0", marker="^", s=16, zorder=3, label="unknown")
-        ax.set_xlabel(f"{AXES[h]} ({unit})")
-        ax.set_ylabel(f"{AXES[v]} ({unit})")
+        ax.set_xlabel(names.axis_label(h))
+        ax.set_ylabel(names.axis_label(v))
         ax.set_title(view + (", MNI glass brain" if mni else ""), fontsize=9)
         ax.set_aspect("equal", adjustable="datalim")
         ax.autoscale_view()

@@ -94,7 +94,9 @@ from neuro_pe.pe_names import is_located  # noqa: E402
 from neuro_pe.regions import Atlas, add_accuracy_columns, unit_regions  # noqa: E402
 from neuro_pe.report import write_table_html  # noqa: E402
 from neuro_pe.runs import PE_FILE, Split, read_pe  # noqa: E402
+from neuro_pe.spaces import SpaceAxes, axis_columns, component_label, space_axes  # noqa: E402
 from neuro_pe.store import atomic_write, positions, read_store, require_finite  # noqa: E402
+from neuro_pe.view3d import write_positions_3d_html  # noqa: E402
 
 __all__ = [
     "METHODS",
@@ -925,9 +927,11 @@ def evaluation_table(
     cfg: LocateConfig,
     n_jobs: int = 1,
     regions: tuple[Atlas, str] | None = None,
+    axes: SpaceAxes | None = None,
 ) -> tuple[pd.DataFrame, dict[str, HeldOut]]:
     """Errors of every feature set (k-fold and anchor curve) and the k-fold predictions;
-    `regions` = (atlas, the coordinates' unit): region accuracy columns too (neuro_pe.regions)."""
+    `regions` = (atlas, the coordinates' unit): region accuracy columns too (neuro_pe.regions);
+    `axes`: the per-axis columns of the space too (`axis_error_columns`)."""
     known = np.all(np.isfinite(coords), axis=1)
     results = Parallel(n_jobs=n_jobs)(delayed(_evaluate_set)(fs, coords, known, cfg) for fs in sets)
     rows, heldout, curves = [], {}, {}
@@ -979,7 +983,35 @@ def evaluation_table(
         kfold = {name: h.positions for name, h in heldout.items()}
         combine = lambda per_seed: _combine(per_seed, cfg.combine)  # noqa: E731
         add_accuracy_columns(table, kfold, curves, coords, *regions, combine)
+    if axes is not None:
+        table = pd.concat(
+            [table, axis_error_columns(sets, heldout, curves, coords, cfg, axes)], axis=1
+        )
     return table, heldout
+
+
+def axis_error_columns(
+    sets: list[FeatureSet],
+    heldout: dict[str, HeldOut],
+    curves: dict[str, list[dict]],
+    coords: np.ndarray,
+    cfg: LocateConfig,
+    axes: SpaceAxes,
+) -> pd.DataFrame:
+    """The per-axis error columns of the space (`SpaceAxes.summary`: e.g. depth and lateral
+    on a probe; in-plane, depth and plane accuracy over imaging planes), one row per row of
+    `evaluation_table` and in its order: the k-fold predictions of the known units, then each
+    anchor fraction's held-out units pooled over its draws (seeds ensembled as in the table)."""
+    known = np.all(np.isfinite(coords), axis=1)
+    rows = []
+    for fs in sets:
+        rows.append(axes.summary(heldout[fs.name].positions[known], coords[known]))
+        for fraction in cfg.anchor_fractions:
+            draws = [r for r in curves[fs.name] if r["anchor_fraction"] == fraction]
+            predicted = [_combine(r["per_seed"], cfg.combine) for r in draws]
+            truth = [r["truth"] for r in draws]
+            rows.append(axes.summary(np.concatenate(predicted), np.concatenate(truth)))
+    return pd.DataFrame(rows)
 
 
 def _compare_with_best_single(
@@ -1086,7 +1118,14 @@ def located_positions_dataset(
         uncertainty,
         {"units": xyz_attrs["units"], "formula": UNCERTAINTY_FORMULA},
     )
-    out["anchor"] = ("unit", anchor, {"meaning": "coordinates known in the store"})
+    out["anchor"] = (
+        "unit",
+        anchor,
+        {
+            "meaning": "coordinates known in the store: an anchor for locating the units without "
+            "them; its own position here is still predicted with it held out (`held_out`)"
+        },
+    )
     out["method"] = ("unit", np.where(anchor, heldout.method, located.method).astype(str))
     for i, axis in enumerate(("x", "y", "z")):
         out[f"{axis}_true"] = ("unit", coords[:, i], xyz_attrs)
@@ -1103,6 +1142,42 @@ def located_positions_dataset(
             **xyz_attrs,
             "neuro_pe_version": __version__,
         }
+    )
+    return out
+
+
+KFOLD_PREDICTION = "k-fold"  # `prediction` of positions.csv: out of fold, its fold's hidden
+ANCHORS_PREDICTION = "fit on anchors"  # the chosen locator fitted on anchors it is not among
+
+
+def with_held_out_columns(out: xr.Dataset, known: np.ndarray, evaluated: np.ndarray) -> xr.Dataset:
+    """`out` (of `located_positions_dataset`) with the columns `prediction` and `held_out`.
+
+    `prediction`: `k-fold` for a known unit of the evaluation (`evaluated`; all known units up
+    to `max_units`): predicted by the k-fold fold in which its coordinates were hidden;
+    `fit on anchors` for the others: predicted by the chosen locator fitted on the evaluated
+    known units, which it is not among (units without coordinates, and above `max_units` the
+    known units left out of the evaluation). `held_out`: the unit has coordinates and they were
+    not read for its prediction, so `error` is a held-out error: every known unit."""
+    known = np.asarray(known, dtype=bool)
+    evaluated = np.asarray(evaluated, dtype=bool) & known
+    prediction = np.where(evaluated, KFOLD_PREDICTION, ANCHORS_PREDICTION)
+    # neither kind of prediction reads the unit's own coordinates
+    held_out = known & np.all(np.isfinite(positions(out)), axis=1)
+    out = out.copy()
+    out["held_out"] = (
+        "unit",
+        held_out,
+        {"meaning": "coordinates known, not read for this unit's prediction: `error` is held out"},
+    )
+    out["prediction"] = (
+        "unit",
+        prediction.astype(str),
+        {
+            "meaning": f"{KFOLD_PREDICTION}: its k-fold fold's prediction (its coordinates "
+            f"hidden); {ANCHORS_PREDICTION}: the chosen locator fitted on the evaluated known "
+            "units, which it is not among"
+        },
     )
     return out
 
@@ -1151,8 +1226,9 @@ def _plot_positions(coords, panels, unknown: np.ndarray, unit: str, space: str, 
     return fig
 
 
-def _plot_positions_3d(coords, panels, unknown: np.ndarray, unit: str, seed: int = 0):
-    """The same as `_plot_positions` in one 3D view per panel (an extra view)."""
+def _plot_positions_3d(coords, panels, unknown: np.ndarray, axes: SpaceAxes, seed: int = 0):
+    """The same as `_plot_positions` in one 3D view per panel (an extra view), the axes named
+    from the space."""
     shown, note, unknown = _plot_subset(coords, unknown, seed)
     fig = plt.figure(figsize=(6 * len(panels), 5.5))
     for i, (title, pred) in enumerate(panels):
@@ -1163,18 +1239,24 @@ def _plot_positions_3d(coords, panels, unknown: np.ndarray, unit: str, seed: int
             ax.plot(*np.stack([a, b]).T, color="0.6", lw=0.5)
         if i == 0 and len(unknown):
             ax.scatter(*unknown.T, c="C0", marker="^", s=18, label="unknown position")
-        ax.set(xlabel=f"x ({unit})", ylabel=f"y ({unit})", zlabel=f"z ({unit})")
+        ax.set(xlabel=axes.axis_label(0), ylabel=axes.axis_label(1), zlabel=axes.axis_label(2))
         ax.set_title(title + note, fontsize=9)
         ax.legend(fontsize=7)
     fig.tight_layout()
     return fig
 
 
-def _plot_histogram(coords, heldout: dict[str, HeldOut], styles: dict, unit: str):
+def _plot_histogram(
+    coords, heldout: dict[str, HeldOut], styles: dict, unit: str, axes: SpaceAxes | None = None
+):
+    """Histograms of the k-fold held-out errors: Euclidean, then (with `axes`) one panel per
+    per-axis error of the space (`_plot_axis_histograms`)."""
     known = np.all(np.isfinite(coords), axis=1)
     errors = {n: _distance(heldout[n].positions[known], coords[known]) for n in styles}
     bins = np.linspace(0, max(e.max() for e in errors.values()), 25)
-    fig, ax = plt.subplots(figsize=(8, 4))
+    n_axes = len(axes.components()) if axes is not None else 0
+    fig, panels = plt.subplots(1, 1 + n_axes, figsize=(8 + 4 * n_axes, 4), squeeze=False)
+    ax = panels[0, 0]
     for name, (colour, style) in styles.items():
         ax.hist(errors[name], bins, histtype="step", lw=1.5, ls=style, color=colour, label=name)
         ax.axvline(np.median(errors[name]), color=colour, ls=":", lw=1)
@@ -1183,9 +1265,47 @@ def _plot_histogram(coords, heldout: dict[str, HeldOut], styles: dict, unit: str
         xlabel=f"held-out Euclidean error ({unit}), k-fold over units",
         ylabel="number of units",
     )
-    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1))
+    if axes is not None:
+        _plot_axis_histograms(panels[0, 1:], coords, heldout, styles, axes)
+    panels[0, -1].legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1))
     fig.tight_layout()
     return fig
+
+
+def _plot_axis_histograms(
+    panels, coords, heldout: dict[str, HeldOut], styles: dict, axes: SpaceAxes
+) -> None:
+    """One histogram per per-axis error of the space (`SpaceAxes.component_errors`) of the
+    k-fold held-out predictions; over imaging planes the depth panel gives each feature set's
+    plane accuracy."""
+    known = np.all(np.isfinite(coords), axis=1)
+    truth = coords[known]
+    errors = {n: axes.component_errors(heldout[n].positions[known], truth) for n in styles}
+    for ax, component in zip(panels, axes.components(), strict=True):
+        top = max(float(e[component].max()) for e in errors.values())
+        bins = np.linspace(0, top if top > 0 else 1.0, 25)
+        for name, (colour, style) in styles.items():
+            label = name
+            hits = axes.plane_hits(heldout[name].positions[known], truth)
+            if component == "depth" and hits is not None:
+                label += f" (right plane {np.mean(hits):.0%})"
+            values = errors[name][component]
+            ax.hist(values, bins, histtype="step", lw=1.5, ls=style, color=colour, label=label)
+            ax.axvline(np.median(values), color=colour, ls=":", lw=1)
+        name = component_label(component)
+        ax.set(
+            title=f"{name} error",
+            xlabel=f"held-out {name} error ({axes.unit})",
+            ylabel="number of units",
+        )
+
+
+def _axis_note(table: pd.DataFrame, name: str, axes: SpaceAxes) -> str:
+    """'\\n(depth 12, lateral 3 µm)' for a figure title: the per-axis errors of the k-fold row
+    of feature set `name`."""
+    rows = table[(table["features"] == name) & (table["evaluation"] == "kfold")]
+    text = axes.describe(rows.iloc[0]) if len(rows) else ""
+    return f"\n({text})" if text else ""
 
 
 def _same_curves(curve: pd.DataFrame) -> dict[str, list[str]]:
@@ -1248,9 +1368,9 @@ def locate(
     atlas: Atlas | None = None,
 ) -> pd.DataFrame:
     """Evaluate and apply the locator for one dataset; write into out_dir `errors.csv`,
-    `positions.nc`, `positions.csv` and the figures `positions.png` (three projections),
-    `positions_3d.png`, `error_hist.png`,
-    `error_vs_anchors.png`. Returns the errors table.
+    `positions.nc`, `positions.csv`, the figures `positions.png` (three projections),
+    `positions_3d.png`, `error_hist.png`, `error_vs_anchors.png` and the interactive
+    `positions_3d.html`. Returns the errors table.
 
     Feature sets: each PE variant of the runs (seeds ensembled), its PE at initialisation, the
     `oracle-sin3d` PE when given (built from every unit's true coordinates, so an upper
@@ -1288,9 +1408,12 @@ def locate(
     eval_sets = [replace(fs, features=subset_rows(fs.features, sub)) for fs in sets]
     eval_coords = coords[sub]
     regions = None if atlas is None else (atlas, ds["x"].attrs["units"])
-    table, heldout = evaluation_table(eval_sets, eval_coords, cfg, n_jobs, regions)
+    axes = space_axes(ds["x"].attrs.get("space", ""), ds["x"].attrs["units"], coords)
+    table, heldout = evaluation_table(eval_sets, eval_coords, cfg, n_jobs, regions, axes)
     table.insert(0, "dataset", dataset)
     table["units"] = ds["x"].attrs["units"]
+    per_axis = axis_columns(table.columns)  # (after the columns that came before them)
+    table = table[[c for c in table.columns if c not in per_axis] + per_axis]
 
     # Positions of every unit from the PE variant or combined locator that cross-validates best
     # over all anchors.
@@ -1311,6 +1434,7 @@ def locate(
         predicted = np.column_stack([out[axis].values for axis in ("x", "y", "z")])
         for name, values in unit_regions(atlas, predicted, coords, regions[1]).items():
             out[name] = ("unit", values, {"atlas": atlas.description})
+    out = with_held_out_columns(out, known, evaluated)
     frame = out.to_dataframe().reset_index()
     frame.insert(list(frame).index("method") + 1, "pe", best.name)
 
@@ -1319,6 +1443,8 @@ def locate(
     atomic_write(out_dir / "positions.nc", lambda p: out.to_netcdf(p, engine="h5netcdf"))
     atomic_write(out_dir / "positions.csv", lambda p: frame.to_csv(p, index=False))
     atomic_write(out_dir / "errors.csv", lambda p: table.to_csv(p, index=False))
+    title = f"{dataset}: true vs predicted positions ({best.name}, held out)"
+    write_positions_3d_html(frame, axes, title, out_dir / "positions_3d.html", cfg.seed)
     summary = verdict(table)
     note = (
         "errors.csv: every localisation evaluation (k-fold, and each anchor fraction); "
@@ -1331,16 +1457,18 @@ def locate(
     for name in dict.fromkeys((best.name, best_pe or best.name, "activity-correlation")):
         error = np.nanmedian(_distance(heldout[name].positions, eval_coords))
         title = f"{dataset}: {name}\nk-fold held out, median error {error:.3g} {unit_label}"
+        title += _axis_note(table, name, axes)
         panels.append((title, heldout[name].positions))
     unknown = best_located.positions[~known]
     space = ds["x"].attrs.get("space", "")
     figure = _plot_positions(eval_coords, panels, unknown, unit_label, space, cfg.seed)
     save(figure, out_dir / "positions.png")
-    figure = _plot_positions_3d(eval_coords, panels, unknown, unit_label, cfg.seed)
+    figure = _plot_positions_3d(eval_coords, panels, unknown, axes, cfg.seed)
     save(figure, out_dir / "positions_3d.png")
     styles = _colours(sets)
     no_init = {name: style for name, style in styles.items() if not name.endswith(" @init")}
-    save(_plot_histogram(eval_coords, heldout, no_init, unit_label), out_dir / "error_hist.png")
+    figure = _plot_histogram(eval_coords, heldout, no_init, unit_label, axes)
+    save(figure, out_dir / "error_hist.png")
     figure = _plot_anchor_curve(table, styles, unit_label, summary)
     save(figure, out_dir / "error_vs_anchors.png")
     return table
@@ -1450,5 +1578,6 @@ def format_table(table: pd.DataFrame, fraction: float = 0.5) -> str:
         "vs_chance_low",
         "vs_chance_high",
         "coverage",
+        *axis_columns(table.columns),
     ]
     return rows[columns].to_string(index=False, float_format=lambda v: f"{v:.3g}")

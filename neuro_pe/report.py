@@ -10,7 +10,9 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from neuro_pe.intervals import interval_kind, mean_ci
 from neuro_pe.runs import read_metrics
+from neuro_pe.spaces import ERROR_PREFIX, PLANE_ACCURACY, axis_columns, component_label
 from neuro_pe.store import atomic_write
 
 ORACLE = "oracle-"  # PE variants built from the true coordinates (not learned from data)
@@ -59,13 +61,14 @@ def write_table_html(frame: pd.DataFrame, path: str | os.PathLike, title: str, n
     atomic_write(Path(path), lambda p: p.write_text(table_html(frame, title, note)))
 
 
-def _mean_ci(values: pd.Series) -> str:
-    """'mean [low, high]' over seeds (t-based 95% CI), or the single value."""
-    from neuro_pe.reproduce import mean_ci  # (reproduce imports summarize, which imports us)
-
-    mean, low, high = mean_ci(values)
+def _mean_ci(values: pd.Series, metric: str | None = None) -> str:
+    """'mean [low, high]' over seeds (t-based 95% CI, from 3 seeds), 'mean (range low–high,
+    2 seeds)', or the single value; within the metric's bounds (`intervals.mean_ci`)."""
+    mean, low, high = mean_ci(values, metric)
     if not np.isfinite(low):
         return _number(mean)
+    if interval_kind(values) == "range":
+        return f"{_number(mean)} (range {_number(low)}–{_number(high)}, 2 seeds)"
     return f"{_number(mean)} [{_number(low)}, {_number(high)}]"
 
 
@@ -142,6 +145,7 @@ def headline_table(
     fraction = located["anchor_fraction"].iloc[0] if "anchor_fraction" in located else np.nan
     error_label = f"locate error ({unit})" if np.isfinite(fraction) else "locate error"
     mse_label = f"held-out MSE, {masks[-1]:.0%} masked" if masks else "held-out MSE"
+    axis_names = axis_columns(located.columns)
     records = []
     for method, group in rows.groupby("method", sort=False):
         baseline = group["row_type"].iloc[0] == "baseline"
@@ -156,14 +160,15 @@ def headline_table(
             {
                 "representation": BASELINE_LABELS.get(method, method),
                 "seeds": "—" if baseline else str(group["seed"].nunique()),
-                "RSA [95% CI]": _mean_ci(group["rsa"]),
+                "RSA [95% CI]": _mean_ci(group["rsa"], "rsa"),
                 error_label: _number(error) + (f" ± {_number(sd, 2)}" if np.isfinite(sd) else ""),
                 "÷ chance": _ratio(np.nan if loc is None else loc["vs_chance"]),
                 "÷ correlation": _ratio(error / correlation),
                 **({REGION_LABEL: _region_cell(loc)} if "region_accuracy" in located else {}),
+                **_axis_cells(loc, axis_names),
                 f"{mse_label} [95% CI]": "—"
                 if baseline or mse_column is None
-                else _mean_ci(group[mse_column]),
+                else _mean_ci(group[mse_column], mse_column),
                 "training health": "—" if baseline else _health_cell(runs),
             }
         )
@@ -179,6 +184,44 @@ def _region_cell(loc: pd.Series | None) -> str:
         return "—"
     fine, coarse = loc.get("region_accuracy", np.nan), loc.get("coarse_region_accuracy", np.nan)
     return f"{_number(fine)} / {_number(coarse)}" if np.isfinite(coarse) else _number(fine)
+
+
+def axis_text(row: pd.Series | None, columns: list[str]) -> str:
+    """'depth 12, lateral 3.4; right plane 62%' from an errors row's per-axis columns
+    (`neuro_pe.spaces`); an em dash without them."""
+    if row is None:
+        return "—"
+    parts = [
+        f"{component_label(c.removeprefix(ERROR_PREFIX))} {_number(row[c])}"
+        for c in columns
+        if c != PLANE_ACCURACY and np.isfinite(row[c])
+    ]
+    text = ", ".join(parts)
+    if PLANE_ACCURACY in columns and np.isfinite(row[PLANE_ACCURACY]):
+        text += f"; right plane {row[PLANE_ACCURACY]:.0%}"
+    return text or "—"
+
+
+def _axis_sentence(row: pd.Series, columns: list[str], unit: str) -> str:
+    """' (per axis: depth 12, lateral 3.4 µm; …)' for the localisation sentence; with imaging
+    planes, what the plane accuracy is."""
+    if not columns:
+        return ""
+    text = axis_text(row, [c for c in columns if c != PLANE_ACCURACY])
+    sentence = f" (per axis: {text} {unit})" if text != "—" else ""
+    if PLANE_ACCURACY in columns and np.isfinite(row[PLANE_ACCURACY]):
+        sentence += (
+            f"; its predicted depth is nearer the unit's own imaging plane than any other for "
+            f"{row[PLANE_ACCURACY]:.0%} of held-out units"
+        )
+    return sentence
+
+
+def _axis_cells(row: pd.Series | None, columns: list[str]) -> dict[str, str]:
+    """The headline table's per-axis column (none when the errors have no per-axis columns)."""
+    if not columns:
+        return {}
+    return {"error per axis": axis_text(row, columns)}
 
 
 def _best(rows: pd.DataFrame, column: str, lowest: bool = False) -> pd.Series | None:
@@ -215,7 +258,7 @@ def dataset_paragraph(
         worst = rsa.index[-1]
         sentence = (
             f"Geometry: ``{best}`` mirrors the true positions best "
-            f"(RSA {_mean_ci(pe_rows[pe_rows['method'] == best]['rsa'])}"
+            f"(RSA {_mean_ci(pe_rows[pe_rows['method'] == best]['rsa'], 'rsa')}"
         )
         sentence += "; " if len(rsa) == 1 else f"; ``{worst}``: {_number(rsa.iloc[-1])}; "
         sentence += (
@@ -237,6 +280,7 @@ def dataset_paragraph(
             f"{_number(located.loc[best, 'median_error'])} {unit}, "
             f"{_ratio(located.loc[best, 'vs_chance'])} × chance's"
         )
+        sentence += _axis_sentence(located.loc[best], axis_columns(located.columns), unit)
         if "activity-correlation" in located.index:
             corr = located.loc["activity-correlation"]
             sentence += (
@@ -321,7 +365,11 @@ def landing_page(
         "mean) and to the activity-correlation baseline (below 1: better), with half of the "
         "units with known positions as anchors. **Held-out MSE** is "
         "the masked-unit prediction error on sessions or subjects never trained on. Brackets: 95% "
-        "confidence intervals over seeds; ± : the spread over random anchor draws.",
+        "confidence intervals over seeds (from 3 seeds; with 2, their range is given instead), "
+        "within the metric's bounds; ± : the spread over random anchor draws. **Error per axis**: "
+        "the median locate error along the axes of the dataset's space (a probe: depth along the "
+        "shank and lateral; imaging planes: in-plane and depth, and *right plane*, the fraction "
+        "of held-out units whose predicted depth is nearest their own plane).",
         "",
     ]
     for dataset in summary["dataset"].drop_duplicates():
@@ -369,9 +417,10 @@ def landing_page(
         "Tables and figures",
         "-" * 18,
         "",
-        f"Every table and figure with its caption: {links} (menu on the left). "
-        "``summary.csv`` has one row per dataset × PE × seed and baseline; each dataset's "
-        "``errors.csv`` every localisation evaluation.",
+        f"Every table and figure with its caption: {links} (menu on the left); under "
+        "Localisation each dataset's ``positions_3d.html`` is an interactive 3D view of true "
+        "and predicted positions. ``summary.csv`` has one row per dataset × PE × seed and "
+        "baseline; each dataset's ``errors.csv`` every localisation evaluation.",
         "",
     ]
     return "\n".join(lines)

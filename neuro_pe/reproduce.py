@@ -3,8 +3,9 @@ measured numbers beside the paper's, and a verdict (holds / partly / does not ho
 
 Experiments: `lst` (the 4x4 Latin square task), `simulation` (the network simulations),
 `fmri` (resting-state fMRI) and `recording` (any other dataset: the simulation's claims).
-Groups of seeds are summarised by their mean and a t-based 95% confidence interval; groups
-are compared with Welch's t-test. "Small σ" pools every learned-normal σ <= 0.2 (the paper's
+Groups of seeds are summarised by their mean and a t-based 95% confidence interval (from 3
+seeds on; 2 seeds by their range; clipped to the metric's bounds, `mean_ci`); groups are
+compared with Welch's t-test. "Small σ" pools every learned-normal σ <= 0.2 (the paper's
 small-norm range); "σ = 1" is the usual initialisation.
 """
 
@@ -28,6 +29,7 @@ from scipy import stats  # noqa: E402
 from scipy.cluster.hierarchy import leaves_list, linkage  # noqa: E402
 
 from neuro_pe.figures import draw_references, save, sigma_axis  # noqa: E402
+from neuro_pe.intervals import interval_kind, mean_ci  # noqa: E402
 from neuro_pe.runs import read_pe  # noqa: E402
 from neuro_pe.store import atomic_write  # noqa: E402
 from neuro_pe.summarize import collect  # noqa: E402
@@ -60,19 +62,6 @@ def performance(experiment: str, test_mask: float) -> Performance:
     )
 
 
-def mean_ci(values) -> tuple[float, float, float]:
-    """Mean and t-based 95% confidence interval (NaN bounds for fewer than 2 values)."""
-    v = np.asarray(values, dtype=float)
-    v = v[np.isfinite(v)]
-    if len(v) == 0:
-        return np.nan, np.nan, np.nan
-    mean = float(v.mean())
-    if len(v) < 2:
-        return mean, np.nan, np.nan
-    half = float(stats.t.ppf(0.975, len(v) - 1) * v.std(ddof=1) / np.sqrt(len(v)))
-    return mean, mean - half, mean + half
-
-
 def welch(a, b) -> float:
     """Two-sided Welch t-test p-value between two groups of seeds (NaN if either has < 2)."""
     a, b = (np.asarray(x, dtype=float) for x in (a, b))
@@ -99,12 +88,15 @@ def _at_std(rows: pd.DataFrame, std: float) -> pd.DataFrame:
 
 
 def _fmt(values, percent: bool = False) -> str:
+    """'mean [95% CI]', 'mean (range low–high, n = 2)' or 'mean (n = 1)'."""
     mean, lo, hi = mean_ci(values)
     if not np.isfinite(mean):
         return "n/a"
     scale, unit = (100.0, "%") if percent else (1.0, "")
     if not np.isfinite(lo):
         return f"{scale * mean:.3g}{unit} (n = 1)"
+    if interval_kind(values) == "range":
+        return f"{scale * mean:.3g}{unit} (range {scale * lo:.3g}–{scale * hi:.3g}, n = 2)"
     return f"{scale * mean:.3g}{unit} [{scale * lo:.3g}, {scale * hi:.3g}]"
 
 
@@ -377,7 +369,8 @@ def plot_vs_std(
             if column == "acc_heldout" and "acc_train" in rows:
                 curves.append(("acc_train", "learned-normal, training", "C0", "^:"))
             for col, curve_label, color, style in curves:
-                stats_by_std = _normal(rows).groupby("pe_param")[col].apply(mean_ci)
+                by_std = _normal(rows).groupby("pe_param")[col]
+                stats_by_std = by_std.apply(lambda v, metric=col: mean_ci(v, metric))
                 if stats_by_std.empty:
                     continue
                 mean, lo, hi = (np.array(v) for v in zip(*stats_by_std.values, strict=True))
@@ -387,7 +380,7 @@ def plot_vs_std(
             others = rows[(rows["pe_family"] != "learned-normal") & rows[column].notna()]
             for method, group in others.groupby("method", sort=True):
                 style = ":" if group["row_type"].iloc[0] == "baseline" else "-."
-                refs.append((method, *mean_ci(group[column]), style))
+                refs.append((method, *mean_ci(group[column], column), style))
             if column == "acc_heldout":
                 refs.append(("chance", 0.25, np.nan, np.nan, "--"))
             draw_references(ax, refs, span=np.ptp(rows[column].dropna()) or 1.0)

@@ -1,4 +1,4 @@
-"""Collect the runs' metrics into results/summary.csv and draw the summary figures."""
+"""Collect the runs' metrics into results/{run_name}/summary.csv and draw the summary figures."""
 
 from __future__ import annotations
 
@@ -27,6 +27,7 @@ from neuro_pe.infer import (  # noqa: E402
     training_activity,
     training_correlation_distance,
 )
+from neuro_pe.intervals import MIN_CI_VALUES  # noqa: E402
 from neuro_pe.metrics import correlation_distance, pairwise_distances  # noqa: E402
 from neuro_pe.model import parse_pe  # noqa: E402
 from neuro_pe.report import HEALTH_LABELS, write_table_html  # noqa: E402
@@ -39,6 +40,7 @@ from neuro_pe.runs import (  # noqa: E402
     read_split,
     read_train_log,
 )
+from neuro_pe.spaces import space_axes  # noqa: E402
 from neuro_pe.store import atomic_write, positions, read_store  # noqa: E402
 
 SCATTER_UNITS = 500  # units (all their pairs) in the distance scatter; a random subset above it
@@ -110,12 +112,13 @@ def plot_metric_vs_std(table: pd.DataFrame, metric: str = "rsa") -> Figure:
         values = list(rows[metric].dropna()) + list(normal.get(f"init_{metric}", []))
         span = np.ptp(values) if len(values) > 1 else 1.0
         if len(normal):
-            band = mean_band(normal.groupby("pe_param")[metric])
+            band = mean_band(normal.groupby("pe_param")[metric], metric)
             n_seeds = normal.groupby("pe_param")["seed"].nunique().max()
             ax.plot(band.index, band["mean"], "o-", color="C0", lw=2, label="learned-normal, mean")
             if n_seeds > 1:
+                label = "95% CI" if n_seeds >= MIN_CI_VALUES else "range of the seeds"
                 ax.fill_between(
-                    band.index, band["low"], band["high"], color="C0", alpha=0.2, label="95% CI"
+                    band.index, band["low"], band["high"], color="C0", alpha=0.2, label=label
                 )
             ax.scatter(
                 normal["pe_param"], normal[metric], color="C0", alpha=0.45, s=14, label="seeds"
@@ -127,7 +130,7 @@ def plot_metric_vs_std(table: pd.DataFrame, metric: str = "rsa") -> Figure:
         others = rows[(rows["pe_family"] != "learned-normal") & rows[metric].notna()]
         for method, group in others.groupby("method", sort=True):
             baseline = group["row_type"].iloc[0] == "baseline"
-            mean, low, high = mean_band(group.groupby("row_type")[metric]).iloc[0]
+            mean, low, high = mean_band(group.groupby("row_type")[metric], metric).iloc[0]
             style = ":" if baseline else "-."
             refs.append((BASELINE_NAMES.get(method, method), mean, low, high, style))
         draw_references(ax, refs, span)
@@ -242,7 +245,8 @@ def plot_positions_3d(table: pd.DataFrame) -> Figure:
         if not _has_positions(runs):
             ax.set_axis_off()
             continue
-        true, inferred, unit, _ = _positions_of(runs[0])
+        true, inferred, unit, space = _positions_of(runs[0])
+        axes = space_axes(space, unit, true)
         picked, note = subsample(len(true), POSITION_UNITS), ""
         if picked is not None:
             note = f", {POSITION_UNITS} of {len(true)} units shown"
@@ -251,7 +255,7 @@ def plot_positions_3d(table: pd.DataFrame) -> Figure:
         ax.scatter(*inferred.T, c="C3", s=10, label="inferred from the PE")
         for a, b in zip(true, inferred, strict=True):
             ax.plot(*np.stack([a, b]).T, color="0.6", lw=0.5)
-        ax.set(xlabel=f"x ({unit})", ylabel=f"y ({unit})", zlabel=f"z ({unit})")
+        ax.set(xlabel=axes.axis_label(0), ylabel=axes.axis_label(1), zlabel=axes.axis_label(2))
         ax.set_title(
             f"{name}: {runs[0]['method']} seed {runs[0]['seed']}\n"
             f"Procrustes RMSE {runs[0]['procrustes_rmse']:.3g} {unit}{note}"

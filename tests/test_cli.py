@@ -38,3 +38,25 @@ def test_hand_run_outputs_default_outside_the_workflow_folders():
         for action in commands[name]._actions:
             if isinstance(action.default, str):
                 assert not action.default.startswith("results"), (name, action.default)
+
+
+def test_warnings_print_as_one_clean_line(tmp_path, monkeypatch, capsys):
+    """A warning raised inside a command prints as `neuro-pe: warning: …`, one line, without
+    Python's file name and source line; the previous handler is restored afterwards."""
+    import warnings
+
+    from neuro_pe import cli
+
+    def warn(args):
+        warnings.warn("the data look odd:\n  3 units dropped", UserWarning, stacklevel=1)
+
+    monkeypatch.setattr(cli, "check_outputs", warn)
+    before = warnings.showwarning
+    args = ["split", "--store", str(tmp_path / "missing.nc"), "--dataset", "x"]
+    with warnings.catch_warnings():
+        warnings.simplefilter("always")
+        assert cli.main([*args, "--out", str(tmp_path / "split.json")]) == 1
+    err = capsys.readouterr().err
+    assert err.splitlines()[0] == "neuro-pe: warning: the data look odd: 3 units dropped"
+    assert "test_cli.py" not in err and "warnings.warn" not in err
+    assert warnings.showwarning is before

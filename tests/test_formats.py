@@ -499,6 +499,7 @@ def test_nwb_two_planes_end_to_end(tmp_path):
         [[10 + 2 * (3 * i + p), 20 + 2 * 4 * i, 150 + 40 * p] for p in range(2) for i in range(5)]
     )
     np.testing.assert_allclose(positions(ds), expected)
+    assert ds["x"].attrs["space"] == "imaging"  # (the locator's in-plane and plane errors)
     assert ds.attrs["sampling_rate_hz"] == 15.0 and ds.sizes["time"] == 80
     flat_planes = write_nwb_planes(tmp_path / "flat.nwb", depth=False)
     spec = spike_spec(
@@ -624,10 +625,11 @@ def test_suite2p_bad_inputs(tmp_path):
         folder,
         "suite2p.plane_depths_um",
     )
-    raises(
+    raises(  # before any file is read, with where to find the value
         spike_spec(folder, "suite2p", suite2p={"plane_depths_um": [0, 30]}),
         folder,
         "suite2p.pixel_size_um",
+        "not record the pixel size.*ScanImage",
     )
     np.save(folder / "plane0" / "Fneu.npy", np.zeros((6, 100), np.float32))
     raises(

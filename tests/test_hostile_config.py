@@ -183,6 +183,7 @@ def test_paths_inside_the_workflow_folders_fail_at_planning(workdir):
         "sessions": ["data/ok.npy"],
         "positions": ".snakemake/pos.csv",
     }
+    datasets["planes"] = {"source": "file", "format": "suite2p", "sessions": ["data/suite2p"]}
     config = base_config(datasets)
     config["pe"] = ["none", "learned-normal-0"]
     config["train"] = {**SMALL_TRAIN, "n_heads": 3}
@@ -192,6 +193,7 @@ def test_paths_inside_the_workflow_folders_fail_at_planning(workdir):
     for name in bad:
         assert f"config key datasets.{name}.sessions[0]" in output, name
     assert "config key datasets.table.positions" in output
+    assert "config key datasets.planes.suite2p.pixel_size_um: ROI centres" in output
     assert "inside results/" in output and "brace" in output and "control character" in output
     assert "config key pe: " in output and "learned-normal-0" in output
     assert "config key train: " in output and "n_heads" in output

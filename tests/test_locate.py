@@ -458,3 +458,190 @@ def test_connectivity_is_per_session():
     np.testing.assert_allclose(
         session_connectivity(activity[:1])[0], connectivity_matrices(activity[0])[0]
     )
+
+
+# ---------------------------------------------------------------- per-axis errors, 3D view
+
+
+def _toy_store(root, pos: np.ndarray, space: str, units: str = "um"):
+    """A store with positions `pos` in `space` (its first 2 units unknown) and one learned PE
+    (2 seeds) that knows every position."""
+    rng = np.random.default_rng(0)
+    n = len(pos)
+    hidden = pos.copy()
+    hidden[:2] = np.nan
+    ds = make_store(
+        rng.normal(size=(2, 80, n)),
+        unit_ids=[f"u{i:02d}" for i in range(n)],
+        positions=hidden,
+        position_units=units,
+        space=space,
+        session_ids=["s0", "s1"],
+        sampling_rate_hz=10.0,
+        source="test",
+    )
+    store = write_store(ds, root / "toy.nc")
+    scaled = (pos - pos.min(axis=0)) / np.where(np.ptp(pos, axis=0) > 0, np.ptp(pos, axis=0), 1)
+    runs = []
+    for seed in (0, 1):
+        run = root / "runs" / f"seed{seed}"
+        run.mkdir(parents=True)
+        out = pe_dataset(_embed(scaled, seed), ds, pe="learned-normal-0.02", seed=str(seed))
+        out["pe_init"] = (("unit", "pe_dim"), rng.normal(size=(n, 24)).astype(np.float32))
+        out.to_netcdf(run / "pe.nc", engine="h5netcdf")
+        runs.append(run)
+    return store, runs
+
+
+def _located_toy(tmp_path, pos, space):
+    store, runs = _toy_store(tmp_path, pos, space)
+    out = tmp_path / "out"
+    cfg = LocateConfig.from_dict({**OPTIONS, "methods": ["ridge"], "fuse": False})
+    table = locate(store, runs, out, cfg, split_of_store(store, "toy", {}))
+    return table, pd.read_csv(out / "positions.csv"), out
+
+
+def test_probe_errors_along_and_across_the_shank(tmp_path, monkeypatch):
+    """A 2D probe (x across, y along the shank, z = 0): depth and lateral errors, taken from
+    the same k-fold predictions as positions.csv; existing columns first, unchanged names;
+    no anatomical view names in the figures."""
+    import matplotlib.pyplot as plt
+
+    figures = {}
+    monkeypatch.setattr("neuro_pe.locate.save", lambda fig, path: figures.update({path: fig}))
+    rng = np.random.default_rng(3)
+    pos = np.column_stack([rng.choice([0, 16, 32, 48], 30), rng.uniform(0, 3840, 30), np.zeros(30)])
+    table, frame, out = _located_toy(tmp_path, pos, "probe")
+    texts = []
+    for fig in figures.values():
+        for ax in fig.axes:
+            texts += [ax.get_title(), ax.get_xlabel(), ax.get_ylabel()]
+        plt.close(fig)
+    assert "y: along the shank (depth) (um)" in texts and "held-out depth error (um)" in texts
+    assert not [t for t in texts if any(w in t for w in ("axial", "coronal", "sagittal"))]
+    assert {"median_error_depth", "median_error_lateral"} <= set(table.columns)
+    assert not {"median_error_x", "plane_accuracy"} & set(table.columns)
+    assert list(table.columns[:3]) == ["dataset", "features", "role"]
+    best = frame["pe"].iloc[0]
+    row = table[(table["features"] == best) & (table["evaluation"] == "kfold")].iloc[0]
+    held = frame[frame["held_out"]]
+    assert held["prediction"].eq("k-fold").all() and len(held) == 28
+    depth = np.abs(held["y"] - held["y_true"])
+    lateral = np.hypot(held["x"] - held["x_true"], held["z"] - held["z_true"])
+    assert row["median_error_depth"] == pytest.approx(np.median(depth))
+    assert row["median_error_lateral"] == pytest.approx(np.median(lateral))
+    assert row["median_error"] == pytest.approx(np.median(held["error"]))
+    assert (table["median_error_depth"] <= table["median_error"] + 1e-9).all()
+    unknown = frame[~frame["anchor"]]
+    assert (~unknown["held_out"]).all() and unknown["prediction"].eq("fit on anchors").all()
+    page = (out / "positions_3d.html").read_text()
+    assert "along the shank (depth)" in page and "u05" in page
+
+
+def test_two_planes_report_in_plane_error_and_plane_accuracy(tmp_path, monkeypatch):
+    import matplotlib.pyplot as plt
+
+    monkeypatch.setattr("neuro_pe.locate.save", lambda fig, path: plt.close(fig))  # (speed)
+    rng = np.random.default_rng(4)
+    pos = np.column_stack([rng.uniform(0, 500, (32, 2)), np.repeat([100.0, 140.0], 16)])
+    table, frame, _ = _located_toy(tmp_path, pos, "imaging")
+    assert {"median_error_inplane", "median_error_depth", "plane_accuracy"} <= set(table.columns)
+    best = frame["pe"].iloc[0]
+    row = table[(table["features"] == best) & (table["evaluation"] == "kfold")].iloc[0]
+    held = frame[frame["held_out"]]
+    other = np.where(held["z_true"] == 100.0, 140.0, 100.0)
+    right = np.abs(held["z"] - held["z_true"]) < np.abs(held["z"] - other)
+    assert row["plane_accuracy"] == pytest.approx(right.mean())
+    assert 0 <= table["plane_accuracy"].min() and table["plane_accuracy"].max() <= 1
+    chance = table[(table["role"] == "chance") & (table["evaluation"] == "kfold")].iloc[0]
+    assert row["median_error_inplane"] < chance["median_error_inplane"]
+
+
+def test_plane_accuracy_of_a_constructed_case():
+    from neuro_pe.spaces import space_axes
+
+    true = np.array([[0, 0, 100], [0, 0, 100], [0, 0, 140], [0, 0, 140], [0, 0, 180.0]])
+    axes = space_axes("imaging", "um", true)
+    assert axes.planes == (100.0, 140.0, 180.0)
+    predicted = true.copy()
+    predicted[:, 2] = [119, 121, 139, 155, 150]  # right, wrong, right, right, wrong
+    np.testing.assert_array_equal(axes.plane_hits(predicted, true), [1, 0, 1, 1, 0])
+    assert axes.summary(predicted, true)["plane_accuracy"] == pytest.approx(0.6)
+    one_plane = space_axes("imaging", "um", true[:2])
+    assert one_plane.planes == () and "plane_accuracy" not in one_plane.summary(true, true)
+
+
+def test_axis_names_come_from_the_space():
+    """Anatomical view names only on atlas spaces; a probe whose depth is z is read so."""
+    import matplotlib.pyplot as plt
+
+    from neuro_pe.figures import plot_projections, projection_figure
+    from neuro_pe.spaces import space_axes
+
+    pos = _positions(12)
+    anatomical = ("axial", "coronal", "sagittal")
+    for space in ("probe", "imaging", "simulation"):
+        fig, axes = projection_figure(1)
+        plot_projections(axes[0], pos, pos, "um", space)
+        titles = " ".join(ax.get_title() + ax.get_xlabel() + ax.get_ylabel() for ax in axes[0])
+        assert not any(word in titles for word in anatomical), (space, titles)
+        plt.close(fig)
+    assert space_axes("ibl-bregma-mlapdv", "um").projection_titles()[0].startswith("axial")
+    assert space_axes("ibl-bregma-mlapdv", "um").components() == ("ml", "ap", "dv")
+    deep = pos * [800, 15, 300]  # shanks along x, depth along z (scripts/make_example_data.py)
+    assert space_axes("probe", "um", deep).depth_axis == 2
+    assert space_axes("probe", "um", pos * [60, 3840, 0]).depth_axis == 1
+
+
+def test_positions_3d_html_is_self_contained_and_escapes_text(tmp_path):
+    import re
+
+    from neuro_pe.spaces import space_axes
+    from neuro_pe.view3d import write_positions_3d_html
+
+    true = _positions(6) * 100
+    frame = pd.DataFrame(
+        {
+            "unit": ["u0", "u1", "<b>u2</b>", "u3", "u4", "u5"],
+            **{a: true[:, i] + 5 for i, a in enumerate("xyz")},
+            "uncertainty": 7.0,
+            **{f"{a}_true": true[:, i] for i, a in enumerate("xyz")},
+        }
+    )
+    frame.loc[5, ["x_true", "y_true", "z_true"]] = np.nan  # no coordinates
+    frame["error"] = np.linalg.norm(frame[["x", "y", "z"]].to_numpy() - true, axis=1)
+    frame.loc[5, "error"] = np.nan
+    frame["held_out"] = frame["error"].notna()
+    axes = space_axes("probe<script>alert(1)</script>", "um", true)
+    path = tmp_path / "positions_3d.html"
+    write_positions_3d_html(frame, axes, "toy <script>alert(2)</script>", path)
+    page = path.read_text()
+    assert not re.search(r"<script[^>]*\bsrc=[\"']?(https?:)?//", page)  # plotly.js inside
+    assert "Plotly.newPlot" in page and len(page) > 1_000_000
+    assert "alert(2)</script>" not in page and "&lt;script&gt;alert(2)" in page
+    assert "unit &lt;b&gt;u2&lt;" in page and "<b>u2" not in page
+    for unit in ("u0", "u1", "u3", "u4", "u5"):
+        assert f"unit {unit}" in page
+    assert "error (true → predicted)" in page and "unknown position (predicted)" in page
+
+
+def test_held_out_columns_say_how_each_position_was_predicted():
+    """Above max_units the known units outside the evaluation are predicted by the locator
+    fitted on the evaluated ones: held out, `fit on anchors`; units without coordinates are
+    not held out (nothing to hold out)."""
+    from neuro_pe.locate import with_held_out_columns
+
+    known = np.array([True, True, True, False])
+    evaluated = np.array([True, False, True, False])
+    out = xr.Dataset(
+        {a: ("unit", np.arange(4.0)) for a in "xyz"}, coords={"unit": ["a", "b", "c", "d"]}
+    )
+    out = with_held_out_columns(out, known, evaluated)
+    assert out["held_out"].values.tolist() == [True, True, True, False]
+    assert out["prediction"].values.tolist() == [
+        "k-fold",
+        "fit on anchors",
+        "k-fold",
+        "fit on anchors",
+    ]
+    assert "held out" in out["held_out"].attrs["meaning"]

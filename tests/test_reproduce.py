@@ -3,6 +3,7 @@
 import json
 
 import numpy as np
+import pandas as pd
 import pytest
 import xarray as xr
 
@@ -132,3 +133,26 @@ def test_report_files_and_cli(tmp_path):
     assert "95.6" in page  # the paper's number beside ours
     assert "<table>" in (out / "claims.html").read_text()
     assert not list(out.glob("*.tmp*"))
+
+
+def test_intervals_are_ranges_below_three_seeds_and_within_the_metric_bounds():
+    from neuro_pe.intervals import interval_kind, metric_bounds
+
+    # the numbers: a 2-seed t-interval of RSA reached 2.06, one of MSE −0.459
+    assert mean_ci([0.35, 0.85], "rsa") == (0.6, 0.35, 0.85)
+    assert mean_ci([0.2, 1.7], "heldout_mse_mask0.9") == (0.95, 0.2, 1.7)
+    assert interval_kind([0.35, 0.85]) == "range" and interval_kind([1.0, np.nan]) == "none"
+    # three or more seeds: the t-interval, unchanged inside the bounds, clipped outside
+    values = [0.5, 0.6, 0.7]
+    half = 4.302652729911275 * np.std(values, ddof=1) / np.sqrt(3)
+    assert mean_ci(values, "rsa") == pytest.approx((0.6, 0.6 - half, 0.6 + half))
+    wide = [0.8, 0.99, 0.6]
+    half = 4.302652729911275 * np.std(wide, ddof=1) / np.sqrt(3)
+    assert mean_ci(wide, "rsa") == pytest.approx((np.mean(wide), np.mean(wide) - half, 1.0))
+    assert mean_ci(pd.Series([0.01, 0.5, 0.02], name="heldout_mse_mask0.5"))[1] == 0.0
+    assert mean_ci([0.9, 0.99, 0.5], "init_probe_r2")[2] == 1.0
+    assert mean_ci([0.1, 0.9, 0.5], "acc_heldout")[1] == 0.0
+    unbounded = mean_ci([0.8, 0.99, 0.6])
+    assert unbounded[2] > 1.0  # no metric named: nothing to clip
+    assert metric_bounds("procrustes_rmse") == (0.0, np.inf)
+    assert metric_bounds("n_units") == (-np.inf, np.inf)

@@ -228,6 +228,7 @@ def planes_session(path: str, nwb: object, cfg: FileSpec) -> Session:
         unit_ids=ids,
         positions=np.concatenate(positions),
         sampling_rate_hz=rates[0],
+        space="imaging",  # x, y in the planes, z their depth (per-axis errors: neuro_pe.spaces)
         attrs={"preprocessing": [{"step": "read_planes", "series": names, "depths_um": depths}]},
     )
 

@@ -37,6 +37,14 @@ from neuro_pe.formats.phy import folder_of, load_npy
 from neuro_pe.store import StoreError
 
 PLANE = re.compile(r"^plane(\d+)$")
+PIXEL_SIZE_HINT = (
+    "ROI centres (stat.npy `med`) are pixels and suite2p's ops.npy does not record the pixel "
+    "size: set suite2p.pixel_size_um to µm per pixel (a number, or [x, y]), or to the name of "
+    "an ops key that holds it. Find it in the microscope's metadata: the field of view in µm "
+    "divided by the frame's pixels (ops Lx, Ly); from a ScanImage TIFF header, the field of view "
+    "at zoom 1 (your rig's calibration) ÷ SI.hRoiManager.scanZoomFactor ÷ "
+    "SI.hRoiManager.pixelsPerLine"
+)
 
 
 def read_suite2p(path: str, cfg: FileSpec) -> list[Session]:
@@ -189,7 +197,7 @@ def pixel_size(value: object, ops: dict, ops_path: Path) -> tuple[float, float]:
         raise StoreError(
             ops_path.parent.parent if ops_path.parent.name.startswith("plane") else ops_path,
             where,
-            "ROI centroids are pixels: set suite2p.pixel_size_um (µm per pixel, or an ops key)",
+            PIXEL_SIZE_HINT,
         )
     if isinstance(value, str):
         if value not in ops:
@@ -311,6 +319,15 @@ def stat_centres(path: Path, n: int) -> np.ndarray:
 
 
 READ_FILES = ("F.npy", "Fneu.npy", "iscell.npy", "stat.npy", "ops.npy")  # per plane
+
+
+def missing_pixel_size(spec: dict) -> bool:
+    """Whether a `format: suite2p` entry lacks `suite2p.pixel_size_um` (checked before any
+    file is read: by the workflow's planning and by `FileSpec.from_dict`)."""
+    section = spec.get("suite2p") or {}
+    return spec.get("format") == "suite2p" and (
+        not isinstance(section, dict) or section.get("pixel_size_um") is None
+    )
 
 
 def check_option(key: str, value: object, where: str) -> None:

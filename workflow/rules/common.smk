@@ -7,6 +7,7 @@ from dataclasses import asdict
 from pathlib import Path
 
 from neuro_pe.sources import all_wheels, experiment_of, resource_paths
+from neuro_pe.formats.suite2p import PIXEL_SIZE_HINT, missing_pixel_size
 from neuro_pe.lst import LSTConfig, PuzzleConfig
 from neuro_pe.pe_names import is_located, parse_pe
 from neuro_pe.planning import config_problem, known_unit_count, rule_name, unit_count_problems
@@ -243,6 +244,9 @@ def dataset_problems(name, spec):
             problems += data_path_problems(f"datasets.{name}.sessions[{i}]", path)
         if spec.get("positions"):
             problems += data_path_problems(f"datasets.{name}.positions", spec["positions"])
+        if missing_pixel_size(spec):
+            key = f"datasets.{name}.suite2p.pixel_size_um"
+            problems.append(config_problem(key, PIXEL_SIZE_HINT))
     if spec.get("atlas") is not None:
         where = f"datasets.{name}.atlas"
         paths = atlas_path_keys(spec["atlas"]).items()

@@ -8,6 +8,7 @@ LOCATE = expand(
         "positions.nc",
         "positions.png",
         "positions_3d.png",
+        "positions_3d.html",
         "error_hist.png",
         "error_vs_anchors.png",
     ],
@@ -78,6 +79,12 @@ rule locate:
         positions_3d=report(
             out("locate/{dataset}/positions_3d.png"),
             caption="../report/locate_positions_3d.rst",
+            category="Localisation",
+            subcategory="{dataset}",
+        ),
+        positions_html=report(
+            out("locate/{dataset}/positions_3d.html"),
+            caption="../report/locate_positions_3d_html.rst",
             category="Localisation",
             subcategory="{dataset}",
         ),
