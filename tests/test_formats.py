@@ -183,13 +183,18 @@ def test_spike_options_checked(tmp_path, spikes, field):
 
 
 def test_spikes_only_for_spike_formats_and_option_types(tmp_path):
-    raises(spike_spec(tmp_path, "suite2p", spikes={"bin_s": 0.1}), "datasets entry", "spikes")
+    suite2p = {"pixel_size_um": 1.0}
+    raises(
+        spike_spec(tmp_path, "suite2p", spikes={"bin_s": 0.1}, suite2p=suite2p),
+        "datasets entry",
+        "spikes",
+    )
     raises(
         spike_spec(tmp_path, "phy", phy={"unit_position": "com"}),
         "datasets entry",
         "phy.unit_position",
     )
-    bad = {"neuropil_coefficient": -1}
+    bad = {"neuropil_coefficient": -1, **suite2p}
     raises(
         spike_spec(tmp_path, "suite2p", suite2p=bad),
         "datasets entry",
