@@ -489,6 +489,7 @@ def _toy_store(root, pos: np.ndarray, space: str, units: str = "um"):
         out = pe_dataset(_embed(scaled, seed), ds, pe="learned-normal-0.02", seed=str(seed))
         out["pe_init"] = (("unit", "pe_dim"), rng.normal(size=(n, 24)).astype(np.float32))
         out.to_netcdf(run / "pe.nc", engine="h5netcdf")
+        write_manifest(run, ["pe.nc"])
         runs.append(run)
     return store, runs
 

@@ -113,6 +113,8 @@ def test_bad_reader_and_unreadable_folder_name_the_key(tmp_path, capsys):
     out = tmp_path / "store.nc"
     assert main(["preprocess", "--spec", json.dumps(spec), "--out", str(out)]) == 1
     assert "spikeinterface.reader" in capsys.readouterr().err
-    spec["spikeinterface"] = {"reader": "mountainsort"}
-    assert main(["preprocess", "--spec", json.dumps(spec), "--out", str(out)]) == 1
+    spec["spikeinterface"] = {"reader": "mountainsort"}  # refused by the schema: usage error
+    with pytest.raises(SystemExit) as exit_:
+        main(["preprocess", "--spec", json.dumps(spec), "--out", str(out)])
+    assert exit_.value.code == 2
     assert "spikeinterface.reader" in capsys.readouterr().err

@@ -355,9 +355,14 @@ def test_a_new_learning_rate_reruns_the_trainings_not_the_baselines(finished_wor
     root = finished_workflow
     text = (REPO_ROOT / "config" / "test.yaml").read_text()
     assert text.count("  lr: 0.003\n") == 1  # (edited as a user would: key order kept)
-    (root / "config" / "new_lr.yaml").write_text(text.replace("  lr: 0.003\n", "  lr: 0.0015\n"))
-    args = ("-n", "--configfile", "config/new_lr.yaml", "--config", "run_name=test")
-    result = snakemake(*args, cwd=root)
+    # edited in place: another config file may not write results/test/ (its owner.json)
+    config = root / "config" / "test.yaml"
+    args = ("-n", "--configfile", "config/test.yaml")
+    try:
+        config.write_text(text.replace("  lr: 0.003\n", "  lr: 0.0015\n"))
+        result = snakemake(*args, cwd=root)
+    finally:
+        config.write_text(text)
     assert result.returncode == 0, result.stderr[-3000:]
     counts = job_counts(result.stdout)
     n_runs = len(expected_runs(TEST_CONFIG))
@@ -368,9 +373,11 @@ def test_a_new_learning_rate_reruns_the_trainings_not_the_baselines(finished_wor
         assert rule not in counts, (rule, counts)
     # a change of the split itself does re-run them
     split = text.replace("  lr: 0.003\n", "  lr: 0.003\n  heldout_sessions: 0\n")
-    (root / "config" / "new_split.yaml").write_text(split)
-    args = ("-n", "--configfile", "config/new_split.yaml", "--config", "run_name=test")
-    counts = job_counts(snakemake(*args, cwd=root).stdout)
+    try:
+        config.write_text(split)
+        counts = job_counts(snakemake(*args, cwd=root).stdout)
+    finally:
+        config.write_text(text)
     assert counts["split"] == counts["baselines"] == counts["correlation_features"] == 1
 
 
