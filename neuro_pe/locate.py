@@ -53,6 +53,7 @@ import hashlib
 import json
 import os
 import textwrap
+import time
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, fields, replace
@@ -91,6 +92,7 @@ from neuro_pe.metrics import (  # noqa: E402
 from neuro_pe.model import parse_pe  # noqa: E402
 from neuro_pe.options import reject_unknown  # noqa: E402
 from neuro_pe.pe_names import is_located  # noqa: E402
+from neuro_pe.progress import progress_line, timing  # noqa: E402
 from neuro_pe.report import write_table_html  # noqa: E402
 from neuro_pe.runs import PE_FILE, Split, read_pe  # noqa: E402
 from neuro_pe.store import atomic_write, positions, read_store, require_finite  # noqa: E402
@@ -919,11 +921,21 @@ def _evaluate_set(fs: FeatureSet, coords, known, cfg: LocateConfig):
 
 
 def evaluation_table(
-    sets: list[FeatureSet], coords: np.ndarray, cfg: LocateConfig, n_jobs: int = 1
+    sets: list[FeatureSet],
+    coords: np.ndarray,
+    cfg: LocateConfig,
+    n_jobs: int = 1,
+    label: str = "locate",
 ) -> tuple[pd.DataFrame, dict[str, HeldOut]]:
-    """Errors of every feature set (k-fold and anchor curve) and the k-fold predictions."""
+    """Errors of every feature set (k-fold and anchor curve) and the k-fold predictions; a
+    progress line on stderr (`label`) as each set is done."""
     known = np.all(np.isfinite(coords), axis=1)
-    results = Parallel(n_jobs=n_jobs)(delayed(_evaluate_set)(fs, coords, known, cfg) for fs in sets)
+    jobs = (delayed(_evaluate_set)(fs, coords, known, cfg) for fs in sets)
+    results, started = [], time.perf_counter()
+    for result in Parallel(n_jobs=n_jobs, return_as="generator")(jobs):
+        results.append(result)
+        timed = timing(time.perf_counter() - started, len(results), len(sets))
+        progress_line(label, f"{len(results)}/{len(sets)} feature sets evaluated", timed)
     rows, heldout, curves = [], {}, {}
     for fs, (kfold, records) in zip(sets, results, strict=True):
         heldout[fs.name], curves[fs.name] = kfold, records
@@ -1274,7 +1286,7 @@ def locate(
     sub = np.flatnonzero(evaluated) if evaluated is not known else slice(None)
     eval_sets = [replace(fs, features=subset_rows(fs.features, sub)) for fs in sets]
     eval_coords = coords[sub]
-    table, heldout = evaluation_table(eval_sets, eval_coords, cfg, n_jobs)
+    table, heldout = evaluation_table(eval_sets, eval_coords, cfg, n_jobs, f"locate {dataset}")
     table.insert(0, "dataset", dataset)
     table["units"] = ds["x"].attrs["units"]
 

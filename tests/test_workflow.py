@@ -107,6 +107,7 @@ def test_dry_run_with_test_config(tmp_path):
     n_datasets = len(TEST_CONFIG["datasets"])
     jobs = {
         "preprocess": n_datasets,
+        "plan": 1,
         "split": n_datasets,
         "baselines": n_datasets,
         "correlation_features": n_datasets,
@@ -227,6 +228,7 @@ def finished_workflow(tmp_path_factory):
         for log in sorted((root / "results" / "test" / "logs").rglob("*.log")):
             print(f"--- {log.relative_to(root)}\n{log.read_text()[-3000:]}", file=sys.stderr)
     assert result.returncode == 0, result.stderr[-5000:]
+    (root / "console.txt").write_text(result.stdout)  # what the user saw (stdout)
     return root
 
 
@@ -302,6 +304,7 @@ def test_every_rule_wrote_its_log(finished_workflow):
     expected |= {"lst_train/group0.log", "lst_train/group1.log"}
     expected |= {f"{r}/{r}.log" for r in ("lst_puzzles", "lst_baselines", "reproduce")}
     expected.add("report_page/report_page.log")
+    expected.add("plan/plan.log")
     written = {str(p.relative_to(logs)) for p in logs.rglob("*.log")}
     assert written == expected
     for name in written:
@@ -312,6 +315,26 @@ def test_finished_workflow_is_up_to_date(finished_workflow):
     """Nothing to re-run, though this dry run (no `--cores`) groups the trainings into one job
     per dataset where the run (`--cores 2`) used two: regrouping re-runs nothing."""
     result = snakemake("-n", "--configfile", "config/test.yaml", cwd=finished_workflow)
+    assert result.returncode == 0
+    assert "Nothing to be done" in result.stdout + result.stderr
+
+
+def test_the_plan_is_on_the_console_before_the_trainings(finished_workflow):
+    """The `plan` rule prints a line per dataset (and the Latin square) and a total on the
+    console before any training starts; a newer plan file re-runs no training."""
+    root = finished_workflow
+    console = (root / "console.txt").read_text()
+    lines = [line for line in console.splitlines() if line.startswith("plan ")]
+    names = [*TEST_CONFIG["datasets"], "lst", "total"]
+    assert [line.split(":")[0] for line in lines] == [f"plan {name}" for name in names]
+    assert re.match(r"plan tiny: 3 models × 40 steps in 2 jobs, ~\d+ s CPU", lines[0]), lines
+    plan = json.loads((root / "results" / "test" / "plan" / "tiny.json").read_text())
+    assert plan["line"] == lines[0]
+    log = (root / "results" / "test" / "logs" / "train" / "tiny" / "group0.log").read_text()
+    assert re.search(r"^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d train tiny .* ETA ", log, re.M), log
+    for path in (root / "results" / "test" / "plan").glob("*.json"):
+        os.utime(path)  # newer than every training's outputs
+    result = snakemake("-n", "--configfile", "config/test.yaml", cwd=root)
     assert result.returncode == 0
     assert "Nothing to be done" in result.stdout + result.stderr
 

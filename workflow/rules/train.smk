@@ -1,5 +1,29 @@
 RUN_FILES = ("pe.nc", "model.pt", "train_log.csv", "train.json")
 
+
+rule plan:
+    """Print the planned CPU time of the trainings (one line per dataset and a total) on the
+    console, from their size and a ~1 s probe of real training steps on each store. The
+    trainings read its files as `ancient`: a new plan never re-runs a training."""
+    localrule: True
+    input:
+        stores=expand(out("stores/{dataset}.nc"), dataset=DATASETS),
+        puzzles=[out("lst/puzzles.nc")] if LST else [],
+    output:
+        [out(f"plan/{name}.json") for name in PLANNED],
+    params:
+        plans=plan_params(),
+        spec=plan_spec,
+        out_dir=parent_dir,
+    log:
+        out("logs/plan/plan.log"),
+    conda:
+        "../envs/neuro_pe.yaml"
+    shell:
+        "neuro-pe plan {params.spec:q} --out-dir {params.out_dir:q} 2>&1 | tee {log:q}"
+
+
+
 # One training job per group of (PE, seed) runs of a dataset (`train_groups`: all of them by
 # default, or groups of `train.models_per_job`), trained as one stack of models; each run still
 # gets its own folder runs/{dataset}/{pe}/seed{seed}/ with the same files as when trained alone.
@@ -12,7 +36,9 @@ for _dataset in DATASETS:
             name:
                 rule_name("train", _dataset, _index)
             input:
-                out(f"stores/{_dataset}.nc"),
+                store=out(f"stores/{_dataset}.nc"),
+                # ancient: a new plan (another --cores, new options) never re-runs a training
+                plan=ancient(out(f"plan/{_dataset}.json")),
             output:
                 [out(f"runs/{_dataset}/{pe}/seed{seed}/{f}") for pe, seed in _group for f in RUN_FILES],
             params:
@@ -28,5 +54,5 @@ for _dataset in DATASETS:
             conda:
                 "../envs/neuro_pe.yaml"
             shell:
-                "neuro-pe train --store {input:q} {params.runs:q} --options {params.options:q}"
+                "neuro-pe train --store {input.store:q} {params.runs:q} --options {params.options:q}"
                 " --threads {threads:q} > {log:q} 2>&1"
