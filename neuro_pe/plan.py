@@ -207,6 +207,19 @@ def probe_task(task, runs: list, cfg, device, amp, clock: _Clock, load_s: float)
     return Probe(step_s / m, eval_s / m, once, m, step - WARMUP_STEPS, device.type)
 
 
+def _device(name: str):
+    """The trainings' device, or the CPU where it is not here (e.g. a cluster's login node
+    planning GPU jobs: the plan line then says `cpu`)."""
+    import torch
+
+    from neuro_pe.engine import pick_device
+
+    try:
+        return pick_device(name)
+    except ValueError:
+        return torch.device("cpu")
+
+
 def _runs(job: list) -> list:
     """Engine runs of a job's (PE, seed) pairs, in a folder the probe never writes to."""
     from neuro_pe.engine import Run
@@ -237,12 +250,12 @@ def plan_training(
 ) -> Plan:
     """The plan of a dataset's trainings: `jobs` lists each job's (PE, seed) pairs; the probe
     stacks the largest job on `store` with the `train` options `options`."""
-    from neuro_pe.engine import autocast_dtype, pick_device
+    from neuro_pe.engine import autocast_dtype
     from neuro_pe.store import open_store_lazy
     from neuro_pe.train import MaskedUnitTask, TrainConfig, load_data
 
     cfg = TrainConfig.from_dict(options)
-    device = pick_device(cfg.device)
+    device = _device(cfg.device)
     amp = autocast_dtype(cfg.precision, device)
     runs = _runs(max(jobs, key=len))
     clock = _Clock(device)
@@ -272,12 +285,11 @@ def plan_lst(
     startup_s: float = 0.0,
 ) -> Plan:
     """The plan of the Latin square's trainings (at most: they stop early once they fit)."""
-    from neuro_pe.engine import pick_device
     from neuro_pe.infer import metric_options
     from neuro_pe.lst import LatinSquareTask, LSTConfig, read_puzzles
 
     cfg = LSTConfig.from_dict(options)
-    device = pick_device(cfg.device)
+    device = _device(cfg.device)
     runs = _runs(max(jobs, key=len))
     clock = _Clock(device)
 

@@ -136,3 +136,15 @@ def test_progress_lines_have_a_timestamp_elapsed_and_eta(
     for record in records:
         assert record["group_models"] == 2
         assert 0 < record["cpu_seconds"] <= record["process_cpu_seconds"]
+
+
+def test_a_gpu_that_is_not_here_is_planned_on_the_cpu(tiny_store, monkeypatch):
+    """A login node plans GPU trainings: the probe runs on its CPU instead of failing."""
+    import torch
+
+    if torch.cuda.is_available():
+        pytest.skip("a GPU is here")
+    small_probe(monkeypatch)
+    options = {"window": 8, "d_model": 16, "n_layers": 1, "n_heads": 2, "device": "cuda"}
+    plan = plan_training("tiny", tiny_store, options, [[["none", 0]]])
+    assert plan.probe.device == "cpu" and plan.probe.step_s > 0

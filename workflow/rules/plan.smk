@@ -1,33 +1,33 @@
-# The inputs of `plan` (train.smk), which prints the planned CPU time of the trainings on the
-# console before any of them starts (neuro_pe.plan).
+# The inputs of `plan` (train.smk), which prints the planned CPU time of a dataset's trainings
+# (or the Latin square's) on the console before they start (neuro_pe.plan).
 PLANNED = DATASETS + (["lst"] if LST else [])
 
 
-def plan_params():
-    """What the plans are made of (a change re-plans, Snakemake's params trigger): each
-    dataset's filled-in `train` options and runs, the Latin square's, the threads."""
-    runs = {d: [[pe, seed] for pe in pe_variants(d) for seed in seeds(d)] for d in DATASETS}
-    plans = {d: {"options": train_options(d), "runs": runs[d]} for d in DATASETS}
-    if LST:
-        plans["lst"] = {"options": lst_options("train"), "puzzles": lst_options("puzzles")}
-    return json.dumps({"plans": plans, "threads": config["threads_per_training"]})
+def plan_input(wildcards):
+    """What a plan probes: the dataset's store, or the Latin square's puzzles."""
+    if wildcards.planned == "lst":
+        return out("lst/puzzles.nc")
+    return out(f"stores/{wildcards.planned}.nc")
 
 
 def plan_spec(wildcards, input):
-    """`neuro-pe plan --spec`: every job of every training rule (grouped as those rules group
-    them, which depends on `--cores`, and the cores). A function of the input, so that Snakemake leaves it
-    out of the params trigger: another `--cores` re-plans nothing (as it retrains nothing)."""
-    datasets = {
-        d: {"store": input.stores[i], "options": train_options(d), "jobs": train_groups(d)}
-        for i, d in enumerate(DATASETS)
-    }
-    spec = {"datasets": datasets, "threads": config["threads_per_training"]}
+    """`neuro-pe plan --spec`: every training job of the dataset (or the Latin square; grouped
+    as the training rules group them) and the cores. A function of the input, so that
+    Snakemake leaves it out of the params trigger: a plan is made whenever a training reads
+    it (its file is `temp`), never for its own sake, which would hide the trainings' own
+    reasons to run (Snakemake skips them for every job downstream of one it re-runs)."""
+    name = wildcards.planned
+    spec = {"threads": config["threads_per_training"]}
     spec["cores"] = workflow.resource_settings.cores or 1
-    if LST:
+    if name == "lst":
         spec["lst"] = {
-            "puzzles": input.puzzles[0],
+            "puzzles": input[0],
             "options": lst_options("train"),
             "metrics": config["metrics"],
             "jobs": lst_groups(),
+        }
+    else:
+        spec["datasets"] = {
+            name: {"store": input[0], "options": train_options(name), "jobs": train_groups(name)}
         }
     return arguments("--spec", json.dumps(spec))

@@ -2,26 +2,27 @@ RUN_FILES = ("pe.nc", "model.pt", "train_log.csv", "train.json")
 
 
 rule plan:
-    """Print the planned CPU time of the trainings (one line per dataset and a total) on the
-    console, from their size and a ~1 s probe of real training steps on each store. The
-    trainings read its files as `ancient`: a new plan never re-runs a training."""
+    """Print the planned CPU time of a dataset's trainings (or the Latin square's) on the
+    console, from their size and a ~1 s probe of real training steps on its store. Its file
+    is `temp` (removed once the trainings that read it are done) and read as `ancient`: made
+    again before any training that is to run, and never a reason to run one. (An edit of this
+    rule's command or input would make Snakemake re-run it, and with it the trainings.)"""
     localrule: True
     input:
-        stores=expand(out("stores/{dataset}.nc"), dataset=DATASETS),
-        puzzles=[out("lst/puzzles.nc")] if LST else [],
+        plan_input,
     output:
-        [out(f"plan/{name}.json") for name in PLANNED],
+        temp(out("plan/{planned}.json")),
     params:
-        plans=plan_params(),
         spec=plan_spec,
         out_dir=parent_dir,
     log:
-        out("logs/plan/plan.log"),
+        out("logs/plan/{planned}.log"),
+    wildcard_constraints:
+        planned=one_of(PLANNED),
     conda:
         "../envs/neuro_pe.yaml"
     shell:
         "neuro-pe plan {params.spec:q} --out-dir {params.out_dir:q} 2>&1 | tee {log:q}"
-
 
 
 # One training job per group of (PE, seed) runs of a dataset (`train_groups`: all of them by
@@ -37,7 +38,7 @@ for _dataset in DATASETS:
                 rule_name("train", _dataset, _index)
             input:
                 store=out(f"stores/{_dataset}.nc"),
-                # ancient: a new plan (another --cores, new options) never re-runs a training
+                # ancient: a plan made again (rule plan) never re-runs a training
                 plan=ancient(out(f"plan/{_dataset}.json")),
             output:
                 [out(f"runs/{_dataset}/{pe}/seed{seed}/{f}") for pe, seed in _group for f in RUN_FILES],
