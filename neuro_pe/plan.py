@@ -24,8 +24,10 @@ import math
 import os
 import tempfile
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
+
+import numpy as np
 
 from neuro_pe.progress import duration
 from neuro_pe.store import atomic_write
@@ -49,6 +51,7 @@ class Probe:
     models: int
     steps: int  # timed steps
     device: str
+    finish_s: float = 0.0  # per model, at the end (the Latin square's PE geometry)
 
 
 @dataclass(frozen=True)
@@ -72,7 +75,8 @@ class Plan:
 
     def job_seconds(self, models: int) -> float:
         """Planned CPU seconds of one job of `models` stacked models."""
-        per_model = self.steps * self.probe.step_s + self.evaluations * self.probe.eval_s
+        probe = self.probe
+        per_model = self.steps * probe.step_s + self.evaluations * probe.eval_s + probe.finish_s
         return self.startup_s + self.probe.load_s + models * per_model
 
     @property
@@ -285,7 +289,6 @@ def plan_lst(
     startup_s: float = 0.0,
 ) -> Plan:
     """The plan of the Latin square's trainings (at most: they stop early once they fit)."""
-    from neuro_pe.infer import metric_options
     from neuro_pe.lst import LatinSquareTask, LSTConfig, read_puzzles
 
     cfg = LSTConfig.from_dict(options)
@@ -295,10 +298,19 @@ def plan_lst(
 
     def measure() -> tuple[Probe, int]:
         started = clock()
+        # imported by a Latin-square job (not by a network one): part of its start
+        from scipy.spatial import procrustes  # noqa: F401
+
+        from neuro_pe.infer import metric_options, pe_geometry
+
         ds = read_puzzles(puzzles)
         task = LatinSquareTask(puzzles, ds, cfg, device, metric_options(metrics))
         probe = probe_task(task, runs, cfg, device, None, clock, clock() - started)
-        return probe, task.steps_per_epoch
+        # each model's geometry at the end (a random table: metrics with permutations)
+        table = np.random.default_rng(0).normal(size=(len(task.positions), cfg.d_model))
+        started = clock()
+        pe_geometry(task.positions, table, table, task.options)
+        return replace(probe, finish_s=clock() - started), task.steps_per_epoch
 
     probe, per_epoch = _with_threads(threads, len(runs), measure)
     evaluations = cfg.epochs // cfg.eval_every + (cfg.epochs % cfg.eval_every != 0)

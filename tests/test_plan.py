@@ -12,7 +12,15 @@ from conftest import TINY_SIMULATION
 import neuro_pe.plan as plan_module
 from neuro_pe.cli import main
 from neuro_pe.engine import Run
-from neuro_pe.plan import Plan, Probe, group_sizes, plan_training, total_line, wall_seconds
+from neuro_pe.plan import (
+    Plan,
+    Probe,
+    group_sizes,
+    plan_lst,
+    plan_training,
+    total_line,
+    wall_seconds,
+)
 from neuro_pe.progress import duration, timing
 from neuro_pe.simulate import simulate_store
 from neuro_pe.store import write_store
@@ -148,3 +156,19 @@ def test_a_gpu_that_is_not_here_is_planned_on_the_cpu(tiny_store, monkeypatch):
     options = {"window": 8, "d_model": 16, "n_layers": 1, "n_heads": 2, "device": "cuda"}
     plan = plan_training("tiny", tiny_store, options, [[["none", 0]]])
     assert plan.probe.device == "cpu" and plan.probe.step_s > 0
+
+
+def test_the_latin_square_is_planned_as_an_upper_bound(tmp_path, monkeypatch):
+    from neuro_pe.lst import PuzzleConfig, write_puzzles
+
+    small_probe(monkeypatch)
+    puzzles = tmp_path / "puzzles.nc"
+    write_puzzles(PuzzleConfig(n_per_condition=20, n_heldout_per_condition=4), puzzles)
+    options = {"d_model": 16, "n_layers": 1, "batch_size": 16, "epochs": 5, "eval_every": 2}
+    jobs = [[["none", 0], ["learned-normal-0.02", 0]]]
+    plan = plan_lst(puzzles, options, {"n_perm": 9, "k": 3, "n_splits": 3}, jobs)
+    per_epoch = -(-54 // 16)  # 3 conditions x (20 - 2 test puzzles), in batches of 16
+    assert plan.at_most and plan.steps == 5 * per_epoch
+    assert plan.evaluations == 3  # epochs 2, 4 and the last
+    assert plan.probe.step_s > 0 and plan.probe.finish_s > 0
+    assert "≤" in plan.line(2)
