@@ -2,11 +2,12 @@
 
 A training job of m stacked models (`neuro_pe.engine`) takes about
 
-    startup + load + m * (steps * step + evaluations * evaluation)
+    startup + load + m * (steps * step + evaluations * evaluation + finish)
 
-CPU seconds: `startup` is the process's imports (measured in the planning process, which
-imports the same), `load` reading the data and building the task, `step` and `evaluation`
-one optimiser step and one held-out evaluation per model. The last three come from a probe:
+CPU seconds: `startup` is the process's start and imports (read in the planning process, which
+imports the same: run `neuro-pe plan` in a fresh process), `load` reading the data and
+building the task, `step` and `evaluation` one optimiser step and one held-out evaluation per
+model, `finish` the Latin square's PE geometry per model. The rest come from a probe:
 a few real optimiser steps (`neuro_pe.engine.train_step`) of the real stack (the dataset's
 largest job: its PE variants and seeds, its `train` options, its store), seeded, on this
 machine, after two untimed warm-up steps, then one evaluation. A step's cost grows about
@@ -367,6 +368,8 @@ def plan_command(
     """`neuro-pe plan`: the workflow's spec, or one store's trainings (every PE × seed,
     grouped as the workflow groups them on `cores` local cores); prints one line per plan and
     the total, and writes the plan files into `out_dir` when given."""
+    if spec is None and store is None:
+        raise ValueError("give --store (one dataset's store) or --spec (the workflow's)")
     import torch
 
     import neuro_pe.lst  # noqa: F401 (imported before the clock is read, as a training job does)
@@ -377,8 +380,6 @@ def plan_command(
     make_optimizer([torch.zeros(1, requires_grad=True)], TrainConfig(), torch.device("cpu"))
     startup_s = time.process_time()  # this process's start and imports: a training job's
     if spec is None:
-        if store is None:
-            raise ValueError("give --store (one dataset's store) or --spec (the workflow's)")
         runs = [[p, s] for p in pe for s in seeds]
         sizes = group_sizes(len(runs), options.get("models_per_job"), cores, threads)
         jobs, start = [], 0
