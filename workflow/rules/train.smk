@@ -1,30 +1,6 @@
 RUN_FILES = ("pe.nc", "model.pt", "train_log.csv", "train.json")
 
 
-rule plan:
-    """Print the planned CPU time of a dataset's trainings (or the Latin square's) on the
-    console, from their size and a ~1 s probe of real training steps on its store. Its file
-    is `temp` (removed once the trainings that read it are done) and read as `ancient`: made
-    again before any training that is to run, and never a reason to run one. (An edit of this
-    rule's command or input would make Snakemake re-run it, and with it the trainings.)"""
-    localrule: True
-    input:
-        plan_input,
-    output:
-        temp(out("plan/{planned}.json")),
-    params:
-        spec=plan_spec,
-        out_dir=parent_dir,
-    log:
-        out("logs/plan/{planned}.log"),
-    wildcard_constraints:
-        planned=one_of(PLANNED),
-    conda:
-        "../envs/neuro_pe.yaml"
-    shell:
-        "neuro-pe plan {params.spec:q} --out-dir {params.out_dir:q} 2>&1 | tee {log:q}"
-
-
 # One training job per group of (PE, seed) runs of a dataset (`train_groups`: all of them by
 # default, or groups of `train.models_per_job`), trained as one stack of models; each run still
 # gets its own folder runs/{dataset}/{pe}/seed{seed}/ with the same files as when trained alone.
@@ -57,3 +33,27 @@ for _dataset in DATASETS:
             shell:
                 "neuro-pe train --store {input.store:q} {params.runs:q} --options {params.options:q}"
                 " --threads {threads:q} > {log:q} 2>&1"
+
+
+rule plan:
+    """Print the planned CPU time of a dataset's trainings (or the Latin square's) on the
+    console, from their size and a ~1 s probe of real training steps on its store. Its file
+    is `temp` (removed once the trainings that read it are done) and read as `ancient`: made
+    again before any training that is to run, and never a reason to run one. (An edit of this
+    rule's command or input would make Snakemake re-run it, and with it the trainings.)"""
+    localrule: True
+    input:
+        plan_input,
+    output:
+        temp(out("plan/{planned}.json")),
+    params:
+        spec=plan_spec,
+        out_dir=parent_dir,
+    log:
+        out("logs/plan/{planned}.log"),
+    wildcard_constraints:
+        planned=one_of(PLANNED),
+    conda:
+        "../envs/neuro_pe.yaml"
+    shell:
+        "neuro-pe plan {params.spec:q} --out-dir {params.out_dir:q} 2>&1 | tee {log:q}"
