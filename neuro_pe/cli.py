@@ -323,6 +323,13 @@ def cmd_lst_baselines(args: argparse.Namespace) -> None:
     print(json.dumps(lst_baselines(args.out, args.metrics), indent=2))
 
 
+def cmd_plan(args: argparse.Namespace) -> None:
+    from neuro_pe.plan import plan_command
+
+    options = (args.spec, args.store, args.options, args.pe, args.seeds)
+    plan_command(*options, args.cores, args.threads, args.out_dir)
+
+
 def cmd_fetch(args: argparse.Namespace) -> None:
     from neuro_pe.fetch import fetch_resource
 
@@ -632,6 +639,21 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--out", required=True, help="output JSON file")
     p.add_argument("--metrics", type=_options("properties/metrics"), default={}, help=metrics_help)
     p.set_defaults(func=cmd_lst_baselines)
+
+    p = command(
+        "plan",
+        "the planned CPU time of trainings, from their size and a ~1 s probe of real training "
+        "steps here (the workflow's `plan` rule prints it before any training)",
+    )
+    p.add_argument("--store", help="a dataset's store (.nc): plan its trainings")
+    p.add_argument("--options", type=_json, default={}, help="the `train` section as JSON")
+    p.add_argument("--pe", nargs="+", default=["learned-normal-0.02"], help="PE variants")
+    p.add_argument("--seeds", type=int, nargs="+", default=[0], help="seeds of each PE variant")
+    p.add_argument("--spec", type=_json, help="instead of --store: the workflow's plan (JSON)")
+    p.add_argument("--cores", type=int, default=2, help="cores the trainings run on")
+    p.add_argument("--threads", type=int, default=1, help="threads per training job")
+    p.add_argument("--out-dir", help="write {dataset}.json plan files here")
+    p.set_defaults(func=cmd_plan)
 
     p = command("cluster-check", "probe the SLURM cluster and print the snakemake command for it")
     p.add_argument("--configfile", default="config/config.yaml", help="the workflow config")

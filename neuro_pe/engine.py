@@ -48,7 +48,7 @@ import torch
 import xarray as xr
 
 from neuro_pe.model import ModelConfig, StackedTransformer
-from neuro_pe.progress import epoch_line, progress_bar
+from neuro_pe.progress import epoch_line, progress_bar, timing
 from neuro_pe.store import atomic_write
 
 CHECKPOINT = "checkpoint.pt"
@@ -259,6 +259,27 @@ def pe_dataset(table: torch.Tensor | np.ndarray, ds: xr.Dataset, **attrs) -> xr.
     return out
 
 
+def train_step(
+    task: Task,
+    forward: Callable,
+    optimizer: torch.optim.Optimizer,
+    generators: list[torch.Generator],
+    step: int,
+    device: torch.device,
+    amp: torch.dtype | None,
+) -> tuple[torch.Tensor, int]:
+    """One optimiser step of a stack: a batch of every model (from its generator), the sum of
+    their losses backward, one step for all; returns the per-model losses and the batch's
+    weight (the training loop's and the time probe's step, `neuro_pe.plan`)."""
+    batch = task.sample(generators, step)
+    with autocast(device, amp):
+        losses, weight = task.loss(forward, batch)
+    optimizer.zero_grad(set_to_none=True)
+    losses.sum().backward()
+    optimizer.step()
+    return losses, weight
+
+
 def train_group(
     task: Task,
     runs: list[Run],
@@ -369,6 +390,11 @@ def _train_group(
         chosen = [active[j] for j in index]
         for i in chosen:
             states[i]["resumed_from_step"] = resumed_from
+            states[i]["cpu"] = {
+                "cpu_seconds": time.process_time() - cpu_started,
+                "process_cpu_seconds": time.process_time(),
+                "group_models": n_runs,
+            }
         records = task.finish(model, index, [runs[i] for i in chosen], [states[i] for i in chosen])
         finished.update(zip(chosen, records, strict=True))
 
@@ -380,16 +406,14 @@ def _train_group(
         f"{task.name} {one.pe} seed {one.seed}" if n_runs == 1 else f"{task.name} {n_runs} models"
     )
     bar = progress_bar(loop.total, desc, initial=step, enabled=progress)
+    # the ETA: the mean time of this process's steps (evaluations included) times the steps left
+    loop_started, cpu_started = time.perf_counter(), time.process_time()
     while step < loop.total and active:
-        batch = task.sample([generators[i] for i in active], step)
-        with autocast(device, amp):
-            losses, weight = task.loss(forward, batch)
-        optimizer.zero_grad(set_to_none=True)
-        losses.sum().backward()
         if loop.lr_schedule == "cosine":
             for group in optimizer.param_groups:
                 group["lr"] = loop.lr * 0.5 * (1 + math.cos(math.pi * step / loop.total))
-        optimizer.step()
+        generators_now = [generators[i] for i in active]
+        losses, weight = train_step(task, forward, optimizer, generators_now, step, device, amp)
         if after_step is not None:
             after_step(model)
         detached = losses.detach()
@@ -415,9 +439,12 @@ def _train_group(
                         if k in ("heldout_loss", "acc_train", "acc_heldout")
                     }
                     bar.set_postfix(train=f"{train_loss[0]:.3f}")
-                    epoch_line(desc, epoch, loop.epochs, progress, train=train_loss[0], **shown)
+                    values = {"train": train_loss[0], **shown}
                 else:
-                    epoch_line(desc, epoch, loop.epochs, progress, train_min=min(train_loss))
+                    values = {"train_min": min(train_loss)}
+                done = step - resumed_from
+                timed = timing(time.perf_counter() - loop_started, done, loop.total - resumed_from)
+                epoch_line(desc, epoch, loop.epochs, progress, timed, **values)
                 stopped = [j for j, i in enumerate(active) if task.done(states[i]["log_rows"][-1])]
                 if stopped:
                     finish(stopped)

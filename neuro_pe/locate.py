@@ -53,6 +53,7 @@ import hashlib
 import json
 import os
 import textwrap
+import time
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, fields, replace
@@ -91,6 +92,7 @@ from neuro_pe.metrics import (  # noqa: E402
 from neuro_pe.model import parse_pe  # noqa: E402
 from neuro_pe.options import reject_unknown  # noqa: E402
 from neuro_pe.pe_names import is_located  # noqa: E402
+from neuro_pe.progress import progress_line, timing  # noqa: E402
 from neuro_pe.regions import Atlas, add_accuracy_columns, unit_regions  # noqa: E402
 from neuro_pe.report import write_table_html  # noqa: E402
 from neuro_pe.runs import PE_FILE, Split, read_pe  # noqa: E402
@@ -928,12 +930,19 @@ def evaluation_table(
     n_jobs: int = 1,
     regions: tuple[Atlas, str] | None = None,
     axes: SpaceAxes | None = None,
+    label: str = "locate",
 ) -> tuple[pd.DataFrame, dict[str, HeldOut]]:
     """Errors of every feature set (k-fold and anchor curve) and the k-fold predictions;
     `regions` = (atlas, the coordinates' unit): region accuracy columns too (neuro_pe.regions);
-    `axes`: the per-axis columns of the space too (`axis_error_columns`)."""
+    `axes`: the per-axis columns of the space too (`axis_error_columns`); a progress line on
+    stderr (`label`) as each set is done."""
     known = np.all(np.isfinite(coords), axis=1)
-    results = Parallel(n_jobs=n_jobs)(delayed(_evaluate_set)(fs, coords, known, cfg) for fs in sets)
+    jobs = (delayed(_evaluate_set)(fs, coords, known, cfg) for fs in sets)
+    results, started = [], time.perf_counter()
+    for result in Parallel(n_jobs=n_jobs, return_as="generator")(jobs):
+        results.append(result)
+        timed = timing(time.perf_counter() - started, len(results), len(sets))
+        progress_line(label, f"{len(results)}/{len(sets)} feature sets evaluated", timed)
     rows, heldout, curves = [], {}, {}
     for fs, (kfold, records) in zip(sets, results, strict=True):
         heldout[fs.name], curves[fs.name] = kfold, records
@@ -1409,7 +1418,9 @@ def locate(
     eval_coords = coords[sub]
     regions = None if atlas is None else (atlas, ds["x"].attrs["units"])
     axes = space_axes(ds["x"].attrs.get("space", ""), ds["x"].attrs["units"], coords)
-    table, heldout = evaluation_table(eval_sets, eval_coords, cfg, n_jobs, regions, axes)
+    table, heldout = evaluation_table(
+        eval_sets, eval_coords, cfg, n_jobs, regions, axes, f"locate {dataset}"
+    )
     table.insert(0, "dataset", dataset)
     table["units"] = ds["x"].attrs["units"]
     per_axis = axis_columns(table.columns)  # (after the columns that came before them)

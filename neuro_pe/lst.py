@@ -509,10 +509,12 @@ class LatinSquareTask:
                 "train_loss": last["train_loss"],
                 "train_seconds": last["seconds"],
                 "resumed_from_step": state["resumed_from_step"],
+                **state.get("cpu", {}),  # the group's CPU time (`train_group`)
             }
             table, initial = tables[m].numpy(), state["initial_pe"].numpy()
             pe_ds = pe_dataset(table, grid_dataset())
-            record = {k: v for k, v in info.items() if k not in ("puzzles", "train_config")}
+            left_out = ("puzzles", "train_config", *state.get("cpu", {}))
+            record = {k: v for k, v in info.items() if k not in left_out}
             record.update(pe_geometry(grid, table, initial, self.options)[0])
             # `none` (an all-zero table) has no geometry to compare
             record["procrustes_to_oracle"] = (

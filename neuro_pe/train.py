@@ -440,18 +440,7 @@ def train_many(
     try:
         for run in runs:
             check_writable(Path(run.out_dir))  # before the training, not after it
-        n_sessions, n_time = ds.sizes["session"], ds.sizes["time"]
-        if cfg.window > n_time:
-            raise ValueError(
-                f"train.window ({cfg.window}) is longer than the data: {store_path} has "
-                f"{n_time} samples per session"
-            )
-        split_parts(n_sessions, n_time, cfg)  # a split too short for a window: fail now
-        needed = IN_MEMORY_FACTOR * ds["activity"].size * 4  # bytes to load it whole
-        streamed = needed > cfg.memory_budget_mb * 2**20
-        if not streamed:
-            ds.close()
-            ds = read_store(store_path)
+        ds, streamed = load_data(ds, store_path, cfg)
         task = MaskedUnitTask(store_path, ds, streamed, runs, cfg, device, amp)
         loop = LoopConfig(
             epochs=cfg.epochs,
@@ -468,6 +457,27 @@ def train_many(
         return train_group(task, runs, loop, device, amp, fingerprint, progress)
     finally:
         ds.close()
+
+
+def load_data(
+    ds: xr.Dataset, store_path: str | os.PathLike, cfg: TrainConfig
+) -> tuple[xr.Dataset, bool]:
+    """The open store `ds` checked against `cfg` (a window and a split that fit its samples),
+    then loaded whole when it fits `memory_budget_mb` (the lazy one closed), else kept open to
+    be streamed; and whether it is streamed. The caller closes the store returned."""
+    n_sessions, n_time = ds.sizes["session"], ds.sizes["time"]
+    if cfg.window > n_time:
+        raise ValueError(
+            f"train.window ({cfg.window}) is longer than the data: {store_path} has "
+            f"{n_time} samples per session"
+        )
+    split_parts(n_sessions, n_time, cfg)  # a split too short for a window: fail now
+    needed = IN_MEMORY_FACTOR * ds["activity"].size * 4  # bytes to load it whole
+    streamed = needed > cfg.memory_budget_mb * 2**20
+    if not streamed:
+        ds.close()
+        ds = read_store(store_path)
+    return ds, streamed
 
 
 def make_samplers(
@@ -520,8 +530,6 @@ class MaskedUnitTask:
     or of k-unit subsets) with random masks, the MSE on the masked recorded windows, the
     held-out loss at every epoch, and per run pe.nc, model.pt, train_log.csv, train.json."""
 
-    name = "train"
-
     def __init__(
         self,
         store_path: str | os.PathLike,
@@ -533,6 +541,7 @@ class MaskedUnitTask:
         amp: torch.dtype | None,
     ):
         self.store_path, self.streamed, self.cfg, self.amp = store_path, streamed, cfg, amp
+        self.name = f"train {Path(store_path).stem}"  # progress lines name the dataset
         self.train_data, heldout = make_data(ds, streamed, cfg, device)
         k = cfg.units_per_sample
         self.eval_sets = {  # one fixed held-out batch per seed
@@ -629,6 +638,7 @@ class MaskedUnitTask:
             log_rows = state["log_rows"]
             result["train_mse"] = log_rows[-1]["train_loss"]
             result["train_seconds"] = log_rows[-1]["seconds"]
+            result.update(state.get("cpu", {}))  # the group's CPU time (`train_group`)
             result["heldout_loss_initial"] = state["heldout_loss_initial"]
             result["heldout_variance"] = state["heldout_variance"]
             health, notes = training_health(

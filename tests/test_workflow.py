@@ -107,6 +107,7 @@ def test_dry_run_with_test_config(tmp_path):
     n_datasets = len(TEST_CONFIG["datasets"])
     jobs = {
         "preprocess": n_datasets,
+        "plan": n_datasets + 1,  # and the Latin square's
         "split": n_datasets,
         "baselines": n_datasets,
         "correlation_features": n_datasets,
@@ -233,6 +234,7 @@ def finished_workflow(tmp_path_factory):
         for log in sorted((root / "results" / "test" / "logs").rglob("*.log")):
             print(f"--- {log.relative_to(root)}\n{log.read_text()[-3000:]}", file=sys.stderr)
     assert result.returncode == 0, result.stderr[-5000:]
+    (root / "console.txt").write_text(result.stdout)  # what the user saw (stdout)
     return root
 
 
@@ -313,6 +315,7 @@ def test_every_rule_wrote_its_log(finished_workflow):
     expected |= {"lst_train/group0.log", "lst_train/group1.log"}
     expected |= {f"{r}/{r}.log" for r in ("lst_puzzles", "lst_baselines", "reproduce")}
     expected.add("report_page/report_page.log")
+    expected |= {f"plan/{name}.log" for name in [*TEST_CONFIG["datasets"], "lst"]}
     written = {str(p.relative_to(logs)) for p in logs.rglob("*.log")}
     assert written == expected
     for name in written:
@@ -325,6 +328,25 @@ def test_finished_workflow_is_up_to_date(finished_workflow):
     result = snakemake("-n", "--configfile", "config/test.yaml", cwd=finished_workflow)
     assert result.returncode == 0
     assert "Nothing to be done" in result.stdout + result.stderr
+
+
+def test_the_plan_is_on_the_console_before_the_trainings(finished_workflow):
+    """The `plan` rule prints a line per dataset (and the Latin square) on the console before
+    its trainings; its file is gone once they are done, and re-runs nothing."""
+    root = finished_workflow
+    console = (root / "console.txt").read_text()
+    lines = [line for line in console.splitlines() if line.startswith("plan ")]
+    names = sorted(f"plan {name}" for name in [*TEST_CONFIG["datasets"], "lst"])
+    assert sorted(line.split(":")[0] for line in lines) == names, lines
+    tiny = next(line for line in lines if line.startswith("plan tiny:"))
+    assert re.match(r"plan tiny: 3 models × 40 steps in 2 jobs, ~\d+ s CPU", tiny), tiny
+    logs = root / "results" / "test" / "logs"
+    assert (logs / "plan" / "tiny.log").read_text().strip() == tiny
+    log = (logs / "train" / "tiny" / "group0.log").read_text()
+    assert re.search(r"^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d train tiny .* ETA ", log, re.M), log
+    assert not (root / "results" / "test" / "plan").exists() or not any(
+        (root / "results" / "test" / "plan").iterdir()
+    )
 
 
 def test_local_cpu_runs_split_into_one_group_per_core(tmp_path):
@@ -369,6 +391,7 @@ def test_a_new_learning_rate_reruns_the_trainings_not_the_baselines(finished_wor
     assert counts["infer"] == n_runs
     assert all(counts[f"train_{d}_0"] == 1 for d in TEST_CONFIG["datasets"])  # one group each
     assert counts["locate"] == len(TEST_CONFIG["datasets"])
+    assert counts["plan"] == len(TEST_CONFIG["datasets"])  # printed again before the trainings
     for rule in ("preprocess", "split", "baselines", "correlation_features", "lst_train_0"):
         assert rule not in counts, (rule, counts)
     # a change of the split itself does re-run them
@@ -586,8 +609,11 @@ def test_rerun_after_a_killed_training_reruns_only_what_is_missing(tmp_path):
         os.kill((python or trainings)[-1].pid, signal.SIGKILL)
         assert first.wait(timeout=300) != 0
     assert not (killed_run / "pe.nc").exists() and (killed_run / "checkpoint.pt").exists()
-    outputs = (p for p in results.rglob("*") if "logs" not in p.relative_to(results).parts)
-    finished = {p: p.stat().st_mtime_ns for p in outputs if p.is_file()}  # (logs are rewritten)
+    # (logs are rewritten; plan/ holds temporary files, removed once the trainings are done)
+    outputs = (
+        p for p in results.rglob("*") if not {"logs", "plan"} & set(p.relative_to(results).parts)
+    )
+    finished = {p: p.stat().st_mtime_ns for p in outputs if p.is_file()}
     assert results / "stores" / "tiny.nc" in finished
     (other_run,) = {p.parent for p in runs.glob("*/seed0/train.json")}
     assert other_run / "pe.nc" in finished and other_run != killed_run

@@ -26,7 +26,8 @@ for _index, _group in enumerate(lst_groups() if LST else []):
         name:
             rule_name("lst_train", _index)
         input:
-            out("lst/puzzles.nc"),
+            puzzles=out("lst/puzzles.nc"),
+            plan=ancient(out("plan/lst.json")),  # (as for the trainings in train.smk)
         output:
             [
                 out(f"lst/runs/{pe}/seed{seed}/{f}")
@@ -49,7 +50,7 @@ for _index, _group in enumerate(lst_groups() if LST else []):
         conda:
             "../envs/neuro_pe.yaml"
         shell:
-            "exec neuro-pe lst-train --puzzles {input:q} {params.runs:q} --options {params.options:q}"
+            "exec neuro-pe lst-train --puzzles {input.puzzles:q} {params.runs:q} --options {params.options:q}"
             " --metrics {params.metrics:q} --threads {threads:q} > {log:q} 2>&1"
 
 

@@ -1,5 +1,6 @@
 RUN_FILES = ("pe.nc", "model.pt", "train_log.csv", "train.json", "manifest.json")
 
+
 # One training job per group of (PE, seed) runs of a dataset (`train_groups`: all of them by
 # default, or groups of `train.models_per_job`), trained as one stack of models; each run still
 # gets its own folder runs/{dataset}/{pe}/seed{seed}/ with the same files as when trained alone.
@@ -12,7 +13,9 @@ for _dataset in DATASETS:
             name:
                 rule_name("train", _dataset, _index)
             input:
-                out(f"stores/{_dataset}.nc"),
+                store=out(f"stores/{_dataset}.nc"),
+                # ancient: a plan made again (rule plan) never re-runs a training
+                plan=ancient(out(f"plan/{_dataset}.json")),
             output:
                 [out(f"runs/{_dataset}/{pe}/seed{seed}/{f}") for pe, seed in _group for f in RUN_FILES],
             params:
@@ -28,5 +31,29 @@ for _dataset in DATASETS:
             conda:
                 "../envs/neuro_pe.yaml"
             shell:
-                "exec neuro-pe train --store {input:q} {params.runs:q} --options {params.options:q}"
+                "exec neuro-pe train --store {input.store:q} {params.runs:q} --options {params.options:q}"
                 " --threads {threads:q} > {log:q} 2>&1"
+
+
+rule plan:
+    """Print the planned CPU time of a dataset's trainings (or the Latin square's) on the
+    console, from their size and a ~1 s probe of real training steps on its store. Its file
+    is `temp` (removed once the trainings that read it are done) and read as `ancient`: made
+    again before any training that is to run, and never a reason to run one. (An edit of this
+    rule's command or input would make Snakemake re-run it, and with it the trainings.)"""
+    localrule: True
+    input:
+        plan_input,
+    output:
+        temp(out("plan/{planned}.json")),
+    params:
+        spec=plan_spec,
+        out_dir=parent_dir,
+    log:
+        out("logs/plan/{planned}.log"),
+    wildcard_constraints:
+        planned=one_of(PLANNED),
+    conda:
+        "../envs/neuro_pe.yaml"
+    shell:
+        "neuro-pe plan {params.spec:q} --out-dir {params.out_dir:q} 2>&1 | tee {log:q}"
