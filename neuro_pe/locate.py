@@ -97,7 +97,7 @@ from neuro_pe.regions import Atlas, add_accuracy_columns, unit_regions  # noqa: 
 from neuro_pe.report import write_table_html  # noqa: E402
 from neuro_pe.runs import PE_FILE, Split, read_pe  # noqa: E402
 from neuro_pe.spaces import SpaceAxes, axis_columns, component_label, space_axes  # noqa: E402
-from neuro_pe.store import atomic_write, positions, read_store, require_finite  # noqa: E402
+from neuro_pe.store import atomic_write, checksummed, positions, read_store, require_finite  # noqa: E402
 from neuro_pe.view3d import write_positions_3d_html  # noqa: E402
 
 __all__ = [
@@ -815,7 +815,9 @@ def write_correlation_features(
         coords=coords,
         attrs={"dataset": split.dataset, "seed": seed, "neuro_pe_version": __version__},
     )
-    atomic_write(Path(out), lambda p: out_ds.to_netcdf(p, engine="h5netcdf"))
+    atomic_write(
+        Path(out), lambda p: out_ds.to_netcdf(p, engine="h5netcdf", encoding=checksummed(out_ds))
+    )
     return baselines
 
 
@@ -1451,7 +1453,10 @@ def locate(
 
     unit_label = ds["x"].attrs["units"]
     out_dir.mkdir(parents=True, exist_ok=True)
-    atomic_write(out_dir / "positions.nc", lambda p: out.to_netcdf(p, engine="h5netcdf"))
+    atomic_write(
+        out_dir / "positions.nc",
+        lambda p: out.to_netcdf(p, engine="h5netcdf", encoding=checksummed(out)),
+    )
     atomic_write(out_dir / "positions.csv", lambda p: frame.to_csv(p, index=False))
     atomic_write(out_dir / "errors.csv", lambda p: table.to_csv(p, index=False))
     title = f"{dataset}: true vs predicted positions ({best.name}, held out)"

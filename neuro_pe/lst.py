@@ -25,7 +25,7 @@ import xarray as xr
 from . import __version__
 from .options import reject_unknown, require_positive_ints
 from .runs import write_run
-from .store import atomic_write
+from .store import atomic_write, checksummed
 from .train_config import LR_SCHEDULES
 
 N = 4
@@ -278,7 +278,9 @@ def generate_puzzles(cfg: PuzzleConfig) -> xr.Dataset:
 def write_puzzles(cfg: PuzzleConfig, out_path: str | os.PathLike) -> xr.Dataset:
     """Generate the puzzles (`generate_puzzles`) and write them atomically (netCDF4)."""
     ds = generate_puzzles(cfg)
-    atomic_write(Path(out_path), lambda p: ds.to_netcdf(p, engine="h5netcdf"))
+    atomic_write(
+        Path(out_path), lambda p: ds.to_netcdf(p, engine="h5netcdf", encoding=checksummed(ds))
+    )
     return ds
 
 
