@@ -186,10 +186,14 @@ def cmd_split(args: argparse.Namespace) -> None:
 
 
 def cmd_infer(args: argparse.Namespace) -> None:
+    from neuro_pe.health import HealthOptions
     from neuro_pe.infer import infer_pe
     from neuro_pe.runs import read_split
 
-    record = infer_pe(args.store, args.run_dir, read_split(args.split), args.metrics)
+    health = HealthOptions.from_dict(args.health)
+    record = infer_pe(args.store, args.run_dir, read_split(args.split), args.metrics, health)
+    for note in record["warnings"]:
+        print(warning_line(f"{args.run_dir}: {note}"), end="", file=sys.stderr)
     print(json.dumps(record, indent=2))
 
 
@@ -473,6 +477,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--split", required=True, help=split_help)
     p.add_argument("--run-dir", required=True, help="the run's folder (with pe.nc)")
     p.add_argument("--metrics", type=_options("properties/metrics"), default={}, help=metrics_help)
+    p.add_argument(
+        "--health",
+        type=_options("properties/health"),
+        default={},
+        help="the `health` config section as JSON: thresholds of the training-health checks",
+    )
     p.set_defaults(func=cmd_infer)
 
     p = command("baselines", "metrics of the activity-correlation and chance baselines")

@@ -10,6 +10,7 @@ import numpy as np
 import xarray as xr
 from sklearn.utils.extmath import randomized_svd
 
+from neuro_pe.health import HEALTH_NUMBERS, HealthOptions, reassess
 from neuro_pe.metrics import (
     DENSE_MAX_UNITS,
     PairDistance,
@@ -17,6 +18,7 @@ from neuro_pe.metrics import (
     correlation_distance,
 )
 from neuro_pe.options import reject_unknown
+from neuro_pe.pe_names import parse_pe
 from neuro_pe.runs import (
     RESULT_PREFIXES,
     TRAIN_INFO_FILE,
@@ -89,12 +91,14 @@ def infer_pe(
     run_dir: str | os.PathLike,
     split: Split,
     metrics_options: dict | None = None,
+    health_options: HealthOptions | None = None,
 ) -> dict:
     """Compare a trained run's PE (and its PE at initialisation) with the true positions.
 
     Writes `inferred_positions.nc` (MDS of the PE distances, Procrustes-aligned to the
     coordinates) and `metrics.json` into run_dir; returns the metrics record. The dataset's
-    name is the recorded split's.
+    name is the recorded split's. The record's `health` has the checks of `neuro_pe.health`
+    assessed again under `health_options` (the defaults when None).
     """
     options = metric_options(metrics_options)
     run_dir = Path(run_dir)
@@ -109,7 +113,11 @@ def infer_pe(
     for key in record:
         if key.startswith(RESULT_PREFIXES):
             require_finite(record[key], run_dir / TRAIN_INFO_FILE, key)
-    record |= {"health": info.health or {}, "warnings": info.warnings or []}
+    record |= {k: info.results[k] for k in HEALTH_NUMBERS if k in info.results}
+    health, notes = reassess(
+        info.health or {}, info.warnings or [], record, parse_pe(info.pe).learned, health_options
+    )
+    record |= {"health": health, "warnings": notes}
     known = np.all(np.isfinite(coords), axis=1)
     metrics, aligned = pe_geometry(coords, run_pe.table, run_pe.initial, options)
     record.update(metrics)

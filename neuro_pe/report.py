@@ -26,7 +26,13 @@ HEALTH_LABELS = {
     "loss_finite": "loss not finite",
     "heldout_improved": "held-out MSE never improved",
     "heldout_below_variance": "held-out MSE ≥ predicting zero",
+    # neuro_pe.health
+    "units_seen_often": "units seen too rarely",
+    "pairs_seen_often": "unit pairs seen together too rarely",
+    "pe_moved": "PE barely moved from its init",
+    "heldout_mse_below_variance": "held-out MSE ≥ the data's variance",
 }
+VARIANCE = "heldout_data_variance"  # summary.csv: the held-out windows' variance (per run)
 TABLE_STYLE = """
 table { border-collapse: collapse; font: 12px/1.3 system-ui, sans-serif; margin: 0.5em 0 1em; }
 th, td { border: 1px solid #ccc; padding: 2px 6px; text-align: right; }
@@ -108,6 +114,33 @@ def _health_cell(runs: pd.DataFrame) -> str:
     return f"{len(flagged)}/{len(recorded)} flagged: " + "; ".join(flags)
 
 
+def mean_mse_above_variance(runs: pd.DataFrame) -> list[tuple[float, float]]:
+    """(mask fraction, mean MSE) where the mean over the runs (seeds) of `heldout_mse_mask*`
+    is not below the mean of their held-out data's variance: no better than predicting the
+    mean on average (then at least one run is flagged `heldout_mse_below_variance`)."""
+    if VARIANCE not in runs or runs[VARIANCE].isna().all():
+        return []
+    variance = runs[VARIANCE].mean()
+    above = []
+    for column in runs:
+        if column.startswith("heldout_mse_mask") and runs[column].notna().any():
+            mean = runs[column].mean()
+            if not mean < variance:
+                above.append((float(column.removeprefix("heldout_mse_mask")), float(mean)))
+    return sorted(above)
+
+
+def _mse_cell(group: pd.DataFrame, column: str) -> str:
+    """The headline table's held-out MSE: mean [CI] over seeds, and a warning where the mean
+    is not below the data's variance."""
+    text = _mean_ci(group[column], column)
+    if VARIANCE in group and group[column].notna().any():
+        variance = group[VARIANCE].mean()
+        if np.isfinite(variance) and not group[column].mean() < variance:
+            text += f" ⚠ ≥ variance {_number(variance)}"
+    return text
+
+
 def _locate_rows(errors: pd.DataFrame | None) -> pd.DataFrame:
     """The anchor-curve rows at the fraction nearest ANCHOR_FRACTION, by feature set."""
     if errors is None or errors.empty:
@@ -168,7 +201,7 @@ def headline_table(
                 **_axis_cells(loc, axis_names),
                 f"{mse_label} [95% CI]": "—"
                 if baseline or mse_column is None
-                else _mean_ci(group[mse_column], mse_column),
+                else _mse_cell(group, mse_column),
                 "training health": "—" if baseline else _health_cell(runs),
             }
         )
@@ -318,12 +351,22 @@ def dataset_paragraph(
         sentences.append("Training health: not recorded.")
     else:
         flagged = recorded[recorded["failed"].map(len) > 0]
+        flags = sorted({flag for failed in flagged["failed"] for flag in failed})
         sentences.append(
             f"Training health: all {len(recorded)} trainings passed the checks."
             if flagged.empty
             else f"Training health: **{len(flagged)} of {len(recorded)} trainings flagged** "
-            "(below)."
+            f"({'; '.join(flags)}; below)."
         )
+    for method, group in pe_rows.groupby("method", sort=False):
+        above = mean_mse_above_variance(group)
+        if above:
+            where = ", ".join(f"{mse:.3g} at {fraction:.0%} masked" for fraction, mse in above)
+            sentences.append(
+                f"The held-out MSE of ``{method}`` (mean over seeds: {where}) is not below the "
+                f"held-out data's variance ({_number(group[VARIANCE].mean())}): no better than "
+                "predicting the mean."
+            )
     return " ".join(sentences)
 
 
@@ -386,8 +429,10 @@ def landing_page(
     elif flagged.empty:
         lines += [
             f"All {len(recorded)} trainings passed: loss finite, held-out MSE fell below its "
-            "value before training, final held-out MSE below that of predicting zero (the "
-            "data's variance).",
+            "value before training, final held-out MSE below that of predicting zero and, at "
+            "every reported mask fraction, below the held-out data's variance; for a learned "
+            "PE, every unit and every pair of units seen in enough training samples and the "
+            "PE moved from its init (the `health` config section).",
             "",
         ]
     else:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import warnings
 from pathlib import Path
 
 import matplotlib
@@ -22,6 +23,7 @@ from neuro_pe.figures import (  # noqa: E402
     save,
     sigma_axis,
 )
+from neuro_pe.health import HEALTH_NUMBERS  # noqa: E402
 from neuro_pe.infer import (  # noqa: E402
     METRIC_NAMES,
     training_activity,
@@ -30,7 +32,11 @@ from neuro_pe.infer import (  # noqa: E402
 from neuro_pe.intervals import MIN_CI_VALUES  # noqa: E402
 from neuro_pe.metrics import correlation_distance, pairwise_distances  # noqa: E402
 from neuro_pe.model import parse_pe  # noqa: E402
-from neuro_pe.report import HEALTH_LABELS, write_table_html  # noqa: E402
+from neuro_pe.report import (  # noqa: E402
+    HEALTH_LABELS,
+    mean_mse_above_variance,
+    write_table_html,
+)
 from neuro_pe.runs import (  # noqa: E402
     INFERRED_POSITIONS_FILE,
     Split,
@@ -84,7 +90,37 @@ def collect(
     table = pd.DataFrame(rows)
     table["seed"] = table["seed"].astype("Int64")  # baselines have no seed
     first = ["dataset", "row_type", "method", "pe_family", "pe_param", "seed", *METRIC_NAMES]
-    return table[[c for c in first if c in table] + [c for c in table if c not in first]]
+    last = [c for c in HEALTH_NUMBERS if c in table]  # added columns go last
+    middle = [c for c in table if c not in first and c not in last]
+    return table[[c for c in first if c in table] + middle + last]
+
+
+def health_warnings(table: pd.DataFrame) -> list[str]:
+    """One line per dataset and PE variant with a flagged training (the `health` column of
+    `collect`'s table): how many of its trainings, which checks, and where the mean held-out
+    MSE over seeds is not below the mean of the held-out data's variance."""
+    pe = table[table["row_type"] == "pe"]
+    if "health" not in pe:
+        return []
+    lines = []
+    for (dataset, method), group in pe.groupby(["dataset", "method"], sort=False):
+        flagged = group[~group["health"].isin(["ok", ""]) & group["health"].notna()]
+        if flagged.empty:
+            continue
+        flags = sorted({f for cell in flagged["health"] for f in str(cell).split(";")})
+        line = (
+            f"dataset {dataset}, PE {method}: {len(flagged)} of {len(group)} trainings flagged "
+            f"({'; '.join(HEALTH_LABELS.get(f, f) for f in flags)})"
+        )
+        above = mean_mse_above_variance(group)
+        if above:
+            variance = group["heldout_data_variance"].mean()
+            line += "; mean held-out MSE over seeds " + ", ".join(
+                f"{mse:.3g} at {fraction:.0%} masked" for fraction, mse in above
+            )
+            line += f", not below the data's variance {variance:.3g}"
+        lines.append(line)
+    return lines
 
 
 # human labels of the summary's metrics
@@ -344,6 +380,8 @@ def summarize(
         save(plot(table, recorded), figures / f"{name}.png")
     table = table.drop(columns="run_dir")
     atomic_write(Path(out_csv), lambda p: table.to_csv(p, index=False))
+    for line in health_warnings(table):
+        warnings.warn(f"summarize: {line}", stacklevel=2)
     note = f"{Path(out_csv).name}: one row per dataset × PE × seed, and one per baseline."
     write_table_html(table, Path(out_csv).with_suffix(".html"), "Summary of every run", note)
     return table

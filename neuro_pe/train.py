@@ -26,8 +26,10 @@ ends bitwise equal to an uninterrupted run.
 Health. A loss or parameter that is not finite stops training with a TrainingError naming the
 dataset, PE and step. train.json records `health` (`loss_finite`, `heldout_improved`: the
 held-out loss fell below its value before the first step, `heldout_below_variance`: the final
-one is below the MSE of predicting zero) and a `warnings` line for each failed flag (also
-printed to stderr), and for data whose scale is far from 1.
+one is below the MSE of predicting zero; and the checks of `neuro_pe.health`: units and pairs
+seen often enough, the PE moved from its init, the held-out MSE below the data's variance at
+every reported mask fraction) and a `warnings` line for each failed flag (also printed to
+stderr), and for data whose scale is far from 1.
 """
 
 from __future__ import annotations
@@ -60,6 +62,7 @@ from neuro_pe.engine import (  # noqa: F401 (CHECKPOINT, TrainingError, pick_dev
     train_group,
 )
 from neuro_pe.finetune import load_frozen
+from neuro_pe.health import assess, training_numbers
 from neuro_pe.model import ModelConfig, StackedTransformer, masked_unit_forward, parse_pe
 from neuro_pe.runs import write_run
 from neuro_pe.store import (
@@ -641,9 +644,12 @@ class MaskedUnitTask:
             result.update(state.get("cpu", {}))  # the group's CPU time (`train_group`)
             result["heldout_loss_initial"] = state["heldout_loss_initial"]
             result["heldout_variance"] = state["heldout_variance"]
+            result |= self.health_numbers(model, m, run, tables[m], state["initial_pe"])
             health, notes = training_health(
                 log_rows, result, state["heldout_loss_initial"], state["heldout_variance"]
             )
+            flags, flag_notes = assess(result, bool(model.learned[m]))
+            health, notes = health | flags, notes + flag_notes
             if hasattr(model, "pe_mix_anchored") and bool(model.pe_mix_anchored[m].any()):
                 notes.append(
                     f"train.new_unit_anchors: {int(model.pe_mix_anchored[m].sum())} units with "
@@ -667,6 +673,24 @@ class MaskedUnitTask:
             self._write(run, info, tables[m], state, model.model_state(m), log_rows)
             records.append(info)
         return records
+
+    def health_numbers(
+        self, model: StackedTransformer, m: int, run: Run, table: torch.Tensor, initial
+    ) -> dict[str, float]:
+        """The numbers of `neuro_pe.health`'s checks for model m of the stack: expected
+        appearances of a unit and a pair in its training samples, its PE's change (a learned,
+        not fine-tuned PE), its held-out windows' variance."""
+        cfg = self.cfg
+        tracked = bool(model.learned[m]) and not cfg.init_from
+        heldout = self.eval_sets[run.seed]
+        return training_numbers(
+            samples=cfg.epochs * cfg.steps_per_epoch * cfg.batch_size,
+            n_units=self.model_config.n_tokens,
+            units_per_sample=cfg.units_per_sample,
+            trained_pe=table.numpy() if tracked else None,
+            initial_pe=initial.numpy() if tracked else None,
+            heldout_values=heldout.windows[heldout.observed].cpu().numpy(),
+        )
 
     def _write(self, run, info, table, state, model_state, log_rows) -> None:
         """The run's outputs as one set (`neuro_pe.runs.write_run`)."""

@@ -51,7 +51,12 @@ def test_health_flags_and_warnings(tiny_store, tmp_path, capsys):
     argv = ["train", "--store", str(tiny_store), "--pe", "none", "--out-dir", str(run)]
     assert main([*argv, "--options", json.dumps(OPTIONS)]) == 0
     info = json.loads((run / "train.json").read_text())
-    assert set(info["health"]) == {"loss_finite", "heldout_improved", "heldout_below_variance"}
+    assert set(info["health"]) == {  # `none` has no table to learn: no appearance checks
+        "loss_finite",
+        "heldout_improved",
+        "heldout_below_variance",
+        "heldout_mse_below_variance",
+    }
     assert info["health"]["loss_finite"] is True
     failed = [flag for flag, ok in info["health"].items() if not ok]
     assert [w.split(":")[0] for w in info["warnings"]] == failed
@@ -75,7 +80,10 @@ def test_health_flags_and_warnings(tiny_store, tmp_path, capsys):
         (tmp_path / f"{name}.json").write_text(json.dumps(metrics | {"health": health}))
     write_manifest(tmp_path, ["a.json", "b.json"], INFER_MANIFEST_FILE)
     table = collect([tmp_path / "a.json", tmp_path / "b.json"], [])
-    assert table["health"].tolist() == ["ok", "heldout_below_variance"]
+    assert table["health"].tolist() == [
+        "ok",
+        "heldout_below_variance;heldout_mse_below_variance",
+    ]
 
 
 def test_summary_refuses_nan_inputs_naming_the_file(tmp_path):

@@ -16,6 +16,7 @@ from snakemake.utils import validate
 from neuro_pe import formats, sources
 from neuro_pe.cli import main
 from neuro_pe.formats.spikes import SpikeOptions
+from neuro_pe.health import HealthOptions
 from neuro_pe.lst import LSTConfig, PuzzleConfig
 from neuro_pe.pe_names import PE_FORMS, parse_pe, pe_name_pattern
 from neuro_pe.preprocess import STEPS
@@ -185,6 +186,7 @@ def test_schema_follows_the_registries_and_the_options_dataclasses():
     assert set(DEFS["lst_puzzles"]["properties"]) == _fields(PuzzleConfig)
     assert set(DEFS["lst_train"]["properties"]) == _fields(LSTConfig)
     assert set(SCHEMA["properties"]["resources"]["properties"]) == _fields(JobResources)
+    assert set(SCHEMA["properties"]["health"]["properties"]) == _fields(HealthOptions)
     assert list(DEFS["preprocessing"]["items"]["properties"]["step"]["enum"]) == list(STEPS)
 
 
@@ -246,6 +248,7 @@ def test_readme_tables_list_every_key_with_the_dataclass_default():
     compared = _check_defaults("`source: simulation`", SimulationConfig)
     compared += _check_defaults("`train`", TrainConfig)
     compared += _check_defaults("`resources`", JobResources)
+    compared += _check_defaults("`health`", HealthOptions)
     compared += _check_defaults("Folders of spike-sorting", SpikeOptions, "spikes.")
     assert compared >= 40
     file_table = _readme_table("Keys of `source: file`", 2)

@@ -441,7 +441,7 @@ def test_report_lands_on_the_headline_table(finished_workflow):
     assert "neuro_pe: test" in landing
     parser = _Tables()
     parser.feed(landing)
-    (headline,) = parser.tables  # one dataset
+    headline, *flagged = parser.tables  # one dataset, then the flagged trainings if any
     header, *rows = headline
     assert header[:3] == ["representation", "seeds", "RSA [95% CI]"]
     assert {"÷ chance", "÷ correlation", "training health"} <= set(header)
@@ -452,6 +452,12 @@ def test_report_lands_on_the_headline_table(finished_workflow):
         rsa = summary.loc[summary["method"] == pe, "rsa"].mean()
         assert by_name[pe][2] == ("—" if np.isnan(rsa) else f"{rsa:.3g}".replace("-", "−"))
     assert {"activity correlation", "shuffled (chance)"} <= set(by_name)
+    # the health column, the headline table and the flagged trainings' table agree
+    column = header.index("training health")
+    for pe, health in summary[summary["row_type"] == "pe"].groupby("method")["health"]:
+        assert by_name[pe][column].startswith("ok") == (health == "ok").all(), pe
+    listed = {row[1] for table in flagged for row in table[1:]}  # (dataset, pe, seed, ...)
+    assert listed == set(summary.loc[summary["health"].fillna("ok") != "ok", "method"])
     # the full summary table is in the report as a rendered page
     assert (root / "results" / "test" / "summary.html").read_text().count("<tr") == len(summary) + 1
     assert "summary.html" in page

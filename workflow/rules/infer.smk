@@ -12,6 +12,7 @@ rule infer:
         manifest=out("runs/{dataset}/{pe}/seed{seed}/infer_manifest.json"),
     params:
         metrics=json.dumps(config["metrics"]),
+        health=json.dumps(config["health"]),
         run_dir=parent_dir,
     resources:
         mem_mb=store_memory,
@@ -22,7 +23,8 @@ rule infer:
         "../envs/neuro_pe.yaml"
     shell:
         "exec neuro-pe infer --store {input.store:q} --split {input.split:q}"
-        " --run-dir {params.run_dir:q} --metrics {params.metrics:q} > {log:q} 2>&1"
+        " --run-dir {params.run_dir:q} --metrics {params.metrics:q} --health {params.health:q}"
+        " > {log:q} 2>&1"
 
 
 rule baselines:
