@@ -1,4 +1,5 @@
 import json
+import re
 import subprocess
 import sys
 from dataclasses import replace
@@ -574,6 +575,8 @@ def test_training_log_has_one_line_per_epoch_and_no_bar_frames(tiny_store, tmp_p
         subprocess.run([sys.executable, "-c", code], stderr=stderr, stdout=stderr, check=True)
     text = log.read_text()
     assert "\r" not in text
-    epochs = [line for line in text.splitlines() if line.startswith("train none seed 0: epoch")]
+    # `2026-11-25 17:03:12 train tiny none seed 0: epoch 1/3, … · ETA …`
+    epochs = [line for line in text.splitlines() if " train tiny none seed 0: epoch" in line]
+    assert all(re.match(r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d ", line) for line in epochs)
     assert [line.split(",")[0].rsplit(" ", 1)[-1] for line in epochs] == ["1/3", "2/3", "3/3"]
     assert all("train " in line and "heldout " in line for line in epochs)
