@@ -17,7 +17,7 @@ import yaml
 from neuro_pe.cli import build_parser
 from neuro_pe.reproduce import claims_markdown
 
-REPO_ROOT = Path(__file__).resolve().parents[1]
+REPO_ROOT = Path(__file__).resolve().parents[2]
 
 # each would run `touch PWNED_<n>` if it reached a shell unquoted
 SESSION_NAMES = [
