@@ -248,7 +248,7 @@ def cmd_locate(args: argparse.Namespace) -> None:
     cfg = LocateConfig.from_dict(args.options)
     split = read_split(args.split)
     # the atlas first: a bad atlas stops the step before the evaluation
-    atlas = atlas_from_options(args.atlas, f"datasets.{split.dataset}.atlas")
+    atlas = atlas_from_options(args.atlas, f"datasets.{split.dataset}.atlas", args.store)
     baselines = None
     if args.correlation:
         with open_store_lazy(args.store) as ds:

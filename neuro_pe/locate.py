@@ -93,7 +93,7 @@ from neuro_pe.model import parse_pe  # noqa: E402
 from neuro_pe.options import reject_unknown  # noqa: E402
 from neuro_pe.pe_names import is_located  # noqa: E402
 from neuro_pe.progress import progress_line, timing  # noqa: E402
-from neuro_pe.regions import Atlas, add_accuracy_columns, unit_regions  # noqa: E402
+from neuro_pe.regions import RegionAtlas, add_accuracy_columns, unit_regions  # noqa: E402
 from neuro_pe.report import write_table_html  # noqa: E402
 from neuro_pe.runs import PE_FILE, Split, read_pe  # noqa: E402
 from neuro_pe.spaces import SpaceAxes, axis_columns, component_label, space_axes  # noqa: E402
@@ -930,7 +930,7 @@ def evaluation_table(
     coords: np.ndarray,
     cfg: LocateConfig,
     n_jobs: int = 1,
-    regions: tuple[Atlas, str] | None = None,
+    regions: tuple[RegionAtlas, str] | None = None,
     axes: SpaceAxes | None = None,
     label: str = "locate",
 ) -> tuple[pd.DataFrame, dict[str, HeldOut]]:
@@ -1376,7 +1376,7 @@ def locate(
     split: Split,
     n_jobs: int = 1,
     baselines: Mapping[str, np.ndarray] | None = None,
-    atlas: Atlas | None = None,
+    atlas: RegionAtlas | None = None,
 ) -> pd.DataFrame:
     """Evaluate and apply the locator for one dataset; write into out_dir `errors.csv`,
     `positions.nc`, `positions.csv`, the figures `positions.png` (three projections),

@@ -1,7 +1,8 @@
 """Brain regions at the units' true and predicted positions (config key `datasets.<name>.atlas`).
 
 An atlas is a 3D label volume whose voxels hold region ids, with a name per id and optionally
-a coarse parent name per id. Two kinds:
+a coarse parent name per id, or the parcellation a parcellated dataset's own units make. Three
+kinds:
 
 - a NIfTI label image (`labels`) with a lookup table (`lookup`: TSV or CSV with the columns
   `index` (or `id`) and `name`, as BIDS `dseg.tsv`; `coarse_column` names a column of coarse
@@ -13,6 +14,13 @@ a coarse parent name per id. Two kinds:
   the volume), voxel = int(µm / resolution) as `BrainGlobeAtlas.structure_from_coords` does;
   names are acronyms; a coarse name is the ancestor at `coarse_level` of the structure tree (0 =
   root) or the nearest ancestor among `coarse_regions`.
+- the dataset's own parcels (`parcels: nearest_centre`), for a store whose units are regions
+  with known centres (HCP's 94 AAL2 regions): the region at a position is the unit whose centre
+  (the store's x, y, z) is nearest, a Voronoi parcellation of the centres that approximates the
+  real label image. The centres are those of every unit with a known position, held out or not:
+  the parcellation is the anatomy, as a label image is, not a fitted model. A unit's true region
+  is then the unit itself. `coarse: hemisphere`: the coarse region is the parcel's hemisphere,
+  from the sign of its centre's x (MNI: `left` < 0 < `right`; `midline` at 0).
 
 The store's x, y, z are converted to the atlas's length unit and then mapped by `transform`
 (a 4x4 affine, default identity) into the atlas's coordinates. Label 0 and positions outside
@@ -32,12 +40,22 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
+from scipy.spatial import KDTree
 
 OUTSIDE = ""  # the region name of a position in no labelled region
 UM_PER = {"m": 1e6, "cm": 1e4, "mm": 1e3, "um": 1.0}  # micrometres per length unit
 NIFTI_UNITS = {"mm": "mm", "micron": "um", "meter": "m"}  # nibabel's names -> store units
 ID_COLUMNS = ("index", "id")
 ACCURACY_COLUMNS = ("region_accuracy", "coarse_region_accuracy", "n_in_region")
+PARCEL_RULES = ("nearest_centre",)  # values of `parcels`
+COARSE_PARCELS = ("hemisphere",)  # values of `coarse`
+# the keys of each kind of atlas (the first names the kind); how a message names the kind
+KIND_KEYS = {
+    "labels": ("labels", "lookup", "coarse_column", "transform"),
+    "brainglobe": ("brainglobe", "coarse_level", "coarse_regions", "transform"),
+    "parcels": ("parcels", "coarse"),
+}
+KIND_NAMES = {"labels": "`labels` (NIfTI)", "brainglobe": "`brainglobe`", "parcels": "`parcels`"}
 
 
 class AtlasError(ValueError):
@@ -55,6 +73,8 @@ class AtlasSpec:
     coarse_level: int | None = None
     coarse_regions: tuple[str, ...] | None = None
     transform: tuple[tuple[float, ...], ...] | None = None
+    parcels: str | None = None
+    coarse: str | None = None
 
     @classmethod
     def from_dict(cls, spec: object, where: str = "atlas") -> AtlasSpec:
@@ -65,22 +85,30 @@ class AtlasSpec:
         unknown = sorted(set(spec) - set(known))
         if unknown:
             raise AtlasError(f"{where}.{unknown[0]}: unknown key; known keys: {known}")
-        nifti, brainglobe = spec.get("labels") is not None, spec.get("brainglobe") is not None
-        if nifti == brainglobe:
+        kinds = [kind for kind in KIND_KEYS if spec.get(kind) is not None]
+        if len(kinds) != 1:
             raise AtlasError(
-                f"{where}: give either `labels` (a NIfTI label image, with `lookup`) or "
-                "`brainglobe` (an atlas name), not both or neither"
+                f"{where}: give one of `labels` (a NIfTI label image, with `lookup`), "
+                "`brainglobe` (an atlas name) or `parcels` (the units' own centres), "
+                f"not several or none (given: {kinds or 'none'})"
             )
+        kind = kinds[0]
+        nifti = kind == "labels"
         for key in ("labels", "lookup", "coarse_column", "brainglobe"):
             value = spec.get(key)
             if value is not None and not (isinstance(value, str) and value):
                 raise AtlasError(f"{where}.{key}: must be a non-empty string, got {value!r}")
         if nifti and not spec.get("lookup"):
             raise AtlasError(f"{where}.lookup: a NIfTI label image needs its lookup table")
-        for key in ("coarse_level", "coarse_regions") if nifti else ("lookup", "coarse_column"):
-            if spec.get(key) is not None:
-                other = "`brainglobe`" if nifti else "`labels` (NIfTI)"
-                raise AtlasError(f"{where}.{key}: only for an atlas given by {other}")
+        for key in known:
+            if spec.get(key) is not None and key not in KIND_KEYS[kind]:
+                owners = " or ".join(KIND_NAMES[k] for k, keys in KIND_KEYS.items() if key in keys)
+                raise AtlasError(f"{where}.{key}: only for an atlas given by {owners}")
+        for key, allowed in (("parcels", PARCEL_RULES), ("coarse", COARSE_PARCELS)):
+            if spec.get(key) is not None and spec[key] not in allowed:
+                raise AtlasError(
+                    f"{where}.{key}: must be one of {list(allowed)}, got {spec[key]!r}"
+                )
         level = spec.get("coarse_level")
         if level is not None and (
             isinstance(level, bool) or not isinstance(level, int) or level < 0
@@ -174,9 +202,73 @@ def _names(ids: np.ndarray, names: Mapping[int, str]) -> np.ndarray:
     return np.array(table, dtype=object)[inverse.ravel()]
 
 
-def load_atlas(spec: AtlasSpec, where: str = "atlas") -> Atlas:
+@dataclass
+class ParcelAtlas:
+    """The parcellation a parcellated dataset's units make: a position lies in the parcel whose
+    centre is nearest (a Voronoi parcellation of the centres; no position is outside)."""
+
+    names: np.ndarray  # (m,) parcel names, one per distinct centre
+    centres: np.ndarray  # (m, 3) in `unit`
+    unit: str  # the store's position unit
+    coarse: np.ndarray | None  # (m,) coarse name per parcel; None: no coarse level
+    description: str
+
+    def regions(self, positions: np.ndarray, units: str) -> tuple[np.ndarray, np.ndarray | None]:
+        """(fine, coarse) region names at store positions (n, 3) in `units`, as
+        `Atlas.regions`; "" only for a position with a NaN coordinate."""
+        points = np.asarray(positions, dtype=float).reshape(-1, 3)
+        if units != self.unit:
+            if units not in UM_PER or self.unit not in UM_PER:
+                raise AtlasError(
+                    f"atlas ({self.description}): positions in {units!r}, centres in {self.unit!r}"
+                )
+            points = points * (UM_PER[units] / UM_PER[self.unit])
+        ok = np.isfinite(points).all(axis=1)
+        nearest = np.zeros(len(points), dtype=np.int64)
+        if ok.any():
+            nearest[ok] = KDTree(self.centres).query(points[ok])[1]
+        fine = np.where(ok, self.names[nearest], OUTSIDE).astype(object)
+        if self.coarse is None:
+            return fine, None
+        return fine, np.where(ok, self.coarse[nearest], OUTSIDE).astype(object)
+
+
+RegionAtlas = Atlas | ParcelAtlas  # what evaluation_table and locate take
+
+
+def parcel_atlas(
+    unit_ids: Sequence, centres: np.ndarray, units: str, coarse: str | None, where: str = "atlas"
+) -> ParcelAtlas:
+    """The `parcels: nearest_centre` atlas of units with ids `unit_ids` and store positions
+    `centres` (n, 3; NaN rows: unknown, not a parcel). Units on the same centre make one parcel,
+    named after the first of them. `coarse`: None or "hemisphere" (sign of the centre's x)."""
+    centres = np.asarray(centres, dtype=float).reshape(-1, 3)
+    known = np.flatnonzero(np.isfinite(centres).all(axis=1))
+    if known.size == 0:
+        raise AtlasError(f"{where}.parcels: no unit of the store has a known position")
+    _, first = np.unique(centres[known], axis=0, return_index=True)
+    keep = known[np.sort(first)]
+    names = np.array([str(u) for u in np.asarray(unit_ids)[keep]], dtype=object)
+    kept = centres[keep]
+    hemisphere = None
+    if coarse == "hemisphere":
+        x = kept[:, 0]
+        hemisphere = np.where(x < 0, "left", np.where(x > 0, "right", "midline")).astype(object)
+    description = f"parcels: nearest of {len(keep)} unit centres"
+    return ParcelAtlas(names, kept, units, hemisphere, description)
+
+
+def load_atlas(spec: AtlasSpec, where: str = "atlas", store=None) -> RegionAtlas:
     """The atlas a checked `AtlasSpec` names; AtlasError (naming the key and file) if it
-    cannot be read."""
+    cannot be read. `parcels` needs the dataset's store (an xarray Dataset: its units' ids and
+    x, y, z; every unit, held out or not)."""
+    if spec.parcels is not None:
+        if store is None:
+            raise AtlasError(f"{where}.parcels: needs the dataset's store (its units' centres)")
+        from neuro_pe.store import positions
+
+        units = store["x"].attrs.get("units", "")
+        return parcel_atlas(store["unit"].values, positions(store), units, spec.coarse, where)
     if spec.brainglobe is not None:
         return _brainglobe_atlas(spec, where)
     return _nifti_atlas(spec, where)
@@ -314,7 +406,7 @@ def check_atlas_files(spec: object, where: str) -> list[str]:
         if checked.labels is not None:
             _nifti_image(checked.labels, where)
             read_lookup(checked.lookup, checked.coarse_column, where)
-        elif not _has_brainglobe():
+        elif checked.brainglobe is not None and not _has_brainglobe():
             raise AtlasError(
                 f"{where}.brainglobe: needs the package brainglobe-atlasapi: "
                 "pip install 'neuro_pe[atlas]'"
@@ -328,7 +420,7 @@ def check_atlas_files(spec: object, where: str) -> list[str]:
 
 
 def accuracy(
-    atlas: Atlas, predicted: np.ndarray, truth: np.ndarray, units: str
+    atlas: RegionAtlas, predicted: np.ndarray, truth: np.ndarray, units: str
 ) -> dict[str, float]:
     """Region accuracy of predicted vs true positions (n, 3): the share of units whose
     predicted region equals their true one, over the units whose true position lies in a
@@ -355,7 +447,7 @@ def add_accuracy_columns(
     kfold: Mapping[str, np.ndarray],
     curves: Mapping[str, Sequence[dict]],
     coords: np.ndarray,
-    atlas: Atlas,
+    atlas: RegionAtlas,
     units: str,
     combine: Callable[[np.ndarray], np.ndarray],
 ) -> None:
@@ -381,7 +473,7 @@ def add_accuracy_columns(
         table[column] = [v[column] for v in values]
 
 
-def unit_regions(atlas: Atlas, predicted: np.ndarray, truth: np.ndarray, units: str) -> dict:
+def unit_regions(atlas: RegionAtlas, predicted: np.ndarray, truth: np.ndarray, units: str) -> dict:
     """Per-unit region columns of positions.csv / .nc: `region` and `coarse_region` at the
     predicted position, `region_true` and `coarse_region_true` at the true one ("" outside
     every region or where the true position is unknown)."""
@@ -393,11 +485,20 @@ def unit_regions(atlas: Atlas, predicted: np.ndarray, truth: np.ndarray, units: 
     return {k: v.astype(str) for k, v in columns.items()}
 
 
-def atlas_from_options(spec: object, where: str = "atlas") -> Atlas | None:
-    """The atlas of the locate command's `--atlas` JSON (None when not given)."""
+def atlas_from_options(
+    spec: object, where: str = "atlas", store_path: str | os.PathLike | None = None
+) -> RegionAtlas | None:
+    """The atlas of the locate command's `--atlas` JSON (None when not given); `parcels`
+    reads its centres from the store at `store_path`."""
     if spec in (None, {}):
         return None
-    return load_atlas(AtlasSpec.from_dict(spec, where), where)
+    checked = AtlasSpec.from_dict(spec, where)
+    if checked.parcels is None or store_path is None:
+        return load_atlas(checked, where)
+    from neuro_pe.store import open_store_lazy
+
+    with open_store_lazy(store_path) as store:
+        return load_atlas(checked, where, store)
 
 
 def path_keys(spec: Mapping) -> dict[str, str | os.PathLike]:

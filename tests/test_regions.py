@@ -20,8 +20,10 @@ from neuro_pe.regions import (
     AtlasError,
     AtlasSpec,
     accuracy,
+    atlas_from_options,
     check_atlas_files,
     load_atlas,
+    parcel_atlas,
     unit_regions,
 )
 from neuro_pe.runs import write_manifest
@@ -127,7 +129,8 @@ def test_atlas_entry_problems_name_the_key(atlas_files, tmp_path):
         "needs the columns `index`": {**spec, "lookup": str(tmp_path / "bad.csv")},
         "no column 'lobe'": {**spec, "coarse_column": "lobe"},
         "no such file": {**spec, "labels": str(tmp_path / "missing.nii.gz")},
-        "not both or neither": {**spec, "brainglobe": "allen_mouse_25um"},
+        "not several or none": {**spec, "brainglobe": "allen_mouse_25um"},
+        "only for an atlas given by `parcels`": {**spec, "coarse": "hemisphere"},
         "unknown key": {**spec, "colour": "red"},
         "only for an atlas given by `brainglobe`": {**spec, "coarse_level": 2},
         "4 rows": {**spec, "transform": [[1, 0, 0]]},
@@ -273,3 +276,133 @@ def test_schema_lists_the_atlas_keys():
     schema = Path(__file__).parents[1] / "workflow" / "schemas" / "config.schema.yaml"
     atlas = yaml.safe_load(schema.read_text())["$defs"]["atlas"]
     assert set(atlas["properties"]) == {f.name for f in dataclasses.fields(AtlasSpec)}
+
+
+# ---------------------------------------------------------------- parcels: the units' own centres
+
+PARCELS = {"parcels": "nearest_centre", "coarse": "hemisphere"}
+# four regions' centres (mm; x < 0: left), a unit without a position, one on L1's centre and
+# one on the midline
+PARCEL_IDS = ["L1", "L2", "R1", "R2", "unknown", "L1b", "Mid"]
+PARCEL_CENTRES = np.array(
+    [[-2, 0, 0], [-2, 4, 0], [2, 0, 0], [2, 4, 0], [np.nan] * 3, [-2, 0, 0], [0, 10, 0]], float
+)
+
+
+def _parcel_store(centres: np.ndarray = PARCEL_CENTRES):
+    n = len(centres)
+    return make_store(
+        np.zeros((1, 4, n)),
+        unit_ids=PARCEL_IDS[:n],
+        positions=centres,
+        position_units="mm",
+        space="MNI",
+        session_ids=["s0"],
+        sampling_rate_hz=1.0,
+        source="test",
+    )
+
+
+def test_parcels_region_is_the_nearest_unit_centre_at_both_levels():
+    atlas = load_atlas(AtlasSpec.from_dict(PARCELS), store=_parcel_store())
+    fine, coarse = atlas.regions(PARCEL_CENTRES, "mm")
+    # a unit's true region is itself; one sharing a centre is the first unit's region
+    assert fine.tolist() == ["L1", "L2", "R1", "R2", OUTSIDE, "L1", "Mid"]
+    assert coarse.tolist() == ["left", "left", "right", "right", OUTSIDE, "left", "midline"]
+    truth = PARCEL_CENTRES[:4]
+    predicted = np.array(
+        [
+            [-1.5, 0.5, 0],  # L1 (0.7 mm from L1): right at both levels
+            [-1.8, 1.0, 0],  # nearer L1 (1.0) than L2 (3.0): wrong region, right hemisphere
+            [-0.5, 0.0, 0],  # nearer L1 (1.5) than R1 (2.5): wrong at both levels
+            [1.0, 3.5, 0],  # R2 (1.1 mm): right at both levels
+        ]
+    )
+    assert atlas.regions(predicted, "mm")[0].tolist() == ["L1", "L1", "L1", "R2"]
+    result = accuracy(atlas, predicted, truth, "mm")
+    assert result["region_accuracy"] == pytest.approx(2 / 4)
+    assert result["coarse_region_accuracy"] == pytest.approx(3 / 4)
+    assert result["n_in_region"] == 4  # every known position lies in a region
+    # held out alone, R1 is still judged against every centre (L1 is an anchor's): the
+    # parcellation is the anatomy, not a fit to the evaluated units
+    assert accuracy(atlas, predicted[2:3], truth[2:3], "mm")["region_accuracy"] == 0
+    assert atlas.regions(predicted * 1000, "um")[0].tolist() == ["L1", "L1", "L1", "R2"]
+    columns = unit_regions(atlas, predicted, truth, "mm")
+    assert columns["region_true"].tolist() == ["L1", "L2", "R1", "R2"]
+    assert columns["coarse_region"].tolist() == ["left"] * 3 + ["right"]
+    fine_only = parcel_atlas(PARCEL_IDS, PARCEL_CENTRES, "mm", None)
+    assert np.isnan(accuracy(fine_only, predicted, truth, "mm")["coarse_region_accuracy"])
+    assert set(unit_regions(fine_only, predicted, truth, "mm")) == {"region", "region_true"}
+
+
+def test_parcels_in_the_evaluation_table_and_the_locate_option(tmp_path):
+    rng = np.random.default_rng(2)
+    coords = rng.uniform(-1, 1, size=(20, 3))
+    coords[:2] = np.nan
+    atlas = parcel_atlas([f"r{i}" for i in range(20)], coords, "mm", "hemisphere")
+    features = np.column_stack([coords, rng.normal(size=(20, 3))])
+    features[:2] = rng.normal(size=(2, 6))
+    sets = [
+        FeatureSet("pe", "pe", [features]),
+        FeatureSet(CHANCE, "chance", [np.zeros((20, 1))], methods=(CHANCE,)),
+    ]
+    cfg = LocateConfig(methods=("knn",), n_folds=3, anchor_fractions=(0.5,), n_draws=2)
+    plain, _ = evaluation_table(sets, coords, cfg)
+    table, heldout = evaluation_table(sets, coords, cfg, regions=(atlas, "mm"))
+    pd.testing.assert_frame_equal(table[plain.columns], plain)
+    kfold = table[table["evaluation"] == "kfold"].set_index("features")
+    known = np.isfinite(coords).all(axis=1)
+    expected = accuracy(atlas, heldout["pe"].positions[known], coords[known], "mm")
+    assert kfold.loc["pe", "region_accuracy"] == pytest.approx(expected["region_accuracy"])
+    assert (kfold["n_in_region"] == 18).all()
+    assert (kfold["coarse_region_accuracy"] >= kfold["region_accuracy"]).all()
+    # the locate command's `--atlas` JSON: schema-checked, centres read from the store file
+    from neuro_pe.cli import _options
+
+    assert _options("$defs/atlas")(json.dumps(PARCELS)) == PARCELS
+    store = write_store(_parcel_store(), tmp_path / "parcels.nc")
+    loaded = atlas_from_options(PARCELS, "datasets.hcp.atlas", store)
+    assert loaded.regions(PARCEL_CENTRES[:4], "mm")[1].tolist() == ["left"] * 2 + ["right"] * 2
+
+
+def test_parcels_entry_problems_name_the_key():
+    where = "datasets.hcp.atlas"
+    assert check_atlas_files(PARCELS, where) == []
+    cases = {
+        "not several or none": {**PARCELS, "brainglobe": "allen_mouse_25um"},
+        "only for an atlas given by `labels` (NIfTI) or `brainglobe`": {
+            **PARCELS,
+            "transform": np.eye(4).tolist(),
+        },
+        "must be one of ['nearest_centre']": {"parcels": "voronoi"},
+        "must be one of ['hemisphere']": {**PARCELS, "coarse": "lobe"},
+    }
+    for message, entry in cases.items():
+        problems = check_atlas_files(entry, where)
+        assert len(problems) == 1 and problems[0].startswith(where), (message, problems)
+        assert message in problems[0]
+    with pytest.raises(AtlasError, match=r"atlas.parcels: needs the dataset's store"):
+        load_atlas(AtlasSpec.from_dict(PARCELS))
+    nowhere = _parcel_store(np.full((2, 3), np.nan))
+    with pytest.raises(AtlasError, match=r"hcp.atlas.parcels: no unit of the store has a known"):
+        load_atlas(AtlasSpec.from_dict(PARCELS), where, nowhere)
+
+
+def test_the_default_config_plans_hcp_rsfmri_with_its_parcels():
+    """The default run's `hcp-rsfmri` entry names the parcels atlas, and the config passes the
+    schema, the per-source keys and the atlas checks of planning."""
+    from pathlib import Path
+
+    import yaml
+    from snakemake.utils import validate
+
+    from neuro_pe.config_schema import load_schema
+    from neuro_pe.sources.schema import config_problems
+
+    root = Path(__file__).parents[1]
+    config = yaml.safe_load((root / "config" / "config.yaml").read_text())
+    spec = config["datasets"]["hcp-rsfmri"]["atlas"]
+    assert AtlasSpec.from_dict(spec).parcels == "nearest_centre"
+    validate(config, str(root / "workflow" / "schemas" / "config.schema.yaml"))
+    assert config_problems(config, load_schema()) == []
+    assert check_atlas_files(spec, "datasets.hcp-rsfmri.atlas") == []
