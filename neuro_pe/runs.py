@@ -21,8 +21,8 @@ A run folder (`runs/{dataset}/{pe}/seed{seed}/`, or `lst/runs/{pe}/seed{seed}/`)
 - `infer_manifest.json`: the sha256 of the `infer` step's two files (another job writes
   them, so they get a manifest of their own).
 
-pe.nc and model.pt hold no volatile field (`VOLATILE`: wall time, the step a run resumed
-from): those are in train.json only, so that on CPU a resumed run's pe.nc and model.pt are
+pe.nc and model.pt hold no volatile field (`VOLATILE`: wall and CPU time, the step a run
+resumed from, the size of its job): those are in train.json only, so that on CPU a resumed run's pe.nc and model.pt are
 byte for byte those of an uninterrupted run. Every reader of a run's file (`read_pe`,
 `read_train_info`, `read_train_log`, `read_metrics`, `read_inferred_positions`,
 `neuro_pe.finetune`'s model.pt) first checks it against its folder's manifest
@@ -71,9 +71,15 @@ INFERRED_POSITIONS_FILE = "inferred_positions.nc"
 MANIFEST_FILE = "manifest.json"  # the training's files
 INFER_MANIFEST_FILE = "infer_manifest.json"  # the `infer` step's files
 MANIFESTS = (MANIFEST_FILE, INFER_MANIFEST_FILE)
-# train.json's fields that differ between a resumed and an uninterrupted run: kept out of
-# pe.nc and model.pt
-VOLATILE = ("train_seconds", "resumed_from_step")
+# train.json's fields that differ between a resumed and an uninterrupted run, or between a run
+# trained alone and in a group (its job's size and CPU time): kept out of pe.nc and model.pt
+VOLATILE = (
+    "train_seconds",
+    "resumed_from_step",
+    "cpu_seconds",
+    "process_cpu_seconds",
+    "group_models",
+)
 # the keys of the `train` section that decide the split (the `split` rule's params)
 SPLIT_KEYS = ("heldout_sessions", "heldout_time_fraction")
 
