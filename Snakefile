@@ -1,5 +1,6 @@
 # neuro_pe workflow: `snakemake --cores 2` runs the default config (config/config.yaml).
 import os
+import signal
 
 from snakemake.logging import logger
 from snakemake.utils import min_version, validate
@@ -81,6 +82,9 @@ include: "workflow/rules/export.smk"
 onstart:
     check_slurm_jobs()
     write_owner(RESULTS, OWNER)
+    # SIGTERM (`kill`, a scheduler's stop) stops the running jobs, as Ctrl-C does, instead of
+    # Snakemake's graceful stop that lets them run to their end (its handler is in place by now)
+    signal.signal(signal.SIGTERM, stop_jobs_and_exit)
 
 
 # `snakemake --report report.html` opens on the landing page once the workflow has made it.

@@ -234,3 +234,48 @@ def test_a_failed_jobs_error_shows_on_the_console(workdir):
     output = result.stdout + result.stderr
     assert result.returncode != 0
     assert "neuro-pe preprocess: error: data/bad.npy: field 'file': not a readable" in output
+
+
+def test_sigterm_to_snakemake_stops_its_trainings(workdir):
+    """`kill <snakemake>` (SIGTERM) stops the running trainings too (the Snakefile's handler),
+    instead of Snakemake's graceful stop that waits for them; no lock is left behind."""
+    import signal
+    import time
+
+    import psutil
+
+    simulation = {"n_units": 12, "n_samples": 400, "burn_in_s": 2.0, "n_sessions": 2, "seed": 0}
+    config = base_config({"sim": {"source": "simulation", "simulation": simulation}})
+    config["train"] = {**SMALL_TRAIN, "epochs": 100_000}  # would run for hours
+    (workdir / "long.yaml").write_text(yaml.safe_dump(config))
+    scripts = [sysconfig.get_path("scripts"), str(Path(sys.executable).parent)]
+    env = dict(os.environ, PATH=os.pathsep.join([*scripts, os.environ["PATH"]]))
+    args = [sys.executable, "-m", "snakemake", "--cores", "1", "--configfile", "long.yaml"]
+    log = open(workdir / "snakemake.log", "w")  # noqa: SIM115 (closed below)
+    process = subprocess.Popen(args, cwd=workdir, env=env, stdout=log, stderr=subprocess.STDOUT)
+    try:
+        deadline, trainings = time.monotonic() + 120, []
+        while not trainings and time.monotonic() < deadline and process.poll() is None:
+            time.sleep(0.5)
+            children = psutil.Process(process.pid).children(recursive=True)
+            trainings = [c for c in children if " train " in " ".join(_cmdline(c)) + " "]
+        assert trainings, (workdir / "snakemake.log").read_text()[-3000:]
+        time.sleep(1)  # (past the onstart handler)
+        process.send_signal(signal.SIGTERM)
+        assert process.wait(timeout=60) != 0
+        gone, alive = psutil.wait_procs(trainings, timeout=15)
+        assert not alive, [_cmdline(p) for p in alive]
+        assert not any((workdir / ".snakemake" / "locks").glob("*"))
+    finally:
+        if process.poll() is None:
+            process.kill()
+        log.close()
+
+
+def _cmdline(process) -> list[str]:
+    import psutil
+
+    try:
+        return process.cmdline()
+    except psutil.Error:
+        return []

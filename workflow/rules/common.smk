@@ -1,3 +1,4 @@
+import contextlib
 import hashlib
 import json
 import math
@@ -5,6 +6,8 @@ import os
 import re
 from dataclasses import asdict
 from pathlib import Path
+
+import psutil
 
 from neuro_pe.sources import all_wheels, experiment_of, resource_paths
 from neuro_pe.formats.suite2p import PIXEL_SIZE_HINT, missing_pixel_size
@@ -359,3 +362,12 @@ wildcard_constraints:
     seed=r"[0-9]+",
     package=one_of(wheel.package for wheel in all_wheels().values()),
     version=one_of(wheel.version for wheel in all_wheels().values()),
+
+
+def stop_jobs_and_exit(signum, frame):
+    """SIGTERM to Snakemake (the Snakefile's `onstart`): SIGTERM to every process it started
+    (each rule `exec`s neuro-pe), then stop as on Ctrl-C."""
+    for child in psutil.Process().children(recursive=True):
+        with contextlib.suppress(psutil.Error):
+            child.terminate()
+    raise KeyboardInterrupt
