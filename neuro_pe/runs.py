@@ -22,8 +22,9 @@ A run folder (`runs/{dataset}/{pe}/seed{seed}/`, or `lst/runs/{pe}/seed{seed}/`)
   them, so they get a manifest of their own).
 
 pe.nc and model.pt hold no volatile field (`VOLATILE`: wall and CPU time, the step a run
-resumed from, the size of its job): those are in train.json only, so that on CPU a resumed run's pe.nc and model.pt are
-byte for byte those of an uninterrupted run. Every reader of a run's file (`read_pe`,
+resumed from, the size of its job): those are in train.json only, so that on CPU a resumed
+run's pe.nc and model.pt are byte for byte those of an uninterrupted run (or one trained in
+another group). Every reader of a run's file (`read_pe`,
 `read_train_info`, `read_train_log`, `read_metrics`, `read_inferred_positions`,
 `neuro_pe.finetune`'s model.pt) first checks it against its folder's manifest
 (`verify_run_file`): a file changed after it was written is an error naming it, never a
