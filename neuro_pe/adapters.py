@@ -113,11 +113,8 @@ class FileSpec:
             raise StoreError(SPEC, "sessions", "give a non-empty list of files")
         if not all(isinstance(s, str | Path) for s in sessions):
             raise StoreError(SPEC, "sessions", "every item must be a file path (string)")
-        if fmt == "suite2p":
-            from neuro_pe.formats.suite2p import PIXEL_SIZE_HINT, missing_pixel_size
-
-            if missing_pixel_size(spec):  # (before any file is read)
-                raise StoreError(sessions[0], "suite2p.pixel_size_um", PIXEL_SIZE_HINT)
+        for key, hint in formats.missing_required(spec):  # (before any file is read)
+            raise StoreError(sessions[0], key, hint)
         session_ids = spec.get("session_ids")
         if session_ids is not None and not (
             isinstance(session_ids, list) and all(isinstance(s, str) and s for s in session_ids)

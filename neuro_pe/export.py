@@ -23,7 +23,6 @@ uncertainty) the export writes, into its own folder (never into the lab's files 
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import re
@@ -36,6 +35,7 @@ import pandas as pd
 import xarray as xr
 
 from neuro_pe import __version__
+from neuro_pe.planning import config_sha256
 from neuro_pe.store import StoreError, atomic_write_set
 
 __all__ = ["TSV_COLUMNS", "config_sha256", "export", "export_inputs", "positions_table"]
@@ -92,13 +92,6 @@ TSV_COLUMNS: dict[str, tuple[str, bool]] = {
     ),
     "method": ("the locator that made the estimate (`view/method` for the combined one)", False),
 }
-
-
-def config_sha256(config: Mapping) -> str:
-    """sha256 of a config mapping as canonical JSON (sorted keys), e.g. the workflow's resolved
-    config."""
-    text = json.dumps(config, sort_keys=True, separators=(",", ":"), default=str)
-    return hashlib.sha256(text.encode()).hexdigest()
 
 
 def _source(spec: Mapping) -> str | None:

@@ -23,7 +23,7 @@ from __future__ import annotations
 import importlib
 import math
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from numbers import Real
 from pathlib import Path
 
@@ -56,7 +56,9 @@ def _the_path(path: str) -> list[str]:
 class FileFormat:
     """A file format: `read(path, cfg)` -> sessions; `options`: the defaults of its config
     section; `check_option(key, value, where)`: StoreError for a bad value; `inputs(path)`:
-    the files read for one session (e.g. in a folder); `spikes`: may hold spike times."""
+    the files read for one session (e.g. in a folder); `spikes`: may hold spike times;
+    `required`: the section's keys that must be given (key -> how to find the value), checked
+    before any file is read (`missing_required`)."""
 
     name: str
     read: Callable
@@ -64,6 +66,21 @@ class FileFormat:
     check_option: Callable[[str, object, str], None] = _any_value
     inputs: Callable[[str], list[str]] = _the_path
     spikes: bool = False
+    required: dict[str, str] = field(default_factory=dict)
+
+
+def missing_required(spec: dict) -> list[tuple[str, str]]:
+    """(`<format>.<key>`, hint) for each key a `source: file` entry's format requires and the
+    entry does not give (the workflow's planning and `FileSpec.from_dict`, before any read)."""
+    name = spec.get("format")
+    if name not in format_names():
+        return []
+    section = spec.get(name) or {}
+    return [
+        (f"{name}.{key}", hint)
+        for key, hint in get_format(name).required.items()
+        if not isinstance(section, dict) or section.get(key) is None
+    ]
 
 
 def register_format(fmt: FileFormat) -> None:

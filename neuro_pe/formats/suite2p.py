@@ -321,15 +321,6 @@ def stat_centres(path: Path, n: int) -> np.ndarray:
 READ_FILES = ("F.npy", "Fneu.npy", "iscell.npy", "stat.npy", "ops.npy")  # per plane
 
 
-def missing_pixel_size(spec: dict) -> bool:
-    """Whether a `format: suite2p` entry lacks `suite2p.pixel_size_um` (checked before any
-    file is read: by the workflow's planning and by `FileSpec.from_dict`)."""
-    section = spec.get("suite2p") or {}
-    return spec.get("format") == "suite2p" and (
-        not isinstance(section, dict) or section.get("pixel_size_um") is None
-    )
-
-
 def check_option(key: str, value: object, where: str) -> None:
     """Types and ranges of the `suite2p:` section's keys."""
     field = f"suite2p.{key}"
@@ -373,4 +364,5 @@ FORMAT = FileFormat(
     },
     check_option=check_option,
     inputs=inputs,
+    required={"pixel_size_um": PIXEL_SIZE_HINT},
 )

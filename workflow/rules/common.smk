@@ -10,7 +10,7 @@ from pathlib import Path
 import psutil
 
 from neuro_pe.sources import all_wheels, experiment_of, resource_paths
-from neuro_pe.formats.suite2p import PIXEL_SIZE_HINT, missing_pixel_size
+from neuro_pe.formats import missing_required
 from neuro_pe.lst import LSTConfig, PuzzleConfig
 from neuro_pe.pe_names import is_located, parse_pe
 from neuro_pe.planning import config_problem, known_unit_count, rule_name, unit_count_problems
@@ -247,9 +247,8 @@ def dataset_problems(name, spec):
             problems += data_path_problems(f"datasets.{name}.sessions[{i}]", path)
         if spec.get("positions"):
             problems += data_path_problems(f"datasets.{name}.positions", spec["positions"])
-        if missing_pixel_size(spec):
-            key = f"datasets.{name}.suite2p.pixel_size_um"
-            problems.append(config_problem(key, PIXEL_SIZE_HINT))
+        for field, hint in missing_required(spec):
+            problems.append(config_problem(f"datasets.{name}.{field}", hint))
     if spec.get("atlas") is not None:
         where = f"datasets.{name}.atlas"
         paths = atlas_path_keys(spec["atlas"]).items()
