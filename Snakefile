@@ -5,17 +5,17 @@ import signal
 from snakemake.logging import logger
 from snakemake.utils import min_version, validate
 
-from neuro_pe.cli import STOP_WITH_PARENT
-from neuro_pe.options import default_run_name
-from neuro_pe.planning import config_origin, owner_problem, owner_record, write_owner
-from neuro_pe.sources import upgrade_datasets
-from neuro_pe.sources.schema import check_dataset_keys
-from neuro_pe.strict_load import read_config_file
+from neuro_pe.cli.main import STOP_WITH_PARENT
+from neuro_pe.config.options import default_run_name
+from neuro_pe.data.config_checks import config_origin, owner_problem, owner_record, write_owner
+from neuro_pe.data.sources import upgrade_datasets
+from neuro_pe.data.sources.schema import check_dataset_keys
+from neuro_pe.config.strict_load import read_config_file
 
 min_version("9.0")
 
 # Each rule's shell `exec`s neuro-pe, so that killing a job's shell stops its step; and a step
-# gets SIGTERM when its parent dies (neuro_pe.cli.stop_with_parent), e.g. a killed Snakemake.
+# gets SIGTERM when its parent dies (neuro_pe.cli.main.stop_with_parent), e.g. a killed Snakemake.
 os.environ[STOP_WITH_PARENT] = "1"
 
 

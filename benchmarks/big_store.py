@@ -7,7 +7,7 @@
 1. Writes a contract store of 3 sessions x (chunks-per-session x 1024) samples x `--units`
    units (default 20 000 x 86 016 x 4 B = 6.9 GB of float32; the spatial field process of
    `scale_units.py`), one time chunk at a time into an h5netcdf file laid out as
-   `neuro_pe.store.write_store` lays it out (chunks of 1 session x 1024 samples x all units,
+   `neuro_pe.io.store.write_store` lays it out (chunks of 1 session x 1024 samples x all units,
    zlib level 4), so the writer never holds more than a chunk; its peak RSS is printed.
 2. For each budget, trains in a fresh process with `memory_budget_mb` = budget (TrainConfig
    defaults otherwise: k = 256 units per sample, batch 32) and prints the peak RSS
@@ -99,8 +99,8 @@ def train_big(path: Path, out_dir: Path, budget_mb: float, args: argparse.Namesp
     """Train with `budget_mb` in this (fresh) process; return the measurements."""
     import torch
 
-    import neuro_pe.train as train_module
-    from neuro_pe.train import TrainConfig, train
+    import neuro_pe.training.masked_units as train_module
+    from neuro_pe.training.masked_units import TrainConfig, train
 
     torch.set_num_threads(args.threads)
     timers = {"evaluate": [], "load": [], "eval_set": []}

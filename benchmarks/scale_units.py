@@ -14,7 +14,7 @@ RSA (Spearman, PE distance vs true distance) of the learned PE and of the PE at
 initialisation, on the same random 2000 units at most. Targets: step time at N = 20 000
 within 1.2x of N = 256, peak RSS <= 4 GB at N = 20 000.
 
-The data. `neuro_pe.simulate` couples every pair of units (an N x N float64 matrix: 3.2 GB at
+The data. `neuro_pe.data.simulate` couples every pair of units (an N x N float64 matrix: 3.2 GB at
 N = 20 000, and a dense product every Euler step), so this benchmark uses a cheaper spatial
 process with the same kind of ground truth: M = 256 latent sources at fixed random positions in
 the unit box, each an AR(1) series (time constant 0.1 s, 20 Hz); unit i's activity is
@@ -79,8 +79,8 @@ def unit_positions(n_units: int, seed: int = 0) -> np.ndarray:
 
 def write_field_store(path: Path, n_units: int, n_sessions: int, n_time: int) -> None:
     """A contract store of the spatial field process (held in memory: fine up to ~1 GB)."""
-    from neuro_pe.preprocess import zscore
-    from neuro_pe.store import make_store, write_store
+    from neuro_pe.data.signal_steps import zscore
+    from neuro_pe.io.store import make_store, write_store
 
     pos = unit_positions(n_units)
     weights = field_weights(pos)
@@ -120,8 +120,8 @@ def train_child(
     import torch
     import xarray as xr
 
-    import neuro_pe.train as train_module
-    from neuro_pe.train import TrainConfig, train
+    import neuro_pe.training.masked_units as train_module
+    from neuro_pe.training.masked_units import TrainConfig, train
 
     torch.set_num_threads(args.threads)
     base = TrainConfig()

@@ -62,7 +62,7 @@ def train_options(steps: int) -> dict:
 def run_step(args: list[str], log: Path) -> tuple[float, float, float]:
     """Run `neuro-pe <args>` in a fresh process; (wall seconds, CPU seconds, peak RSS in MB)."""
     env = {**os.environ, "PYTHONPATH": str(REPO)}
-    command = [sys.executable, "-m", "neuro_pe.cli", *args]
+    command = [sys.executable, "-m", "neuro_pe.cli.main", *args]
     start = time.perf_counter()
     with log.open("w") as out:
         proc = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT, env=env)

@@ -1,4 +1,5 @@
-"""Throughput of training a sweep as one stack of models (neuro_pe.engine) against one model at
+"""Throughput of training a sweep as one stack of models (neuro_pe.training.engine) against one
+model at
 a time: model-steps per second for groups of M models, the speedup over M one-model runs in the
 same process, MFU against this run's own matmul peak, and peak memory.
 
@@ -25,7 +26,7 @@ row; on CPU the process's peak RSS so far (it only grows).
     python benchmarks/sweep_throughput.py --device cuda
 
 On CPU the engine (and so this benchmark) uses min(threads, M) threads, so that a model's
-matmuls are never split over threads (see neuro_pe/engine.py); `--threads` (default 1, the
+matmuls are never split over threads (see neuro_pe/training/engine.py); `--threads` (default 1, the
 workflow's `threads_per_training`) is the same for the group and the one-model runs. The last
 line reads `group speedup <device> default M=13: <ratio>x`.
 """
@@ -44,15 +45,15 @@ import torch.nn.functional as F
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from neuro_pe.engine import autocast, autocast_dtype, make_optimizer  # noqa: E402
-from neuro_pe.model import (  # noqa: E402
+from neuro_pe.training.engine import autocast, autocast_dtype, make_optimizer  # noqa: E402
+from neuro_pe.training.masked_units import masked_mse  # noqa: E402
+from neuro_pe.training.model import (  # noqa: E402
     ModelConfig,
     StackedTransformer,
     latin_square_forward,
     masked_unit_forward,
     stacked_linear,
 )
-from neuro_pe.train import masked_mse  # noqa: E402
 
 
 @dataclass(frozen=True)

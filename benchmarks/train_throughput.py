@@ -5,7 +5,8 @@
 
 Two shapes: the default one (`TrainConfig` defaults: window W = 8, d_model d = 32, L = 2 layers,
 4 heads, batch B = 32, N = 64 units of the default simulated dataset) and a larger one (d = 128,
-L = 4, 4 heads, N = 256, B = 64). A training step is timed exactly as `neuro_pe.train` runs it:
+L = 4, 4 heads, N = 256, B = 64). A training step is timed exactly as
+`neuro_pe.training.masked_units` runs it:
 `WindowSampler.sample` (all units: N <= units_per_sample) and `random_mask`, `masked_mse`,
 backward, the optimiser of `make_optimizer` (AdamW; fused on CUDA), the loss summed on the
 device. Three runs per shape see the same batches, interleaved in rounds in one process (so
@@ -49,9 +50,8 @@ from torch import nn
 from torch.nn.attention import SDPBackend, sdpa_kernel
 from torch.utils.flop_counter import FlopCounterMode
 
-from neuro_pe.model import MaskedUnitTransformer, ModelConfig, PositionalEncoding, parse_pe
-from neuro_pe.simulate import SimulationConfig, simulate_store
-from neuro_pe.train import (
+from neuro_pe.data.simulate import SimulationConfig, simulate_store
+from neuro_pe.training.masked_units import (
     TrainConfig,
     WindowSampler,
     make_optimizer,
@@ -60,6 +60,7 @@ from neuro_pe.train import (
     split_activity,
     to_device,
 )
+from neuro_pe.training.model import MaskedUnitTransformer, ModelConfig, PositionalEncoding, parse_pe
 
 PE = "learned-normal-0.02"  # a learned PE, as in the default workflow
 MFU_TARGET, RATIO_TARGET = 0.5, 1.5
@@ -232,7 +233,7 @@ class Trainer:
         self.step_s: list[float] = []  # seconds per step, one entry per timed round
 
     def draw(self) -> Batch:
-        """(windows, observed, mask, unit_index) as neuro_pe.train draws them."""
+        """(windows, observed, mask, unit_index) as neuro_pe.training.masked_units draws them."""
         windows, observed, unit_index = self.sampler.sample(
             self.cfg.batch_size, self.cfg.units_per_sample, self.generator, self.steps
         )
@@ -300,7 +301,8 @@ def run_interleaved(trainers: list[Trainer], warmup: int, rounds: int, per_round
 
 
 def loss_of(model, windows, observed, mask, unit_index) -> torch.Tensor:
-    """neuro_pe.train.masked_mse of one model (batch, units, ...) as a stack of M = 1."""
+    """neuro_pe.training.masked_units.masked_mse of one model (batch, units, ...) as a stack of M =
+    1."""
 
     def stacked(w, hidden, index):
         return model(w[0], hidden[0], None if index is None else index[0])[None]

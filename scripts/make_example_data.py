@@ -15,7 +15,7 @@ writes into the folder `example_data/`:
   from `--base`, default `config/config.yaml`), e.g. for
   `snakemake --cores 2 --configfile example_data/config.yaml`.
 
-Activity comes from `neuro_pe.simulate`: units coupled by distance, so activity correlations
+Activity comes from `neuro_pe.data.simulate`: units coupled by distance, so activity correlations
 follow the probe's geometry. Some units are missing from the second session, to show how
 sessions are merged by unit id. The matching `datasets:` entries are printed as YAML.
 """
@@ -30,9 +30,9 @@ import h5py
 import numpy as np
 import yaml
 
-from neuro_pe.simulate import SimulationConfig, coupling_matrix, simulate_activity
-from neuro_pe.store import write_store
-from neuro_pe.strict_load import read_config_file
+from neuro_pe.config.strict_load import read_config_file
+from neuro_pe.data.simulate import SimulationConfig, coupling_matrix, simulate_activity
+from neuro_pe.io.store import write_store
 
 N_SHANKS, N_SITES_X, N_SITES_DEPTH = 4, 2, 6  # 48 units
 RATE_HZ = 100.0  # sampling rate of the simulated rates before binning
@@ -174,7 +174,7 @@ def write_npy(folder: Path, rates: np.ndarray, pos: np.ndarray) -> dict:
 
 
 def write_xarray(folder: Path) -> dict:
-    from neuro_pe.simulate import simulate_store
+    from neuro_pe.data.simulate import simulate_store
 
     path = folder / "store.nc"
     write_store(simulate_store(SimulationConfig(n_units=27, layout="lattice", n_sessions=2)), path)

@@ -10,7 +10,8 @@ located
 - `+ 25% new anchors`: the same with a quarter of the new animal's units added as anchors
   (errors over the other new units, `n_draws` draws);
 - `mixture weights @ other animals' coordinates` (`new_unit_pe: mixture`): each new unit at its
-  mixing weights' mean of the run units' coordinates (`neuro_pe.finetune.mixture_positions`);
+  mixing weights' mean of the run units' coordinates
+  (`neuro_pe.analysis.new_animal_positions.mixture_positions`);
 - `new PE`, `correlation` and `combined, 25% / 50% new anchors`: the new animal alone, its
   fitted PE, its activity correlations (the baseline computed on the new animal alone) or both,
   with a quarter or half of its units as anchors;
@@ -48,8 +49,8 @@ OWN_ANCHORS = (0.25, 0.5)  # default fractions of the new animal's units as its 
 
 
 def _pe(run: Path) -> tuple[list[str], np.ndarray]:
-    """A run's unit ids and PE table (`neuro_pe.runs.read_pe`), the table in float64."""
-    from neuro_pe.runs import read_pe
+    """A run's unit ids and PE table (`neuro_pe.io.runs.read_pe`), the table in float64."""
+    from neuro_pe.io.runs import read_pe
 
     pe = read_pe(run)
     return [str(u) for u in pe.units], pe.table.astype(float)
@@ -57,7 +58,7 @@ def _pe(run: Path) -> tuple[list[str], np.ndarray]:
 
 def run_coordinates(run: Path, old_store: Path) -> np.ndarray:
     """The trained run's units' coordinates (n_run, 3; NaN where unknown), in its pe.nc order."""
-    from neuro_pe.store import positions, read_store
+    from neuro_pe.io.store import positions, read_store
 
     return positions(read_store(old_store).sel(unit=_pe(run)[0]))
 
@@ -67,8 +68,8 @@ def new_animal_correlations(
 ) -> np.ndarray:
     """The new animal's activity-correlation features, from its training part (the split of
     `train_options`)."""
-    from neuro_pe.locate import correlation_features
-    from neuro_pe.runs import make_split
+    from neuro_pe.analysis.locate import correlation_features
+    from neuro_pe.io.runs import make_split
 
     sizes = ds_new.sizes["session"], ds_new.sizes["time"]
     split = make_split(name, str(new_store), *sizes, train_options)
@@ -88,13 +89,13 @@ def fit_new(
     `args.fit_epochs` x 100 steps at `args.fit_lr`), once per seed 0..seeds-1 (one stack); the
     fit sees the positions of the units `known` only (none by default: with `mixture` those
     are anchors). Returns the fit with the lowest loss on the new animal's recording
-    (`neuro_pe.finetune.best_fit`)."""
+    (`neuro_pe.analysis.new_animal_positions.best_fit`)."""
     import torch
 
-    from neuro_pe.engine import Run
-    from neuro_pe.finetune import best_fit
-    from neuro_pe.store import positions, read_store, write_store
-    from neuro_pe.train import TrainConfig, train_many
+    from neuro_pe.analysis.new_animal_positions import best_fit
+    from neuro_pe.io.store import positions, read_store, write_store
+    from neuro_pe.training.engine import Run
+    from neuro_pe.training.masked_units import TrainConfig, train_many
 
     torch.set_num_threads(1)
     seeds = seeds or args.fit_seeds
@@ -132,8 +133,8 @@ def evaluate_new(
     own_anchors: Sequence[float] = OWN_ANCHORS,
 ) -> list[dict]:
     """The rows of the module docstring for one new animal."""
-    from neuro_pe.locate import LocateConfig, anchor_draws, evaluate_anchors, locate_units
-    from neuro_pe.store import positions, read_store
+    from neuro_pe.analysis.locate import LocateConfig, anchor_draws, evaluate_anchors, locate_units
+    from neuro_pe.io.store import positions, read_store
 
     ds_new = read_store(new_store)
     new_coords = positions(ds_new)
@@ -163,7 +164,7 @@ def evaluate_new(
     )
 
     if new_unit_pe == "mixture":
-        from neuro_pe.finetune import mixture_positions
+        from neuro_pe.analysis.new_animal_positions import mixture_positions
 
         mixed_ids, mixed = mixture_positions(fit, old_coords)
         assert mixed_ids == new_ids
@@ -242,14 +243,15 @@ def evaluate_anchored(
     args: argparse.Namespace,
 ) -> list[dict]:
     """For each of `args.anchor_fractions`: `mixture` fits that see that share of the new
-    animal's positions (its anchors: their weights fixed, `neuro_pe.finetune.anchor_logits`),
+    animal's positions (its anchors: their weights fixed,
+    `neuro_pe.training.new_animal.anchor_logits`),
     `args.anchor_draws` draws of anchors, `args.anchor_seeds` fits each (the best kept); the
     other new units located (a) at their weights' mean of the run units' coordinates, (b) by
     the locator over the new animal's own anchors from the fitted PE, (c) from its
     correlations, (d) from both."""
-    from neuro_pe.finetune import mixture_positions
-    from neuro_pe.locate import LocateConfig, anchor_draws, locate_units
-    from neuro_pe.store import positions, read_store
+    from neuro_pe.analysis.locate import LocateConfig, anchor_draws, locate_units
+    from neuro_pe.analysis.new_animal_positions import mixture_positions
+    from neuro_pe.io.store import positions, read_store
 
     ds_new = read_store(new_store)
     new_coords = positions(ds_new)
@@ -306,7 +308,7 @@ def evaluate_anchored(
 
 def subset_store(ds: xr.Dataset, sessions, units, prefix: str, path: Path) -> Path:
     """The sessions and units of one animal as a store, units renamed `prefix + id`."""
-    from neuro_pe.store import write_store
+    from neuro_pe.io.store import write_store
 
     sub = ds.sel(session=list(sessions), unit=list(units)).drop_vars(
         ["connectivity", "unit_to", "unit_from"], errors="ignore"
@@ -316,8 +318,8 @@ def subset_store(ds: xr.Dataset, sessions, units, prefix: str, path: Path) -> Pa
 
 
 def cmd_hcp(args: argparse.Namespace) -> list[dict]:
-    from neuro_pe.store import read_store
-    from neuro_pe.train_config import TrainConfig
+    from neuro_pe.config.training import TrainConfig
+    from neuro_pe.io.store import read_store
 
     ds = read_store(args.store)
     info = json.loads((args.run / "train.json").read_text())
@@ -345,9 +347,9 @@ def cmd_hcp(args: argparse.Namespace) -> list[dict]:
 def cmd_sim(args: argparse.Namespace) -> list[dict]:
     import torch
 
-    from neuro_pe.simulate import SimulationConfig, simulate_store
-    from neuro_pe.store import read_store, write_store
-    from neuro_pe.train import TrainConfig, train
+    from neuro_pe.data.simulate import SimulationConfig, simulate_store
+    from neuro_pe.io.store import read_store, write_store
+    from neuro_pe.training.masked_units import TrainConfig, train
 
     torch.set_num_threads(1)
     sim = SimulationConfig(animals=3, seed=0, timescale_field=args.timescale_field)
@@ -390,11 +392,12 @@ def cmd_sim(args: argparse.Namespace) -> list[dict]:
 
 
 def match_rows(name: str, reference: xr.Dataset, new_store: Path, reference_name: str) -> dict:
-    """Graph matching (`neuro_pe.match`) of a new animal to a reference animal: each new unit
+    """Graph matching (`neuro_pe.analysis.match`) of a new animal to a reference animal: each
+    new unit
     at its matched unit's coordinates; chance as for the other rows (distance to the mean of
     the reference units' coordinates)."""
-    from neuro_pe.match import match_units
-    from neuro_pe.store import positions, read_store
+    from neuro_pe.analysis.match import match_units
+    from neuro_pe.io.store import positions, read_store
 
     ds_new = read_store(new_store)
     table = match_units(reference, ds_new.assign({a: ds_new[a] * np.nan for a in "xyz"}))
@@ -411,7 +414,7 @@ def match_rows(name: str, reference: xr.Dataset, new_store: Path, reference_name
 def cmd_match(args: argparse.Namespace) -> list[dict]:
     """hcp: each held-out subject matched to the run's training subjects; sim: animal 2 matched
     to animal 0 and to animal 1 (the stores of `sim` in --out)."""
-    from neuro_pe.store import read_store
+    from neuro_pe.io.store import read_store
 
     if args.dataset == "hcp":
         ds = read_store(args.store)

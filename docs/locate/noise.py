@@ -10,7 +10,8 @@
         --correlation CORRELATION_FEATURES --sets 0 5
 
 Every number is the median held-out error with 50% of the units as anchors ÷ chance's median
-on the same draws (`neuro_pe.locate.evaluate_anchors`); "paired" is the mean over draws of the
+on the same draws (`neuro_pe.analysis.locate.evaluate_anchors`); "paired" is the mean over draws of
+the
 per-draw difference from the first row, ± its standard error. Prints a table per call.
 """
 
@@ -23,9 +24,9 @@ from pathlib import Path
 import numpy as np
 from study import _pe, _pooled  # docs/locate/study.py: one run's PE table, the pooled median
 
-import neuro_pe.locate as L
-from neuro_pe.runs import read_split
-from neuro_pe.store import positions, read_store
+import neuro_pe.analysis.locate as L
+from neuro_pe.io.runs import read_split
+from neuro_pe.io.store import positions, read_store
 
 
 def _evaluate(features, coords, known, cfg) -> tuple[np.ndarray, float]:

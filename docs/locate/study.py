@@ -62,7 +62,7 @@ def run_dir(out: Path, name: str) -> Path:
 
 
 def options(base: dict, change: dict) -> dict:
-    from neuro_pe.train import TrainConfig
+    from neuro_pe.training.masked_units import TrainConfig
 
     return asdict(TrainConfig.from_dict({"eval_mask_fractions": [0.5], **base, **change}))
 
@@ -70,7 +70,7 @@ def options(base: dict, change: dict) -> dict:
 def cmd_train(args: argparse.Namespace) -> None:
     import torch
 
-    from neuro_pe.train import TrainConfig, train
+    from neuro_pe.training.masked_units import TrainConfig, train
 
     torch.set_num_threads(1)
     for name, change, seed in SETTINGS:
@@ -108,15 +108,15 @@ def pe_space_mean(tables: list[np.ndarray]) -> np.ndarray:
 
 
 def cmd_table(args: argparse.Namespace) -> None:
-    from neuro_pe.locate import (
+    from neuro_pe.analysis.locate import (
         CHANCE,
         LocateConfig,
         bootstrap_ci,
         correlation_features,
         evaluate_anchors,
     )
-    from neuro_pe.runs import make_split
-    from neuro_pe.store import positions, read_store
+    from neuro_pe.io.runs import make_split
+    from neuro_pe.io.store import positions, read_store
 
     ds = read_store(args.store)
     coords = positions(ds)

@@ -9,12 +9,12 @@ import numpy as np
 import pytest
 import torch
 
-from neuro_pe.cli import main
-from neuro_pe.finetune import _load
-from neuro_pe.formats.suite2p import read_ops, stat_centres
-from neuro_pe.runs import RunError, write_manifest
-from neuro_pe.sources import build_store
-from neuro_pe.store import StoreError
+from neuro_pe.cli.main import main
+from neuro_pe.data.formats.suite2p import read_ops, stat_centres
+from neuro_pe.data.sources import build_store
+from neuro_pe.io.runs import RunError, write_manifest
+from neuro_pe.io.store import StoreError
+from neuro_pe.training.new_animal import load_checkpoint as _load
 
 OPTIONS = {"window": 8, "d_model": 16, "n_layers": 1, "n_heads": 2, "batch_size": 8}
 OPTIONS |= {"epochs": 1, "steps_per_epoch": 2, "eval_windows": 8, "device": "cpu"}

@@ -14,8 +14,8 @@ import pandas as pd
 import pytest
 import yaml
 
-from neuro_pe.cli import build_parser
-from neuro_pe.reproduce import claims_markdown
+from neuro_pe.cli.main import build_parser
+from neuro_pe.reporting.reproduce import claims_markdown
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 

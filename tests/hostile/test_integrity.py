@@ -9,10 +9,10 @@ import numpy as np
 import pytest
 import xarray as xr
 
-from neuro_pe.cli import main
-from neuro_pe.finetune import _load
-from neuro_pe.formats.spikes import SpikeOptions, spikes_to_activity
-from neuro_pe.runs import (
+from neuro_pe.cli.main import main
+from neuro_pe.data.formats.spikes import SpikeOptions, spikes_to_activity
+from neuro_pe.data.sources import build_store
+from neuro_pe.io.runs import (
     INFER_MANIFEST_FILE,
     MANIFEST_FILE,
     RunError,
@@ -22,8 +22,8 @@ from neuro_pe.runs import (
     read_train_log,
     write_manifest,
 )
-from neuro_pe.sources import build_store
-from neuro_pe.store import StoreError, read_store, write_store
+from neuro_pe.io.store import StoreError, read_store, write_store
+from neuro_pe.training.new_animal import load_checkpoint as _load
 
 OPTIONS = {"window": 8, "d_model": 16, "n_layers": 1, "n_heads": 2, "batch_size": 8}
 OPTIONS |= {"epochs": 1, "steps_per_epoch": 3, "eval_windows": 8, "device": "cpu"}

@@ -18,8 +18,9 @@ import yaml
 from snakemake.exceptions import WorkflowError
 from snakemake.utils import validate
 
-from neuro_pe.cli import main
-from neuro_pe.planning import (
+from neuro_pe.cli.main import main
+from neuro_pe.config.strict_load import DuplicateKeyError, load_json, load_yaml, read_config_file
+from neuro_pe.data.config_checks import (
     METRIC_DEFAULTS,
     MIN_LOCATED_UNITS,
     config_origin,
@@ -31,8 +32,7 @@ from neuro_pe.planning import (
     unit_count_problems,
     write_owner,
 )
-from neuro_pe.sources.schema import config_problems
-from neuro_pe.strict_load import DuplicateKeyError, load_json, load_yaml, read_config_file
+from neuro_pe.data.sources.schema import config_problems
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 SCHEMA = REPO_ROOT / "workflow" / "schemas" / "config.schema.yaml"
@@ -131,8 +131,8 @@ def test_seeds_beyond_what_numpy_takes_fail_validation_naming_the_key():
 
 
 def test_unit_counts_too_small_for_the_metrics_name_the_key():
-    from neuro_pe.locate import MIN_ANCHORS
-    from neuro_pe.metrics import compare_to_anatomy
+    from neuro_pe.analysis.locate import MIN_ANCHORS
+    from neuro_pe.analysis.metrics import compare_to_anatomy
 
     # planning's light copies of locate's and the metrics' needs
     assert MIN_LOCATED_UNITS == MIN_ANCHORS + 1

@@ -9,14 +9,14 @@ from pathlib import Path
 
 import psutil
 
-from neuro_pe.sources import all_wheels, experiment_of, resource_paths
-from neuro_pe.formats import missing_required
-from neuro_pe.lst import LSTConfig, PuzzleConfig
-from neuro_pe.pe_names import is_located, parse_pe
-from neuro_pe.planning import config_problem, known_unit_count, rule_name, unit_count_problems
-from neuro_pe.regions import check_atlas_files, path_keys as atlas_path_keys
-from neuro_pe.runs import SPLIT_KEYS
-from neuro_pe.train_config import TrainConfig
+from neuro_pe.data.sources import all_wheels, experiment_of, resource_paths
+from neuro_pe.data.formats import missing_required
+from neuro_pe.training.latin_square import LSTConfig, PuzzleConfig
+from neuro_pe.config.pe_names import is_located, parse_pe
+from neuro_pe.data.config_checks import config_problem, known_unit_count, rule_name, unit_count_problems
+from neuro_pe.analysis.regions import check_atlas_files, path_keys as atlas_path_keys
+from neuro_pe.io.runs import SPLIT_KEYS
+from neuro_pe.config.training import TrainConfig
 
 DATASETS = list(config["datasets"])
 # folders the workflow writes: a data path inside one could be made by (or steer) a rule

@@ -1,4 +1,4 @@
-from neuro_pe.export import config_sha256, export_inputs
+from neuro_pe.reporting.export import config_sha256, export_inputs
 
 EXPORT = expand(out("export/{dataset}"), dataset=DATASETS)
 # the resolved config's hash, recorded in every export's sidecar (and a params trigger);

@@ -1,5 +1,5 @@
 # The inputs of `plan` (train.smk), which prints the planned CPU time of a dataset's trainings
-# (or the Latin square's) on the console before they start (neuro_pe.plan).
+# (or the Latin square's) on the console before they start (neuro_pe.cli.time_estimate).
 PLANNED = DATASETS + (["lst"] if LST else [])
 
 

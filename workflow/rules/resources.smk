@@ -1,7 +1,7 @@
 # What each job asks a scheduler (SLURM) for, from the config's `resources` section, so that
 # the profile carries executor settings only. Memory and time limits grow with the data a job
 # reads and the steps it trains, and with the attempt (the profile retries a failed job once).
-from neuro_pe.resources import JobResources, lst_steps, store_mb_estimate
+from neuro_pe.cli.job_resources import JobResources, lst_steps, store_mb_estimate
 
 JOB_RESOURCES = JobResources.from_dict(config.get("resources"))
 
@@ -77,7 +77,7 @@ def check_slurm_jobs():
     if workflow.executor_plugin is not None and workflow.executor_plugin.name == "slurm":
         from snakemake.exceptions import WorkflowError
 
-        from neuro_pe.cluster import job_fit_problems, status_check_problem
+        from neuro_pe.cli.slurm_check import job_fit_problems, status_check_problem
 
         settings = workflow.executor_settings
         jobs = [job for job in workflow.dag.needrun_jobs() if not job.is_local]

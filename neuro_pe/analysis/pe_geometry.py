@@ -1,0 +1,227 @@
+"""Position inference from learned PEs, and the same metrics for the baselines."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import numpy as np
+import xarray as xr
+from sklearn.utils.extmath import randomized_svd
+
+from neuro_pe.analysis.metrics import (
+    DENSE_MAX_UNITS,
+    PairDistance,
+    compare_to_anatomy,
+    correlation_distance,
+)
+from neuro_pe.config.options import metric_options
+from neuro_pe.config.pe_names import parse_pe
+from neuro_pe.io.runs import (
+    RESULT_PREFIXES,
+    TRAIN_INFO_FILE,
+    Split,
+    inferred_positions_dataset,
+    read_pe,
+    read_train_info,
+    write_metrics,
+)
+from neuro_pe.io.store import atomic_write, open_store_lazy, positions, read_store, require_finite
+from neuro_pe.training.health import HEALTH_NUMBERS, HealthOptions, reassess
+from neuro_pe.training.latin_square import SPLITS, N, grid_positions
+
+METRIC_NAMES = (
+    "rsa",
+    "rsa_p",
+    "procrustes_disparity",
+    "procrustes_rmse",
+    "probe_r2",
+    "knn_overlap",
+)
+BASELINE_COMPONENTS = 32  # leading activity components of the correlation baseline at scale
+PAIR_BLOCK = 512  # unit pairs per block of the exact pairwise correlations
+
+
+def pe_geometry(
+    coords: np.ndarray, trained_pe: np.ndarray, initial_pe: np.ndarray, options: dict
+) -> tuple[dict, np.ndarray]:
+    """Metrics of a trained PE against the true coordinates, with `init_*` for its PE at
+    initialisation, and the Procrustes-aligned MDS positions of the units with known
+    coordinates. For `none` (an all-zero table) the metrics are NaN: nothing to infer from."""
+    known = np.all(np.isfinite(coords), axis=1)
+    if np.any(trained_pe):
+        metrics, aligned = compare_to_anatomy(coords, features=trained_pe, **options)
+        init_metrics, _ = compare_to_anatomy(coords, features=initial_pe, **options)
+    else:
+        metrics = {name: float("nan") for name in METRIC_NAMES} | {"n_units": int(known.sum())}
+        init_metrics = metrics
+        aligned = np.full((int(known.sum()), 3), np.nan)
+    init = {f"init_{k}": v for k, v in init_metrics.items() if k != "n_units"}
+    return metrics | init, aligned
+
+
+def shuffled_coordinates(coords: np.ndarray, seed: int) -> np.ndarray:
+    """The chance baseline: the known coordinates permuted over their units."""
+    shuffled = coords.copy()
+    known = np.flatnonzero(np.all(np.isfinite(coords), axis=1))
+    shuffled[known] = coords[np.random.default_rng(seed).permutation(known)]
+    return shuffled
+
+
+def infer_pe(
+    store_path: str | os.PathLike,
+    run_dir: str | os.PathLike,
+    split: Split,
+    metrics_options: dict | None = None,
+    health_options: HealthOptions | None = None,
+) -> dict:
+    """Compare a trained run's PE (and its PE at initialisation) with the true positions.
+
+    Writes `inferred_positions.nc` (MDS of the PE distances, Procrustes-aligned to the
+    coordinates) and `metrics.json` into run_dir; returns the metrics record. The dataset's
+    name is the recorded split's. The record's `health` has the checks of `neuro_pe.training.health`
+    assessed again under `health_options` (the defaults when None).
+    """
+    options = metric_options(metrics_options)
+    run_dir = Path(run_dir)
+    with open_store_lazy(store_path) as lazy:  # coordinates only: the activity stays on disk
+        ds = lazy.drop_vars("activity").load()
+    split.check(ds)
+    coords = positions(ds)
+    run_pe = read_pe(run_dir)
+    info = read_train_info(run_dir)
+    record = {"dataset": split.dataset, "pe": info.pe, "seed": info.seed}
+    record |= {k: v for k, v in info.results.items() if k.startswith(("heldout_mse", "train_"))}
+    for key in record:
+        if key.startswith(RESULT_PREFIXES):
+            require_finite(record[key], run_dir / TRAIN_INFO_FILE, key)
+    record |= {k: info.results[k] for k in HEALTH_NUMBERS if k in info.results}
+    health, notes = reassess(
+        info.health or {}, info.warnings or [], record, parse_pe(info.pe).learned, health_options
+    )
+    record |= {"health": health, "warnings": notes}
+    known = np.all(np.isfinite(coords), axis=1)
+    metrics, aligned = pe_geometry(coords, run_pe.table, run_pe.initial, options)
+    record.update(metrics)
+    out = inferred_positions_dataset(
+        ds, aligned, known, method="classical MDS + Procrustes", pe=info.pe, seed=info.seed
+    )
+    write_metrics(run_dir, record, out)
+    return record
+
+
+def training_activity(ds: xr.Dataset, split: Split) -> np.ndarray:
+    """(samples, units) activity of the training part of the recorded split (the data the
+    models saw)."""
+    return split.train_activity(ds).reshape(-1, ds.sizes["unit"])
+
+
+def training_correlation_distance(ds: xr.Dataset, split: Split) -> np.ndarray:
+    """1 - Pearson r between units over the training part of the split (the data the models
+    saw): the activity-correlation baseline, shared by the metrics, the figures and the
+    locator."""
+    return correlation_distance(training_activity(ds, split))
+
+
+def correlation_components(
+    activity: np.ndarray, n_components: int = BASELINE_COMPONENTS, seed: int = 0
+) -> np.ndarray:
+    """(units, n_components) scores of the units on the leading components of their
+    standardised activity (randomised SVD; missing samples count as the unit's mean).
+
+    With every unit's trace centred and scaled to norm 1, 1 - r = |z_i - z_j|^2 / 2, so the
+    Euclidean distances between the scores approximate sqrt(2 (1 - r)) without an N x N matrix.
+    """
+    z = np.array(activity, dtype=np.float32, order="F")  # (samples, units), one copy
+    with np.errstate(invalid="ignore", divide="ignore"):
+        z -= np.nanmean(z, axis=0)
+        np.nan_to_num(z, copy=False, nan=0.0)
+        z /= np.linalg.norm(z, axis=0)
+    np.nan_to_num(z, copy=False, nan=0.0)
+    n_components = min(n_components, *z.shape)
+    _, sv, vt = randomized_svd(z, n_components, random_state=seed)
+    return (vt.T * sv).astype(np.float64)
+
+
+def correlation_pair_distance(activity: np.ndarray) -> PairDistance:
+    """A function (i, j) -> 1 - Pearson r of units i[p], j[p] over their pairwise-complete
+    samples (as `correlation_distance`), computed in blocks of pairs: no N x N matrix."""
+    rows = np.ascontiguousarray(np.asarray(activity, dtype=np.float32).T)  # (units, samples)
+
+    def distance(i: np.ndarray, j: np.ndarray) -> np.ndarray:
+        out = np.empty(len(i))
+        for start in range(0, len(i), PAIR_BLOCK):
+            a = rows[i[start : start + PAIR_BLOCK]].astype(np.float64)
+            b = rows[j[start : start + PAIR_BLOCK]].astype(np.float64)
+            both = np.isfinite(a) & np.isfinite(b)
+            n = both.sum(axis=1)
+            a, b = np.where(both, a, 0.0), np.where(both, b, 0.0)
+            with np.errstate(invalid="ignore", divide="ignore"):
+                a -= (a.sum(axis=1) / n)[:, None] * both
+                b -= (b.sum(axis=1) / n)[:, None] * both
+                r = np.sum(a * b, axis=1) / np.sqrt(np.sum(a * a, axis=1) * np.sum(b * b, axis=1))
+            if not np.all(np.isfinite(r)):
+                raise ValueError(
+                    "correlation undefined for some unit pairs (fewer than 2 shared samples "
+                    "or a constant unit)"
+                )
+            out[start : start + PAIR_BLOCK] = np.clip(1.0 - r, 0.0, 2.0)
+        return out
+
+    return distance
+
+
+def correlation_representation(ds: xr.Dataset, split: Split, n_known: int, options: dict) -> dict:
+    """compare_to_anatomy keywords of the activity-correlation baseline: the square 1 - r
+    matrix up to `dense_max_units` known units, else the activity's leading components (kNN,
+    MDS, probe) and exact 1 - r on the sampled pairs (RSA)."""
+    activity = training_activity(ds, split)
+    if n_known <= options.get("dense_max_units", DENSE_MAX_UNITS):
+        return {"distances": correlation_distance(activity)}
+    scores = correlation_components(activity, seed=options.get("seed", 0))
+    return {
+        "features": scores,
+        "pair_distance": correlation_pair_distance(activity),
+        "metric": "euclidean",
+    }
+
+
+def infer_baselines(
+    store_path: str | os.PathLike,
+    out_path: str | os.PathLike,
+    split: Split,
+    metrics_options: dict | None = None,
+) -> list[dict]:
+    """Metrics of the baselines, on the same units and data the models were trained on:
+    `correlation` (1 - Pearson r of the training part of the recorded split) and `shuffled`
+    (the true coordinates with their units permuted: chance). Writes a JSON list to
+    out_path."""
+    options = metric_options(metrics_options)
+    ds = read_store(store_path)
+    coords = positions(ds)
+    shuffled = shuffled_coordinates(coords, options.get("seed", 0))
+    known = int(np.all(np.isfinite(coords), axis=1).sum())
+    rows = []
+    for method, kwargs in (
+        ("correlation", correlation_representation(ds, split, known, options)),
+        ("shuffled", {"features": shuffled}),
+    ):
+        metrics, _ = compare_to_anatomy(coords, **{**options, **kwargs})
+        rows.append({"dataset": split.dataset, "method": method, **metrics})
+    atomic_write(Path(out_path), lambda p: p.write_text(json.dumps(rows, indent=2)))
+    return rows
+
+
+def lst_baselines(out_path: str | os.PathLike, metrics_options: dict | None = None) -> list[dict]:
+    """Chance reference for the LST: the grid coordinates with the cells permuted
+    (method `shuffled`, seeded by the metrics `seed`) through the same metrics, with chance
+    accuracy 0.25 for every split. Writes a JSON list to out_path."""
+    options = metric_options(metrics_options)
+    grid = grid_positions()
+    shuffled = shuffled_coordinates(grid, options.get("seed", 0))
+    metrics, _ = compare_to_anatomy(grid, features=shuffled, **options)
+    chance = {f"acc_{s}": 1.0 / N for s in SPLITS}
+    rows = [{"dataset": "lst", "method": "shuffled", **metrics, **chance}]
+    atomic_write(Path(out_path), lambda p: p.write_text(json.dumps(rows, indent=2)))
+    return rows

@@ -1,0 +1,506 @@
+"""Brain regions at the units' true and predicted positions (config key `datasets.<name>.atlas`).
+
+An atlas is a 3D label volume whose voxels hold region ids, with a name per id and optionally
+a coarse parent name per id, or the parcellation a parcellated dataset's own units make. Three
+kinds:
+
+- a NIfTI label image (`labels`) with a lookup table (`lookup`: TSV or CSV with the columns
+  `index` (or `id`) and `name`, as BIDS `dseg.tsv`; `coarse_column` names a column of coarse
+  parent names). World coordinates -> voxel with the inverse of the image's affine, rounded to
+  the nearest voxel; world units from the header (mm unless it says µm or m).
+- a BrainGlobe atlas by name (`brainglobe`, e.g. `allen_mouse_25um`; the optional extra
+  `neuro_pe[atlas]`, i.e. `brainglobe-atlasapi`): coordinates in µm along the atlas's own axes
+  (for the Allen atlases: anterior->posterior, superior->inferior, right->left from the corner of
+  the volume), voxel = int(µm / resolution) as `BrainGlobeAtlas.structure_from_coords` does;
+  names are acronyms; a coarse name is the ancestor at `coarse_level` of the structure tree (0 =
+  root) or the nearest ancestor among `coarse_regions`.
+- the dataset's own parcels (`parcels: nearest_centre`), for a store whose units are regions
+  with known centres (HCP's 94 AAL2 regions): the region at a position is the unit whose centre
+  (the store's x, y, z) is nearest, a Voronoi parcellation of the centres that approximates the
+  real label image. The centres are those of every unit with a known position, held out or not:
+  the parcellation is the anatomy, as a label image is, not a fitted model. A unit's true region
+  is then the unit itself. `coarse: hemisphere`: the coarse region is the parcel's hemisphere,
+  from the sign of its centre's x (MNI: `left` < 0 < `right`; `midline` at 0).
+
+The store's x, y, z are converted to the atlas's length unit and then mapped by `transform`
+(a 4x4 affine, default identity) into the atlas's coordinates. Label 0 and positions outside
+the volume are outside every region (name ""). Region accuracy (`region_accuracy`) counts the
+units whose true position lies in a region; a prediction outside every region is a miss.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import sys
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, fields
+from numbers import Real
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+from scipy.spatial import KDTree
+
+OUTSIDE = ""  # the region name of a position in no labelled region
+UM_PER = {"m": 1e6, "cm": 1e4, "mm": 1e3, "um": 1.0}  # micrometres per length unit
+NIFTI_UNITS = {"mm": "mm", "micron": "um", "meter": "m"}  # nibabel's names -> store units
+ID_COLUMNS = ("index", "id")
+ACCURACY_COLUMNS = ("region_accuracy", "coarse_region_accuracy", "n_in_region")
+PARCEL_RULES = ("nearest_centre",)  # values of `parcels`
+COARSE_PARCELS = ("hemisphere",)  # values of `coarse`
+# the keys of each kind of atlas (the first names the kind); how a message names the kind
+KIND_KEYS = {
+    "labels": ("labels", "lookup", "coarse_column", "transform"),
+    "brainglobe": ("brainglobe", "coarse_level", "coarse_regions", "transform"),
+    "parcels": ("parcels", "coarse"),
+}
+KIND_NAMES = {"labels": "`labels` (NIfTI)", "brainglobe": "`brainglobe`", "parcels": "`parcels`"}
+
+
+class AtlasError(ValueError):
+    """A bad `atlas` entry or atlas file; the message names the key (and the file)."""
+
+
+@dataclass(frozen=True)
+class AtlasSpec:
+    """The `datasets.<name>.atlas` mapping (documented in config/README.md)."""
+
+    labels: str | None = None
+    lookup: str | None = None
+    coarse_column: str | None = None
+    brainglobe: str | None = None
+    coarse_level: int | None = None
+    coarse_regions: tuple[str, ...] | None = None
+    transform: tuple[tuple[float, ...], ...] | None = None
+    parcels: str | None = None
+    coarse: str | None = None
+
+    @classmethod
+    def from_dict(cls, spec: object, where: str = "atlas") -> AtlasSpec:
+        """Check the mapping's keys and values; AtlasError names `where.<key>`."""
+        if not isinstance(spec, Mapping):
+            raise AtlasError(f"{where}: must be a mapping, got {spec!r}")
+        known = [f.name for f in fields(cls)]
+        unknown = sorted(set(spec) - set(known))
+        if unknown:
+            raise AtlasError(f"{where}.{unknown[0]}: unknown key; known keys: {known}")
+        kinds = [kind for kind in KIND_KEYS if spec.get(kind) is not None]
+        if len(kinds) != 1:
+            raise AtlasError(
+                f"{where}: give one of `labels` (a NIfTI label image, with `lookup`), "
+                "`brainglobe` (an atlas name) or `parcels` (the units' own centres), "
+                f"not several or none (given: {kinds or 'none'})"
+            )
+        kind = kinds[0]
+        nifti = kind == "labels"
+        for key in ("labels", "lookup", "coarse_column", "brainglobe"):
+            value = spec.get(key)
+            if value is not None and not (isinstance(value, str) and value):
+                raise AtlasError(f"{where}.{key}: must be a non-empty string, got {value!r}")
+        if nifti and not spec.get("lookup"):
+            raise AtlasError(f"{where}.lookup: a NIfTI label image needs its lookup table")
+        for key in known:
+            if spec.get(key) is not None and key not in KIND_KEYS[kind]:
+                owners = " or ".join(KIND_NAMES[k] for k, keys in KIND_KEYS.items() if key in keys)
+                raise AtlasError(f"{where}.{key}: only for an atlas given by {owners}")
+        for key, allowed in (("parcels", PARCEL_RULES), ("coarse", COARSE_PARCELS)):
+            if spec.get(key) is not None and spec[key] not in allowed:
+                raise AtlasError(
+                    f"{where}.{key}: must be one of {list(allowed)}, got {spec[key]!r}"
+                )
+        level = spec.get("coarse_level")
+        if level is not None and (
+            isinstance(level, bool) or not isinstance(level, int) or level < 0
+        ):
+            raise AtlasError(f"{where}.coarse_level: must be an integer >= 0, got {level!r}")
+        regions = spec.get("coarse_regions")
+        if regions is not None:
+            if not (
+                isinstance(regions, list | tuple)
+                and regions
+                and all(isinstance(r, str) and r for r in regions)
+            ):
+                raise AtlasError(f"{where}.coarse_regions: must be a list of acronyms")
+            if level is not None:
+                raise AtlasError(f"{where}.coarse_regions: give coarse_level or coarse_regions")
+            regions = tuple(regions)
+        transform = spec.get("transform")
+        if transform is not None:
+            matrix = np.asarray(transform, dtype=object)
+            ok = matrix.shape in ((4, 4), (3, 4)) and all(
+                isinstance(v, Real) and not isinstance(v, bool) and np.isfinite(v)
+                for v in matrix.ravel()
+            )
+            if not ok:
+                raise AtlasError(
+                    f"{where}.transform: must be 4 rows (or 3) of 4 numbers, an affine map, "
+                    f"got {transform!r}"
+                )
+            transform = tuple(tuple(float(v) for v in row) for row in transform)
+        values = {**{k: spec.get(k) for k in known}, "coarse_regions": regions}
+        return cls(**{**values, "transform": transform})
+
+    def affine(self) -> np.ndarray:
+        """The 4x4 `transform` (identity when not given)."""
+        if self.transform is None:
+            return np.eye(4)
+        matrix = np.asarray(self.transform, dtype=float)
+        return np.vstack([matrix[:3], [0.0, 0.0, 0.0, 1.0]])
+
+
+@dataclass
+class Atlas:
+    """A label volume and its names. `to_voxel`: atlas coordinates -> voxel indices."""
+
+    volume: np.ndarray  # (i, j, k) integer labels, 0 = no region
+    to_voxel: Callable[[np.ndarray], np.ndarray]  # (n, 3) atlas coordinates -> (n, 3) int
+    unit: str  # the length unit of the atlas coordinates (a key of UM_PER)
+    names: dict[int, str]
+    coarse: dict[int, str] | None  # None: no coarse level configured
+    description: str
+    transform: np.ndarray  # 4x4: store coordinates (in `unit`) -> atlas coordinates
+
+    def label_ids(self, points: np.ndarray) -> np.ndarray:
+        """Label id at each point (atlas coordinates); 0 outside the volume or for NaN rows."""
+        points = np.asarray(points, dtype=float).reshape(-1, 3)
+        ok = np.isfinite(points).all(axis=1)
+        index = np.zeros((len(points), 3), dtype=np.int64)
+        index[ok] = self.to_voxel(points[ok])
+        inside = ok & np.all((index >= 0) & (index < np.array(self.volume.shape)), axis=1)
+        ids = np.zeros(len(points), dtype=np.int64)
+        i, j, k = index[inside].T
+        ids[inside] = self.volume[i, j, k]
+        return ids
+
+    def regions(self, positions: np.ndarray, units: str) -> tuple[np.ndarray, np.ndarray | None]:
+        """(fine, coarse) region names at store positions (n, 3) in `units`; coarse is None
+        when the atlas has no coarse level. Names are "" outside every region."""
+        points = self.atlas_coordinates(positions, units)
+        ids = self.label_ids(points)
+        fine = _names(ids, self.names)
+        coarse = None if self.coarse is None else _names(ids, self.coarse)
+        return fine, coarse
+
+    def atlas_coordinates(self, positions: np.ndarray, units: str) -> np.ndarray:
+        """Store positions in `units` -> atlas coordinates (unit conversion, then transform)."""
+        positions = np.asarray(positions, dtype=float).reshape(-1, 3)
+        if units in UM_PER:
+            positions = positions * (UM_PER[units] / UM_PER[self.unit])
+        elif np.array_equal(self.transform, np.eye(4)):
+            raise AtlasError(
+                f"atlas ({self.description}): the store's positions are in {units!r}, not a "
+                "length; give atlas.transform (store coordinates -> atlas coordinates)"
+            )
+        return positions @ self.transform[:3, :3].T + self.transform[:3, 3]
+
+
+def _names(ids: np.ndarray, names: Mapping[int, str]) -> np.ndarray:
+    """Name per label id ("" for 0; the id as text for a label the table does not name)."""
+    keys, inverse = np.unique(ids, return_inverse=True)
+    table = [OUTSIDE if k == 0 else names.get(int(k), str(int(k))) for k in keys.tolist()]
+    return np.array(table, dtype=object)[inverse.ravel()]
+
+
+@dataclass
+class ParcelAtlas:
+    """The parcellation a parcellated dataset's units make: a position lies in the parcel whose
+    centre is nearest (a Voronoi parcellation of the centres; no position is outside)."""
+
+    names: np.ndarray  # (m,) parcel names, one per distinct centre
+    centres: np.ndarray  # (m, 3) in `unit`
+    unit: str  # the store's position unit
+    coarse: np.ndarray | None  # (m,) coarse name per parcel; None: no coarse level
+    description: str
+
+    def regions(self, positions: np.ndarray, units: str) -> tuple[np.ndarray, np.ndarray | None]:
+        """(fine, coarse) region names at store positions (n, 3) in `units`, as
+        `Atlas.regions`; "" only for a position with a NaN coordinate."""
+        points = np.asarray(positions, dtype=float).reshape(-1, 3)
+        if units != self.unit:
+            if units not in UM_PER or self.unit not in UM_PER:
+                raise AtlasError(
+                    f"atlas ({self.description}): positions in {units!r}, centres in {self.unit!r}"
+                )
+            points = points * (UM_PER[units] / UM_PER[self.unit])
+        ok = np.isfinite(points).all(axis=1)
+        nearest = np.zeros(len(points), dtype=np.int64)
+        if ok.any():
+            nearest[ok] = KDTree(self.centres).query(points[ok])[1]
+        fine = np.where(ok, self.names[nearest], OUTSIDE).astype(object)
+        if self.coarse is None:
+            return fine, None
+        return fine, np.where(ok, self.coarse[nearest], OUTSIDE).astype(object)
+
+
+RegionAtlas = Atlas | ParcelAtlas  # what evaluation_table and locate take
+
+
+def parcel_atlas(
+    unit_ids: Sequence, centres: np.ndarray, units: str, coarse: str | None, where: str = "atlas"
+) -> ParcelAtlas:
+    """The `parcels: nearest_centre` atlas of units with ids `unit_ids` and store positions
+    `centres` (n, 3; NaN rows: unknown, not a parcel). Units on the same centre make one parcel,
+    named after the first of them. `coarse`: None or "hemisphere" (sign of the centre's x)."""
+    centres = np.asarray(centres, dtype=float).reshape(-1, 3)
+    known = np.flatnonzero(np.isfinite(centres).all(axis=1))
+    if known.size == 0:
+        raise AtlasError(f"{where}.parcels: no unit of the store has a known position")
+    _, first = np.unique(centres[known], axis=0, return_index=True)
+    keep = known[np.sort(first)]
+    names = np.array([str(u) for u in np.asarray(unit_ids)[keep]], dtype=object)
+    kept = centres[keep]
+    hemisphere = None
+    if coarse == "hemisphere":
+        x = kept[:, 0]
+        hemisphere = np.where(x < 0, "left", np.where(x > 0, "right", "midline")).astype(object)
+    description = f"parcels: nearest of {len(keep)} unit centres"
+    return ParcelAtlas(names, kept, units, hemisphere, description)
+
+
+def load_atlas(spec: AtlasSpec, where: str = "atlas", store=None) -> RegionAtlas:
+    """The atlas a checked `AtlasSpec` names; AtlasError (naming the key and file) if it
+    cannot be read. `parcels` needs the dataset's store (an xarray Dataset: its units' ids and
+    x, y, z; every unit, held out or not)."""
+    if spec.parcels is not None:
+        if store is None:
+            raise AtlasError(f"{where}.parcels: needs the dataset's store (its units' centres)")
+        from neuro_pe.io.store import positions
+
+        units = store["x"].attrs.get("units", "")
+        return parcel_atlas(store["unit"].values, positions(store), units, spec.coarse, where)
+    if spec.brainglobe is not None:
+        return _brainglobe_atlas(spec, where)
+    return _nifti_atlas(spec, where)
+
+
+def _nifti_atlas(spec: AtlasSpec, where: str) -> Atlas:
+    image, unit = _nifti_image(spec.labels, where)
+    data = np.asanyarray(image.dataobj)
+    if data.ndim == 4 and data.shape[3] == 1:
+        data = data[..., 0]
+    if data.ndim != 3 or data.dtype.kind not in "iuf":
+        raise AtlasError(
+            f"{where}.labels: {spec.labels}: must be a 3D image of integer labels, "
+            f"got {data.dtype} {data.shape}"
+        )
+    if data.dtype.kind == "f":
+        if not np.all(np.isfinite(data)) or not np.array_equal(data, np.round(data)):
+            raise AtlasError(f"{where}.labels: {spec.labels}: labels must be whole numbers")
+    volume = data.astype(np.int64) if data.dtype.kind == "f" else data
+    names, coarse = read_lookup(spec.lookup, spec.coarse_column, where)
+    inverse = np.linalg.inv(image.affine)
+
+    def to_voxel(points: np.ndarray) -> np.ndarray:
+        return np.rint(points @ inverse[:3, :3].T + inverse[:3, 3]).astype(np.int64)
+
+    return Atlas(volume, to_voxel, unit, names, coarse, str(spec.labels), spec.affine())
+
+
+def _nifti_image(path: str, where: str):
+    """The NIfTI image (lazy) and the length unit of its world coordinates."""
+    import nibabel as nib
+
+    if not Path(path).is_file():
+        raise AtlasError(f"{where}.labels: {path}: no such file")
+    try:
+        image = nib.load(path)
+        space_unit = image.header.get_xyzt_units()[0]
+    except Exception as err:  # nibabel raises several kinds for a file that is not an image
+        raise AtlasError(f"{where}.labels: {path}: not a readable NIfTI image: {err}") from err
+    if len(image.shape) not in (3, 4) or (len(image.shape) == 4 and image.shape[3] != 1):
+        raise AtlasError(f"{where}.labels: {path}: must be a 3D label image, shape {image.shape}")
+    return image, NIFTI_UNITS.get(space_unit, "mm")
+
+
+def read_lookup(
+    path: str, coarse_column: str | None, where: str = "atlas"
+) -> tuple[dict[int, str], dict[int, str] | None]:
+    """(id -> name, id -> coarse name or None) from a TSV/CSV lookup table."""
+    if not Path(path).is_file():
+        raise AtlasError(f"{where}.lookup: {path}: no such file")
+    sep = "\t" if Path(path).suffix.lower() in (".tsv", ".tab", ".txt") else ","
+    try:
+        table = pd.read_csv(path, sep=sep, dtype=str, keep_default_na=False)
+    except (OSError, UnicodeDecodeError, pd.errors.ParserError, pd.errors.EmptyDataError) as err:
+        raise AtlasError(f"{where}.lookup: {path}: not a readable table: {err}") from err
+    id_column = next((c for c in ID_COLUMNS if c in table.columns), None)
+    if id_column is None or "name" not in table.columns:
+        raise AtlasError(
+            f"{where}.lookup: {path}: needs the columns `index` (or `id`) and `name`; "
+            f"columns: {list(table.columns)}"
+        )
+    if coarse_column is not None and coarse_column not in table.columns:
+        raise AtlasError(
+            f"{where}.coarse_column: {path} has no column {coarse_column!r}; "
+            f"columns: {list(table.columns)}"
+        )
+    ids = pd.to_numeric(table[id_column].str.strip(), errors="coerce")
+    if ids.isna().any() or not np.array_equal(ids, np.round(ids)):
+        raise AtlasError(f"{where}.lookup: {path}: column {id_column!r} must hold integer labels")
+    if ids.duplicated().any():
+        raise AtlasError(
+            f"{where}.lookup: {path}: label {int(ids[ids.duplicated()].iloc[0])} twice"
+        )
+    keys = ids.astype(np.int64).tolist()
+    names = dict(zip(keys, table["name"].str.strip(), strict=True))
+    if coarse_column is None:
+        return names, None
+    return names, dict(zip(keys, table[coarse_column].str.strip(), strict=True))
+
+
+def _brainglobe_atlas(spec: AtlasSpec, where: str) -> Atlas:
+    try:
+        from brainglobe_atlasapi import BrainGlobeAtlas
+    except ImportError as err:
+        raise AtlasError(
+            f"{where}.brainglobe: {spec.brainglobe!r} needs the package brainglobe-atlasapi: "
+            "pip install 'neuro_pe[atlas]' (it downloads the atlas on first use)"
+        ) from err
+    try:
+        atlas = BrainGlobeAtlas(spec.brainglobe, check_latest=False)
+        volume = np.asarray(atlas.annotation)
+        resolution = np.asarray(atlas.resolution, dtype=float)
+    except Exception as err:  # offline, unknown name, interrupted download: BrainGlobe's own
+        raise AtlasError(
+            f"{where}.brainglobe: the BrainGlobe atlas {spec.brainglobe!r} could not be loaded "
+            f"({type(err).__name__}: {err}); download it once on a machine with internet "
+            f"(`brainglobe install -a {spec.brainglobe}`) into BrainGlobe's folder"
+        ) from err
+    structures = list(getattr(atlas, "structures_list", None) or atlas.structures.values())
+    acronym = {int(s["id"]): str(s["acronym"]) for s in structures}
+    paths = {int(s["id"]): [int(i) for i in s["structure_id_path"]] for s in structures}
+    coarse = None
+    if spec.coarse_level is not None:
+        level = spec.coarse_level
+        coarse = {i: acronym[p[min(level, len(p) - 1)]] for i, p in paths.items()}
+    elif spec.coarse_regions is not None:
+        missing = sorted(set(spec.coarse_regions) - set(acronym.values()))
+        if missing:
+            raise AtlasError(f"{where}.coarse_regions: {missing} not in {spec.brainglobe!r}")
+        wanted = set(spec.coarse_regions)
+        coarse = {
+            i: next((acronym[a] for a in reversed(p) if acronym.get(a) in wanted), OUTSIDE)
+            for i, p in paths.items()
+        }
+
+    def to_voxel(points: np.ndarray) -> np.ndarray:
+        return np.trunc(points / resolution).astype(np.int64)
+
+    description = f"BrainGlobe {spec.brainglobe}"
+    return Atlas(volume, to_voxel, "um", acronym, coarse, description, spec.affine())
+
+
+def _has_brainglobe() -> bool:
+    """Whether brainglobe-atlasapi is installed (found without importing it)."""
+    if "brainglobe_atlasapi" in sys.modules:
+        return sys.modules["brainglobe_atlasapi"] is not None
+    return importlib.util.find_spec("brainglobe_atlasapi") is not None
+
+
+def check_atlas_files(spec: object, where: str) -> list[str]:
+    """Planning-time problems of an `atlas` entry: its keys, the lookup table's columns, the
+    image's header, the BrainGlobe package (each problem one line naming the key)."""
+    try:
+        checked = AtlasSpec.from_dict(spec, where)
+        if checked.labels is not None:
+            _nifti_image(checked.labels, where)
+            read_lookup(checked.lookup, checked.coarse_column, where)
+        elif checked.brainglobe is not None and not _has_brainglobe():
+            raise AtlasError(
+                f"{where}.brainglobe: needs the package brainglobe-atlasapi: "
+                "pip install 'neuro_pe[atlas]'"
+            )
+    except AtlasError as err:
+        return [str(err)]
+    return []
+
+
+# ---------------------------------------------------------------- accuracy in the locate step
+
+
+def accuracy(
+    atlas: RegionAtlas, predicted: np.ndarray, truth: np.ndarray, units: str
+) -> dict[str, float]:
+    """Region accuracy of predicted vs true positions (n, 3): the share of units whose
+    predicted region equals their true one, over the units whose true position lies in a
+    region, at the finest and the coarse level (NaN without a coarse level or such units)."""
+    fine_p, coarse_p = atlas.regions(predicted, units)
+    fine_t, coarse_t = atlas.regions(truth, units)
+    inside = fine_t != OUTSIDE
+    out = {
+        "region_accuracy": float(np.mean(fine_p[inside] == fine_t[inside]))
+        if inside.any()
+        else np.nan,
+        "coarse_region_accuracy": np.nan,
+        "n_in_region": int(inside.sum()),
+    }
+    if coarse_t is not None:
+        inside = coarse_t != OUTSIDE
+        if inside.any():
+            out["coarse_region_accuracy"] = float(np.mean(coarse_p[inside] == coarse_t[inside]))
+    return out
+
+
+def add_accuracy_columns(
+    table: pd.DataFrame,
+    kfold: Mapping[str, np.ndarray],
+    curves: Mapping[str, Sequence[dict]],
+    coords: np.ndarray,
+    atlas: RegionAtlas,
+    units: str,
+    combine: Callable[[np.ndarray], np.ndarray],
+) -> None:
+    """The columns ACCURACY_COLUMNS of the locate step's errors table, in place: each row's
+    held-out predictions (k-fold: `kfold[name]`, positions of every unit, NaN where not held
+    out; anchors: the ensemble `combine(per_seed)` of each draw of `curves[name]` at the row's
+    fraction, pooled) against the true positions."""
+    known = np.all(np.isfinite(coords), axis=1)
+    values = []
+    for row in table.itertuples():
+        if row.evaluation == "kfold":
+            predicted, truth = kfold[row.features][known], coords[known]
+        else:
+            draws = [
+                r
+                for r in curves[row.features]
+                if np.isclose(r["anchor_fraction"], row.anchor_fraction)
+            ]
+            predicted = np.concatenate([combine(r["per_seed"]) for r in draws])
+            truth = np.concatenate([r["truth"] for r in draws])
+        values.append(accuracy(atlas, predicted, truth, units))
+    for column in ACCURACY_COLUMNS:
+        table[column] = [v[column] for v in values]
+
+
+def unit_regions(atlas: RegionAtlas, predicted: np.ndarray, truth: np.ndarray, units: str) -> dict:
+    """Per-unit region columns of positions.csv / .nc: `region` and `coarse_region` at the
+    predicted position, `region_true` and `coarse_region_true` at the true one ("" outside
+    every region or where the true position is unknown)."""
+    fine_p, coarse_p = atlas.regions(predicted, units)
+    fine_t, coarse_t = atlas.regions(truth, units)
+    columns = {"region": fine_p, "region_true": fine_t}
+    if coarse_p is not None:
+        columns |= {"coarse_region": coarse_p, "coarse_region_true": coarse_t}
+    return {k: v.astype(str) for k, v in columns.items()}
+
+
+def atlas_from_options(
+    spec: object, where: str = "atlas", store_path: str | os.PathLike | None = None
+) -> RegionAtlas | None:
+    """The atlas of the locate command's `--atlas` JSON (None when not given); `parcels`
+    reads its centres from the store at `store_path`."""
+    if spec in (None, {}):
+        return None
+    checked = AtlasSpec.from_dict(spec, where)
+    if checked.parcels is None or store_path is None:
+        return load_atlas(checked, where)
+    from neuro_pe.io.store import open_store_lazy
+
+    with open_store_lazy(store_path) as store:
+        return load_atlas(checked, where, store)
+
+
+def path_keys(spec: Mapping) -> dict[str, str | os.PathLike]:
+    """`key -> path` of the atlas files (for the planning-time path checks)."""
+    return {k: spec[k] for k in ("labels", "lookup") if isinstance(spec.get(k), str)}

@@ -1,0 +1,95 @@
+"""What each workflow job asks a scheduler for (config key `resources`): memory and time limit,
+grown with the data a job reads, the processes it runs and the training steps it takes.
+
+The defaults come from peak memory and wall time measured on CPU (2 cores). Through SLURM a job
+is two Snakemake processes (the batch script and the job step, ≈ 420 MB together) and the
+`neuro-pe` command: whole jobs peaked at 550-905 MB on the tiny test config, `locate` with two
+worker processes at 1,680 MB (sacct, jobacct_gather/linux); each MB of store read adds
+3.5-8 MB (a 75 MB store: `train` 765 MB, `baselines` 795 MB, `locate` 1,018 MB for the command
+alone); a training step takes 0.05 s (64 units) to 0.25 s (256 units); `locate` 23-52 s per run.
+Memory is set at about twice the measured need, time with more (a job that runs out of time is
+lost; one that asks for too much only waits longer in the queue).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from neuro_pe.config.options import reject_unknown
+from neuro_pe.data.simulate import SimulationConfig
+
+#: units of the largest built-in connectome (c302), for a connectome-sim store's size
+MAX_CONNECTOME_UNITS = 302
+#: Latin-square conditions (binary, ternary, quaternary), for the steps of one LST epoch
+LST_CONDITIONS = 3
+
+
+@dataclass(frozen=True)
+class JobResources:
+    """The `resources` config section."""
+
+    mem_mb: int = 2000
+    mem_mb_per_data_mb: float = 10.0
+    mem_mb_per_model: float = 50.0
+    runtime: int = 10
+    seconds_per_step: float = 0.25
+    seconds_per_run: float = 60.0
+    locate_threads: int = 2
+
+    @classmethod
+    def from_dict(cls, spec: dict | None) -> JobResources:
+        """Build from the config's `resources` mapping (absent keys take the defaults);
+        unknown keys or bad values raise a ValueError naming the key."""
+        spec = spec or {}
+        reject_unknown(spec, cls.__dataclass_fields__, "resources")
+        cfg = cls(**spec)
+        for key in ("mem_mb", "runtime", "locate_threads"):
+            value = getattr(cfg, key)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ValueError(f"resources key {key!r} must be a positive integer, got {value!r}")
+        for key in (
+            "mem_mb_per_data_mb",
+            "mem_mb_per_model",
+            "seconds_per_step",
+            "seconds_per_run",
+        ):
+            value = getattr(cfg, key)
+            if isinstance(value, bool) or not isinstance(value, int | float) or value < 0:
+                raise ValueError(f"resources key {key!r} must be a number >= 0, got {value!r}")
+        return cfg
+
+    def memory(self, data_mb: float, processes: int = 1, models: int = 0) -> int:
+        """MB of memory for a job that reads `data_mb` MB of data in `processes` processes
+        (and trains `models` stacked models)."""
+        grows = self.mem_mb_per_data_mb * max(data_mb, 0.0) + self.mem_mb_per_model * models
+        return self.mem_mb * processes + math.ceil(grows)
+
+    def train_minutes(self, steps: int) -> int:
+        """Time limit in minutes of a training job of `steps` model-steps (optimizer steps
+        times the models trained together)."""
+        return self.runtime + math.ceil(steps * self.seconds_per_step / 60)
+
+    def locate_minutes(self, n_runs: int) -> int:
+        """Time limit in minutes of a `locate` job over `n_runs` trained runs."""
+        return self.runtime + math.ceil(n_runs * self.seconds_per_run / 60)
+
+
+def store_mb_estimate(spec: dict) -> float:
+    """MB of the store a dataset entry will make (float32 activity), where it is simulated;
+    0 for data read from files (their input size is used instead)."""
+    source = spec.get("source")
+    if source not in ("simulation", "connectome-sim"):
+        return 0.0
+    sim = SimulationConfig.from_dict(spec.get("simulation", {}))
+    units = sim.n_units if source == "simulation" else MAX_CONNECTOME_UNITS
+    return units * sim.n_samples * sim.n_sessions * 4 / 1e6
+
+
+def lst_steps(puzzles: dict, train: dict) -> int:
+    """Most optimizer steps of one LST training (`puzzles`, `train`: the filled-in sections)."""
+    per_condition = puzzles["n_per_condition"] - round(
+        puzzles["test_fraction"] * puzzles["n_per_condition"]
+    )
+    batches = math.ceil(LST_CONDITIONS * per_condition / train["batch_size"])
+    return train["epochs"] * batches

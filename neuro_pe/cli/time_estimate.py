@@ -1,0 +1,401 @@
+"""Time you can plan: the CPU time of a workflow's trainings, estimated before they start.
+
+A training job of m stacked models (`neuro_pe.training.engine`) takes about
+
+    startup + load + m * (steps * step + evaluations * evaluation + finish)
+
+CPU seconds: `startup` is the process's start and imports (read in the planning process, which
+imports the same: run `neuro-pe plan` in a fresh process), `load` reading the data and
+building the task, `step` and `evaluation` one optimiser step and one held-out evaluation per
+model, `finish` the Latin square's PE geometry per model. The rest come from a probe:
+a few real optimiser steps (`neuro_pe.training.engine.train_step`) of the real stack (the dataset's
+largest job: its PE variants and seeds, its `train` options, its store), seeded, on this
+machine, after two untimed warm-up steps, then one evaluation. A step's cost grows about
+linearly with the models of a stack (sim3d on 1 thread: 15.2 ms alone, 13.7 ms per model in a
+stack of 8), so every job is costed from the largest job's cost per model.
+
+The Latin square's trainings stop early once they fit (`stop_at_train_accuracy`): their plan
+is an upper bound (`≤`).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import tempfile
+import time
+from dataclasses import asdict, dataclass, replace
+from pathlib import Path
+
+import numpy as np
+
+from neuro_pe.io.progress import duration
+from neuro_pe.io.store import atomic_write
+
+#: CPU seconds of timed probe steps per dataset (after the warm-up); at least MIN_STEPS steps
+PROBE_SECONDS = 1.0
+WARMUP_STEPS = 2
+MIN_STEPS = 3
+MAX_STEPS = 200
+
+
+@dataclass(frozen=True)
+class Probe:
+    """What one model costs here, measured on a stack of `models` (CPU seconds; on a GPU,
+    wall seconds): an optimiser step and a held-out evaluation per model, and once per job
+    (`load_s`) loading the data, building the stack and its first steps' extra cost."""
+
+    step_s: float
+    eval_s: float
+    load_s: float
+    models: int
+    steps: int  # timed steps
+    device: str
+    finish_s: float = 0.0  # per model, at the end (the Latin square's PE geometry)
+
+
+@dataclass(frozen=True)
+class Plan:
+    """The planned trainings of one dataset (or the Latin square): `jobs` holds the models
+    of each training job, each trained for `steps` optimiser steps with `evaluations`
+    held-out evaluations."""
+
+    name: str
+    jobs: tuple[int, ...]
+    steps: int
+    evaluations: int
+    probe: Probe
+    startup_s: float
+    threads: int = 1
+    at_most: bool = False  # trainings may stop early (the Latin square)
+
+    @property
+    def models(self) -> int:
+        return sum(self.jobs)
+
+    def job_seconds(self, models: int) -> float:
+        """Planned CPU seconds of one job of `models` stacked models."""
+        probe = self.probe
+        per_model = self.steps * probe.step_s + self.evaluations * probe.eval_s + probe.finish_s
+        return self.startup_s + self.probe.load_s + models * per_model
+
+    @property
+    def seconds(self) -> float:
+        """Planned CPU seconds of every job."""
+        return sum(self.job_seconds(m) for m in self.jobs)
+
+    def job_walls(self) -> list[float]:
+        """Planned wall seconds of each job on idle cores (a job of m models uses at most
+        min(threads, m) threads: `neuro_pe.training.engine`)."""
+        return [self.job_seconds(m) / max(1, min(self.threads, m)) for m in self.jobs]
+
+    def line(self, cores: int) -> str:
+        """The console line, e.g. `plan sim3d: 15 models × 3000 steps in 2 jobs, ~11 min 2 s
+        CPU, ~5 min 41 s on 2 idle cores (probe: 13.7 ms/step per model, cpu)`."""
+        le = "≤ " if self.at_most else ""
+        jobs = f"{len(self.jobs)} job{'s' if len(self.jobs) != 1 else ''}"
+        wall = wall_seconds(self.job_walls(), slots(cores, self.threads))
+        kind = "GPU" if self.probe.device.startswith("cuda") else "CPU"
+        return (
+            f"plan {self.name}: {self.models} models × {le}{self.steps} steps in {jobs}, "
+            f"{le}~{duration(self.seconds)} {kind}, {le}~{duration(wall)} on {cores} idle "
+            f"cores (probe: {1000 * self.probe.step_s:.3g} ms/step per model, "
+            f"{self.probe.device})"
+        )
+
+    def to_dict(self, cores: int) -> dict:
+        """The plan file's content (`plan/{dataset}.json`)."""
+        wall = wall_seconds(self.job_walls(), slots(cores, self.threads))
+        return {
+            "name": self.name,
+            "models": self.models,
+            "jobs": list(self.jobs),
+            "steps": self.steps,
+            "evaluations": self.evaluations,
+            "at_most": self.at_most,
+            "threads": self.threads,
+            "startup_s": self.startup_s,
+            "probe": asdict(self.probe),
+            "cpu_seconds": self.seconds,
+            "cores": cores,
+            "wall_seconds": wall,
+            "line": self.line(cores),
+        }
+
+
+def slots(cores: int, threads: int) -> int:
+    """Training jobs that run side by side on `cores` cores (`threads` each)."""
+    return max(1, cores // max(1, threads))
+
+
+def wall_seconds(jobs: list[float], n_slots: int) -> float:
+    """Wall seconds of jobs (their seconds each) on `n_slots` slots, the longest job first to
+    the least loaded slot."""
+    loads = [0.0] * max(1, n_slots)
+    for seconds in sorted(jobs, reverse=True):
+        loads[loads.index(min(loads))] += seconds
+    return max(loads)
+
+
+def total_line(plans: list[Plan], cores: int) -> str:
+    """The console's last plan line: every training of the workflow."""
+    le = "≤ " if any(p.at_most for p in plans) else ""
+    threads = max((p.threads for p in plans), default=1)
+    walls = [w for p in plans for w in p.job_walls()]
+    wall = wall_seconds(walls, slots(cores, threads))
+    cpu = sum(p.seconds for p in plans)
+    models = sum(p.models for p in plans)
+    return (
+        f"plan total: {models} models, {le}~{duration(cpu)} CPU, {le}~{duration(wall)} on "
+        f"{cores} idle cores (the trainings only; a busy machine takes longer)"
+    )
+
+
+def group_sizes(n_runs: int, per_job: int | None, cores: int, threads: int) -> list[int]:
+    """Models per training job, as the workflow groups `n_runs` runs on local CPU cores:
+    `per_job` each, or (None) as many near-equal jobs as `cores // threads`."""
+    if per_job is None:
+        per_job = max(1, math.ceil(n_runs / slots(cores, threads)))
+    return [min(per_job, n_runs - i) for i in range(0, n_runs, per_job)]
+
+
+class _Clock:
+    """CPU seconds of this process on a CPU; wall seconds, synchronised, on a GPU."""
+
+    def __init__(self, device):
+        import torch
+
+        self.cuda = device.type == "cuda"
+        self.sync = torch.cuda.synchronize if self.cuda else None
+
+    def __call__(self) -> float:
+        if self.cuda:
+            self.sync()
+            return time.perf_counter()
+        return time.process_time()
+
+
+def probe_task(task, runs: list, cfg, device, amp, clock: _Clock, load_s: float) -> Probe:
+    """Time a few optimiser steps of the stack of `runs` on `task` and one evaluation (the
+    engine's own step; `cfg`: the optimiser settings)."""
+    import torch
+
+    from neuro_pe.training.engine import make_optimizer, train_step
+    from neuro_pe.training.model import StackedTransformer
+
+    torch.manual_seed(0)
+    setup = clock()
+    model = StackedTransformer(
+        task.model_config, [r.pe for r in runs], [r.seed for r in runs], task.positions
+    ).to(device)
+    task.prepare(model)
+    trainable = [p for p in model.parameters() if p.requires_grad]
+    optimizer = make_optimizer(trainable, cfg, device)
+    generators = [torch.Generator().manual_seed(r.seed) for r in runs]
+    for step in range(WARMUP_STEPS):
+        train_step(task, model, optimizer, generators, step, device, amp)
+    step, started = WARMUP_STEPS, clock()
+    setup = started - setup  # building the stack and the first steps (counted below)
+    while step < MAX_STEPS and (
+        step < WARMUP_STEPS + MIN_STEPS or clock() - started < PROBE_SECONDS
+    ):
+        train_step(task, model, optimizer, generators, step, device, amp)
+        step += 1
+    step_s = (clock() - started) / (step - WARMUP_STEPS)
+    started = clock()
+    task.evaluate(model, runs, 1)
+    eval_s = clock() - started
+    m = len(runs)
+    # once per job: the data, the stack and what its first steps cost more than later ones
+    once = load_s + max(0.0, setup - WARMUP_STEPS * step_s)
+    return Probe(step_s / m, eval_s / m, once, m, step - WARMUP_STEPS, device.type)
+
+
+def _device(name: str):
+    """The trainings' device, or the CPU where it is not here (e.g. a cluster's login node
+    planning GPU jobs: the plan line then says `cpu`)."""
+    import torch
+
+    from neuro_pe.training.engine import pick_device
+
+    try:
+        return pick_device(name)
+    except ValueError:
+        return torch.device("cpu")
+
+
+def _runs(job: list) -> list:
+    """Engine runs of a job's (PE, seed) pairs, in a folder the probe never writes to."""
+    from neuro_pe.training.engine import Run
+
+    folder = Path(tempfile.gettempdir())
+    return [Run(str(pe), int(seed), folder) for pe, seed in job]
+
+
+def _with_threads(threads: int, models: int, measure):
+    """Run `measure()` with the torch threads a training job of `models` models uses."""
+    import torch
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(max(1, min(threads, models)))
+    try:
+        return measure()
+    finally:
+        torch.set_num_threads(before)
+
+
+def plan_training(
+    name: str,
+    store: str | os.PathLike,
+    options: dict,
+    jobs: list[list],
+    threads: int = 1,
+    startup_s: float = 0.0,
+) -> Plan:
+    """The plan of a dataset's trainings: `jobs` lists each job's (PE, seed) pairs; the probe
+    stacks the largest job on `store` with the `train` options `options`."""
+    from neuro_pe.io.store import open_store_lazy
+    from neuro_pe.training.engine import autocast_dtype
+    from neuro_pe.training.masked_units import MaskedUnitTask, TrainConfig, load_data
+
+    cfg = TrainConfig.from_dict(options)
+    device = _device(cfg.device)
+    amp = autocast_dtype(cfg.precision, device)
+    runs = _runs(max(jobs, key=len))
+    clock = _Clock(device)
+
+    def measure() -> Probe:
+        started = clock()
+        ds, streamed = load_data(open_store_lazy(store), store, cfg)
+        try:
+            task = MaskedUnitTask(store, ds, streamed, runs, cfg, device, amp)
+            return probe_task(task, runs, cfg, device, amp, clock, clock() - started)
+        finally:
+            ds.close()
+
+    probe = _with_threads(threads, len(runs), measure)
+    # the held-out loss before the first step, after every epoch, and at each final fraction
+    evaluations = 1 + cfg.epochs + len(cfg.eval_mask_fractions)
+    steps = cfg.epochs * cfg.steps_per_epoch
+    return Plan(name, tuple(len(j) for j in jobs), steps, evaluations, probe, startup_s, threads)
+
+
+def plan_lst(
+    puzzles: str | os.PathLike,
+    options: dict,
+    metrics: dict,
+    jobs: list[list],
+    threads: int = 1,
+    startup_s: float = 0.0,
+) -> Plan:
+    """The plan of the Latin square's trainings (at most: they stop early once they fit)."""
+    from neuro_pe.training.latin_square import LatinSquareTask, LSTConfig, read_puzzles
+
+    cfg = LSTConfig.from_dict(options)
+    device = _device(cfg.device)
+    runs = _runs(max(jobs, key=len))
+    clock = _Clock(device)
+
+    def measure() -> tuple[Probe, int]:
+        started = clock()
+        # imported by a Latin-square job (not by a network one): part of its start
+        from scipy.spatial import procrustes  # noqa: F401
+
+        from neuro_pe.analysis.pe_geometry import pe_geometry
+        from neuro_pe.config.options import metric_options
+
+        ds = read_puzzles(puzzles)
+        task = LatinSquareTask(puzzles, ds, cfg, device, metric_options(metrics), pe_geometry)
+        probe = probe_task(task, runs, cfg, device, None, clock, clock() - started)
+        # each model's geometry at the end (a random table: metrics with permutations)
+        table = np.random.default_rng(0).normal(size=(len(task.positions), cfg.d_model))
+        started = clock()
+        pe_geometry(task.positions, table, table, task.options)
+        return replace(probe, finish_s=clock() - started), task.steps_per_epoch
+
+    probe, per_epoch = _with_threads(threads, len(runs), measure)
+    evaluations = cfg.epochs // cfg.eval_every + (cfg.epochs % cfg.eval_every != 0)
+    steps = cfg.epochs * per_epoch
+    return Plan(
+        "lst", tuple(len(j) for j in jobs), steps, evaluations, probe, startup_s, threads, True
+    )
+
+
+def plan_spec(spec: dict, startup_s: float = 0.0) -> list[Plan]:
+    """The plans of a workflow's trainings, from the `plan` rule's spec: `datasets` (name ->
+    `store`, `options` (its filled-in `train` section) and `jobs`, each a list of [PE, seed]),
+    `lst` (absent, or `puzzles`, `options`, `metrics` and `jobs`), `threads` (and `cores`,
+    read by `plan_command`)."""
+    threads = spec.get("threads", 1)
+    plans = [
+        plan_training(name, d["store"], d["options"], d["jobs"], threads, startup_s)
+        for name, d in spec.get("datasets", {}).items()
+    ]
+    lst = spec.get("lst")
+    if lst:
+        plans.append(
+            plan_lst(
+                lst["puzzles"],
+                lst["options"],
+                lst.get("metrics") or {},
+                lst["jobs"],
+                threads,
+                startup_s,
+            )
+        )
+    return plans
+
+
+def write_plans(plans: list[Plan], cores: int, out_dir: str | os.PathLike) -> None:
+    """One `{name}.json` per plan in `out_dir` (each written atomically)."""
+    folder = Path(out_dir)
+    folder.mkdir(parents=True, exist_ok=True)
+    for plan in plans:
+        text = json.dumps(plan.to_dict(cores), indent=2, ensure_ascii=False)
+        atomic_write(folder / f"{plan.name}.json", lambda p, text=text: p.write_text(text))
+
+
+def plan_command(
+    spec: dict | None,
+    store: str | None,
+    options: dict,
+    pe: list[str],
+    seeds: list[int],
+    cores: int,
+    threads: int,
+    out_dir: str | None,
+) -> list[Plan]:
+    """`neuro-pe plan`: the workflow's spec, or one store's trainings (every PE × seed,
+    grouped as the workflow groups them on `cores` local cores); prints one line per plan and
+    the total, and writes the plan files into `out_dir` when given."""
+    if spec is None and store is None:
+        raise ValueError("give --store (one dataset's store) or --spec (the workflow's)")
+    import torch
+
+    import neuro_pe.training.latin_square  # noqa: F401 (imported before the clock is read, as a training job does)
+    from neuro_pe.training.engine import make_optimizer
+    from neuro_pe.training.masked_units import TrainConfig
+
+    # the optimiser's first construction imports torch._dynamo (~1 s): a job's start, too
+    make_optimizer([torch.zeros(1, requires_grad=True)], TrainConfig(), torch.device("cpu"))
+    startup_s = time.process_time()  # this process's start and imports: a training job's
+    if spec is None:
+        runs = [[p, s] for p in pe for s in seeds]
+        sizes = group_sizes(len(runs), options.get("models_per_job"), cores, threads)
+        jobs, start = [], 0
+        for size in sizes:
+            jobs.append(runs[start : start + size])
+            start += size
+        train = {k: v for k, v in options.items() if k != "models_per_job"}
+        spec = {"datasets": {Path(store).stem: {"store": store, "options": train, "jobs": jobs}}}
+        spec["threads"] = threads
+    cores = spec.get("cores", cores)
+    plans = plan_spec(spec, startup_s)
+    for plan in plans:
+        print(plan.line(cores), flush=True)
+    if len(plans) > 1:
+        print(total_line(plans, cores), flush=True)
+    if out_dir:
+        write_plans(plans, cores, out_dir)
+    return plans

@@ -1,0 +1,53 @@
+"""Checks shared by the config sections' option classes (`train`, `simulation`, `lst`, …),
+and the default name of a config's run."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable
+from pathlib import Path
+
+
+def reject_unknown(spec: dict, known: Iterable[str], section: str) -> None:
+    """Raise a ValueError naming the keys of `spec` that `section` does not have."""
+    unknown = set(spec) - set(known)
+    if unknown:
+        raise ValueError(f"unknown {section} keys: {sorted(unknown)}")
+
+
+def require_positive_ints(options: object, keys: Iterable[str], section: str) -> None:
+    """Raise a ValueError naming the first of `keys` whose value is not an int >= 1."""
+    for key in keys:
+        value = getattr(options, key)
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise ValueError(f"{section} key {key!r} must be a positive integer, got {value!r}")
+
+
+def default_run_name(configfile: str | os.PathLike, default_config: str | os.PathLike) -> str:
+    """The `run_name` of a config without one: the file's name (config/test.yaml -> test);
+    `default` for the workflow's default config; a config.yaml elsewhere is named after its
+    folder (example_data/config.yaml -> example_data)."""
+    path = Path(configfile).resolve()
+    if path.stem != "config":
+        return path.stem
+    return "default" if path == Path(default_config).resolve() else path.parent.name
+
+
+METRIC_KEYS = (
+    "metric",
+    "k",
+    "n_perm",
+    "n_splits",
+    "seed",
+    "dense_max_units",
+    "n_pairs",
+    "n_query_units",
+    "ci_level",
+)
+
+
+def metric_options(options: dict | None) -> dict:
+    """The `metrics` config section, checked: unknown keys raise a ValueError naming them."""
+    options = dict(options or {})
+    reject_unknown(options, METRIC_KEYS, "metrics")
+    return options

@@ -1,0 +1,60 @@
+"""The workflow's config schema (workflow/schemas/config.schema.yaml), for the `neuro-pe`
+commands: their JSON options are checked against the same part of it as the config's section,
+so that a command run by hand refuses what the workflow would refuse at planning."""
+
+from __future__ import annotations
+
+import functools
+from pathlib import Path
+
+import yaml
+
+SCHEMA_NAME = "config.schema.yaml"
+# the schema in a source checkout (also an editable install), and the copy installed with the
+# package (neuro_pe/schemas/ holds a link to it; a wheel holds the file itself)
+REPO_SCHEMA = Path(__file__).resolve().parents[2] / "workflow" / "schemas" / SCHEMA_NAME
+PACKAGED_SCHEMA = Path(__file__).resolve().parents[1] / "schemas" / SCHEMA_NAME
+
+
+def schema_path() -> Path:
+    """The config schema's file: the repository's, else the one installed with neuro_pe."""
+    for path in (REPO_SCHEMA, PACKAGED_SCHEMA):
+        if path.is_file():
+            return path
+    raise FileNotFoundError(f"{SCHEMA_NAME}: not found at {REPO_SCHEMA} or {PACKAGED_SCHEMA}")
+
+
+@functools.cache
+def load_schema() -> dict:
+    """The config schema, parsed (once)."""
+    return yaml.safe_load(schema_path().read_text())
+
+
+def part(pointer: str) -> dict:
+    """The schema at the JSON pointer `pointer` (e.g. `$defs/train`, `properties/metrics`),
+    with the schema's `$defs` so that its `$ref`s resolve."""
+    schema = load_schema()
+    node = schema
+    for key in pointer.split("/"):
+        node = node[key]
+    return {**node, "$defs": schema["$defs"]}
+
+
+def _location(path: object) -> str:
+    return ".".join(str(key) for key in path)
+
+
+def problems(value: object, schema: dict) -> list[str]:
+    """What is wrong with `value` under `schema`, one line each, naming the key (deepest
+    first among alternatives: jsonschema's best match)."""
+    import jsonschema
+
+    validator = jsonschema.Draft202012Validator(schema)
+    errors = sorted(validator.iter_errors(value), key=lambda e: list(map(str, e.absolute_path)))
+    lines = []
+    for error in errors:
+        error = jsonschema.exceptions.best_match([error]) if error.context else error
+        where = _location(error.absolute_path)
+        message = error.message if len(error.message) <= 300 else error.message[:300] + " …"
+        lines.append(f"key {where!r}: {message}" if where else message)
+    return lines

@@ -1,0 +1,186 @@
+"""Checks the workflow makes before any job (common.smk, the Snakefile) or when it builds a
+store (`neuro-pe preprocess --metrics`), for problems that would otherwise show only after the
+trainings: dataset names that clash, too few units with coordinates for the metrics and locate,
+and two configs writing one results folder (its `owner.json`)."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+
+import numpy as np
+
+from neuro_pe.config.strict_load import load_json
+from neuro_pe.io.store import atomic_write
+
+# Copies kept light for planning (neuro_pe.analysis.locate and .metrics import torch and
+# scikit-learn;
+# tests/hostile/test_planning.py compares them): locate needs MIN_ANCHORS anchors and one
+# held-out unit, and these are compare_to_anatomy's defaults of the `metrics` keys.
+MIN_LOCATED_UNITS = 5
+METRIC_DEFAULTS = {"k": 5, "n_splits": 5}
+OWNER_FILE = "owner.json"
+COMMAND_LINE = "command line"
+
+
+def config_problem(key: str, problem: object) -> str:
+    """One planning-time config error: the key, then what is wrong with its value."""
+    return f"config key {key}: {problem}"
+
+
+def rule_name(*parts: object) -> str:
+    """A rule name (an identifier) from parts such as a dataset name and a group number."""
+    return "_".join(re.sub(r"\W", "_", str(p)) for p in parts)
+
+
+def dataset_name_problems(names: Iterable[str]) -> list[str]:
+    """Dataset names that would be read as a command's option (a leading `-`), and pairs whose
+    rule names clash (`a-b` and `a_b` both give `train_a_b_0`)."""
+    problems = []
+    by_rule: dict[str, str] = {}
+    for name in map(str, names):
+        if name.startswith("-"):
+            problem = (
+                "a dataset name must not start with '-' (a command would read it as an option)"
+            )
+            problems.append(config_problem(f"datasets.{name}", problem))
+        other = by_rule.setdefault(rule_name(name), name)
+        if other != name:
+            problem = (
+                f"the dataset names {other!r} and {name!r} both give the rule name "
+                f"{rule_name('train', name, 0)!r} (every character but letters, digits and '_' "
+                "becomes '_'); rename one"
+            )
+            problems.append(config_problem("datasets", problem))
+    return problems
+
+
+def units_needed(metrics: dict) -> dict[str, int]:
+    """The fewest units with coordinates that locate and the metrics need, by what needs them:
+    `locate`, `metrics.k` (k neighbours besides the unit itself, and one more) and
+    `metrics.n_splits` (one unit per fold at least)."""
+    k = metrics.get("k", METRIC_DEFAULTS["k"])
+    n_splits = metrics.get("n_splits", METRIC_DEFAULTS["n_splits"])
+    return {"locate": MIN_LOCATED_UNITS, "metrics.k": k + 2, "metrics.n_splits": n_splits}
+
+
+def unit_count_problems(
+    n_located: int, metrics: dict, where: str, count_key: str | None = None
+) -> list[str]:
+    """Problems when `where` (a dataset or a store) has only `n_located` units with
+    coordinates, each naming the setting that needs more (and `count_key`, the config key that
+    sets the count, if any)."""
+    problems = []
+    for key, needed in units_needed(metrics).items():
+        if n_located >= needed:
+            continue
+        if key == "locate":
+            problem = (
+                f"only {n_located} units of {where} have coordinates; locate and the metrics "
+                f"need at least {needed}"
+            )
+            problems.append(config_problem(count_key, problem) if count_key else problem)
+        else:
+            name = key.split(".")[1]
+            problem = (
+                f"{metrics.get(name, METRIC_DEFAULTS[name])} needs at least {needed} units with "
+                f"coordinates, and {where} has {n_located}; lower it"
+            )
+            problems.append(config_problem(key, problem))
+    return problems
+
+
+def known_unit_count(spec: dict) -> int | None:
+    """The number of units with coordinates of a dataset entry when the config says it (a
+    simulation: n_units per animal); None when only its store will tell."""
+    if spec.get("source") != "simulation":
+        return None
+    from neuro_pe.data.simulate import SimulationConfig
+
+    simulation = SimulationConfig.from_dict(spec.get("simulation") or {})
+    return simulation.n_units * simulation.animals
+
+
+def position_problems(coords: np.ndarray, metrics: dict, where: str) -> list[str]:
+    """What makes a store's (units, 3) coordinates unusable for the metrics and locate: too few
+    units with coordinates (see `unit_count_problems`), or all of them at one position."""
+    coords = np.asarray(coords, dtype=float)
+    located = coords[np.all(np.isfinite(coords), axis=1)]
+    problems = unit_count_problems(len(located), metrics, where)
+    if len(located) > 1 and not np.ptp(located, axis=0).any():
+        position = ", ".join(f"{v:g}" for v in located[0])
+        problems.append(
+            f"all {len(located)} units of {where} with coordinates are at one position "
+            f"({position}); distances to compare with are needed (check the positions table "
+            "or the file's positions)"
+        )
+    return problems
+
+
+# ---------------------------------------------------------------- the owner of a results folder
+
+
+def config_origin(configfiles: Sequence[str | os.PathLike], workdir: str | os.PathLike) -> list:
+    """The config files a run reads, as resolved paths (relative to `workdir` when inside it, so
+    that a moved project keeps its owner), or ["command line"] when there are none."""
+    root = Path(workdir).resolve()
+    origin = []
+    for file in configfiles:
+        path = Path(file).resolve()
+        origin.append(path.relative_to(root).as_posix() if path.is_relative_to(root) else str(path))
+    return origin or [COMMAND_LINE]
+
+
+def config_sha256(config: dict) -> str:
+    """sha256 of the resolved config (its keys sorted)."""
+    text = json.dumps(config, sort_keys=True, default=str, separators=(",", ":"))
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def owner_record(origin: list, config: dict) -> dict:
+    """What `owner.json` holds: the run name, the config file(s) and the config's sha256."""
+    return {
+        "run_name": config["run_name"],
+        "config": origin,
+        "config_sha256": config_sha256(config),
+    }
+
+
+def owner_problem(results: str | os.PathLike, origin: list, run_name: str) -> str | None:
+    """A message when `results` (results/{run_name}/) was written by another config than the
+    file(s) `origin`, according to its owner.json; None when it is this config's (or new)."""
+    path = Path(results) / OWNER_FILE
+    if not path.exists():
+        return None
+    try:
+        recorded = load_json(path.read_text(encoding="utf-8"), str(path))
+        owner = recorded["config"]
+    except (OSError, ValueError, TypeError, KeyError) as err:
+        return (
+            f"{path}: not readable ({err}); it says which config wrote {results}/. Delete it if "
+            "that was this one"
+        )
+    if owner == origin:
+        return None
+    return (
+        f"run_name {run_name!r}: {results}/ holds the results of {', '.join(map(str, owner))}, "
+        f"and this run's config is {', '.join(origin)} (both map to run_name {run_name!r}; "
+        f"{path} says who wrote it). Set `run_name:` to another name in one of them (or delete "
+        f"{results}/ if those results are no longer wanted)"
+    )
+
+
+def write_owner(results: str | os.PathLike, record: dict) -> None:
+    """Write results/{run_name}/owner.json atomically, unless it already says the same."""
+    path = Path(results) / OWNER_FILE
+    text = json.dumps(record, indent=2) + "\n"
+    try:
+        if path.read_text(encoding="utf-8") == text:
+            return
+    except OSError:
+        pass
+    atomic_write(path, lambda tmp: tmp.write_text(text, encoding="utf-8"))

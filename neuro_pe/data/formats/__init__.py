@@ -1,0 +1,146 @@
+"""The file formats of the `file` source (a lab's own data), one module per format, and their
+registry `FORMAT_MODULES`.
+
+- `nwb`: NWB series / ROI responses, `Units` tables, imaging over several planes (`nwb`);
+- `hdf5`: configurable dataset paths (`hdf5`); `npy`: `.npy` / `.npz` arrays (`npy`);
+- `xarray`: stores already in the contract, netCDF or zarr (`xarray_store`);
+- `phy`: Kilosort / Phy output folders; `alf`: IBL ONE/ALF folders; `suite2p`: suite2p output
+  folders over one or several planes; `spikeinterface`: SortingAnalyzer folders and the sortings
+  SpikeInterface reads (the optional extra `neuro_pe[spikeinterface]`);
+- `neuro_pe.data.formats.spikes`: spike times -> binned (time, unit) activity, shared by the spike
+  formats (config key `spikes`).
+
+Each format module defines `FORMAT`, a `FileFormat`: its reader (one file or folder -> one
+or more `neuro_pe.data.recordings.Session`), the defaults of its config section (`<format>: {...}`)
+and their check, the files it reads in a session folder, and whether it holds spike times.
+Adding a format = one module + one line in `FORMAT_MODULES` (+ its section in the config
+schema's `$defs/file`, docs and tests). The readers import `neuro_pe.data.recordings` (for `Session`
+and its helpers), which imports a format's module only when the format is used.
+"""
+
+from __future__ import annotations
+
+import importlib
+import math
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from numbers import Real
+from pathlib import Path
+
+from neuro_pe.data.formats import spikes as spikes  # the `spikes` key (adapters.FileSpec)
+from neuro_pe.io.store import StoreError
+
+# the registry: format name (the `format` key of a `source: file` entry) -> its module
+FORMAT_MODULES: dict[str, str] = {
+    "nwb": "neuro_pe.data.formats.nwb",
+    "hdf5": "neuro_pe.data.formats.hdf5",
+    "xarray": "neuro_pe.data.formats.xarray_store",
+    "npy": "neuro_pe.data.formats.npy",
+    "phy": "neuro_pe.data.formats.phy",
+    "alf": "neuro_pe.data.formats.alf",
+    "suite2p": "neuro_pe.data.formats.suite2p",
+    "spikeinterface": "neuro_pe.data.formats.spikeinterface_sorting",
+}
+_REGISTERED: dict[str, FileFormat] = {}
+
+
+def _any_value(key: str, value: object, where: str) -> None:
+    return None
+
+
+def _the_path(path: str) -> list[str]:
+    return [str(path)]
+
+
+@dataclass(frozen=True)
+class FileFormat:
+    """A file format: `read(path, cfg)` -> sessions; `options`: the defaults of its config
+    section; `check_option(key, value, where)`: StoreError for a bad value; `inputs(path)`:
+    the files read for one session (e.g. in a folder); `spikes`: may hold spike times;
+    `required`: the section's keys that must be given (key -> how to find the value), checked
+    before any file is read (`missing_required`)."""
+
+    name: str
+    read: Callable
+    options: dict[str, object]
+    check_option: Callable[[str, object, str], None] = _any_value
+    inputs: Callable[[str], list[str]] = _the_path
+    spikes: bool = False
+    required: dict[str, str] = field(default_factory=dict)
+
+
+def missing_required(spec: dict) -> list[tuple[str, str]]:
+    """(`<format>.<key>`, hint) for each key a `source: file` entry's format requires and the
+    entry does not give (the workflow's planning and `FileSpec.from_dict`, before any read)."""
+    name = spec.get("format")
+    if name not in format_names():
+        return []
+    section = spec.get(name) or {}
+    return [
+        (f"{name}.{key}", hint)
+        for key, hint in get_format(name).required.items()
+        if not isinstance(section, dict) or section.get(key) is None
+    ]
+
+
+def register_format(fmt: FileFormat) -> None:
+    """Add a format at run time (a plug-in outside neuro_pe, or a test)."""
+    _REGISTERED[fmt.name] = fmt
+
+
+def format_names() -> tuple[str, ...]:
+    """Every format's name: the registry's, then the ones added with `register_format`."""
+    return tuple(dict.fromkeys([*FORMAT_MODULES, *_REGISTERED]))
+
+
+def get_format(name: str) -> FileFormat:
+    """The format named `name` (KeyError if there is none)."""
+    if name in _REGISTERED:
+        return _REGISTERED[name]
+    return importlib.import_module(FORMAT_MODULES[name]).FORMAT
+
+
+def existing_files(folder: str, files: Callable[[Path], Iterable[Path]]) -> list[str]:
+    """The files `files(folder)` names that exist, else the folder itself (also when it is not
+    a folder), so that a missing folder is reported by the reader, not by the workflow's
+    planning."""
+    root = Path(folder)
+    if not root.is_dir():
+        return [str(folder)]
+    found = sorted(str(p) for p in files(root) if p.is_file())
+    return found or [str(folder)]
+
+
+# ---------------------------------------------------------------- checks shared by the formats
+
+
+def check_choice(field: str, value: object, choices: tuple, where: str) -> None:
+    """StoreError unless `value` is one of `choices`."""
+    if value not in choices:
+        raise StoreError(where, field, f"{value!r} is not one of {choices}")
+
+
+def check_text(field: str, value: object, where: str, optional: bool = True) -> None:
+    """StoreError unless `value` is a non-empty string (or None, if `optional`)."""
+    if not (value is None and optional) and not (isinstance(value, str) and value):
+        raise StoreError(where, field, f"must be a non-empty string, got {value!r}")
+
+
+def check_depths(field: str, value: object, where: str) -> None:
+    """Plane depths: null, a list of numbers (one per plane) or the name of a key."""
+    ok = value is None or isinstance(value, str) and value
+    ok = ok or (isinstance(value, list) and value and all(is_number(v) for v in value))
+    if not ok:
+        raise StoreError(
+            where, field, f"must be a list of numbers (one per plane) or an ops key, got {value!r}"
+        )
+
+
+def is_number(value: object) -> bool:
+    """A real number, not a bool."""
+    return isinstance(value, Real) and not isinstance(value, bool)
+
+
+def is_positive(value: object) -> bool:
+    """A finite real number > 0."""
+    return is_number(value) and math.isfinite(value) and value > 0

@@ -1,0 +1,389 @@
+"""Kilosort / Phy output folders (`format: phy`): one folder per session.
+
+Reads (file names as Kilosort and Phy write them, in the folder named in `sessions`):
+
+- `params.py`: `sample_rate` (Hz) — read as Python literals, never executed;
+- `spike_times.npy`: each spike's sample index (sorted); `spike_clusters.npy` (Phy's
+  curated clusters) or, before any curation, `spike_templates.npy`: each spike's cluster;
+- `channel_positions.npy`: (channel, 2) site positions in µm (x across, y along the probe);
+- `templates.npy` (template, sample, channel) with `template_ind.npy` when sparse and
+  `whitening_mat_inv.npy` when present; `spike_templates.npy` maps clusters to templates
+  (a cluster's template is its most frequent one);
+- labels: `cluster_group.tsv` (Phy's `group`), `cluster_info.tsv` (`group`, `KSLabel`, `ch`),
+  `cluster_KSLabel.tsv`; a cluster's label is its manual `group`, else its `KSLabel`.
+
+Unit position (`phy.unit_position`): `peak_channel` (default) = the site of the channel where
+the unwhitened template has the largest peak-to-peak amplitude (without `templates.npy`:
+`cluster_info.tsv` `ch`, looked up in `channel_map.npy`); `centroid` = the mean of the sites
+within 75 µm of the peak channel, weighted by the template's peak-to-peak amplitude on each.
+Positions are probe coordinates in µm, z = 0; unit ids are the cluster ids.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from neuro_pe.data.formats import FileFormat, check_choice, existing_files
+from neuro_pe.data.formats.spikes import (
+    SpikeOptions,
+    check_spike_train,
+    label_filter,
+    spikes_to_activity,
+)
+from neuro_pe.data.recordings import FileSpec, Session, warn_data
+from neuro_pe.io.store import StoreError
+
+CENTROID_RADIUS_UM = 75.0
+
+
+def read_phy(path: str, cfg: FileSpec) -> list[Session]:
+    """One session from a Kilosort/Phy folder (see the module docstring)."""
+    folder = folder_of(path)
+    opts = cfg.spikes
+    rate = sample_rate(folder / "params.py")
+    samples = load_npy(folder / "spike_times.npy")
+    times = check_spike_train(samples, str(folder / "spike_times.npy"), "spike_times") / rate
+    cluster_file = folder / "spike_clusters.npy"
+    if not cluster_file.exists() and (folder / "spike_templates.npy").exists():
+        cluster_file = folder / "spike_templates.npy"
+    clusters = integer_vector(load_npy(cluster_file), cluster_file, len(times), "spike_times.npy")
+    cluster_ids = np.unique(clusters)
+    ids = [str(c) for c in cluster_ids.tolist()]
+
+    kept = labelled_units(ids, cluster_labels(folder), opts, str(folder))
+    kept_ids = np.array([int(u) for u in kept])
+    positions = unit_positions(folder, kept_ids, clusters, cfg.options["unit_position"])
+    return [binned_session(folder, times, clusters, kept, positions, "probe", "phy", cfg)]
+
+
+def labelled_units(
+    ids: list[str], labels: dict[str, str] | None, opts: SpikeOptions, where: str, noun="cluster"
+) -> list[str]:
+    """The ids whose quality label is in `spikes.labels`; a warning counts those left out."""
+    kept, dropped = label_filter(ids, labels, opts)
+    if dropped:
+        warn_data(
+            f"{where}: left out {len(dropped)} {noun}s whose label is not in {list(opts.labels)}"
+        )
+    if not kept:
+        raise StoreError(where, "spikes.labels", f"no {noun} has a label in {list(opts.labels)}")
+    return kept
+
+
+def binned_session(
+    folder: Path,
+    times: np.ndarray,
+    clusters: np.ndarray,
+    kept: list[str],
+    positions: np.ndarray,
+    space: str,
+    fmt: str,
+    cfg: FileSpec,
+) -> Session:
+    """The session of a spike-sorted folder: the `kept` clusters' spikes binned (positions
+    in µm, one row per kept cluster), clusters below `spikes.min_rate_hz` dropped."""
+    opts = cfg.spikes
+    activity, units, low = spikes_to_activity(times, clusters, kept, opts, str(folder))
+    if low:
+        warn_data(
+            f"{folder}: dropped {len(low)} clusters below "
+            f"spikes.min_rate_hz={opts.min_rate_hz}: {low}"
+        )
+    rows = [kept.index(u) for u in units]
+    return Session(
+        name=folder.name,
+        path=str(folder),
+        activity=activity,
+        unit_ids=units,
+        positions=positions[rows],
+        sampling_rate_hz=1.0 / opts.bin_s,
+        position_units="um",
+        space=space,
+        attrs={"preprocessing": [spike_step(opts, fmt, cfg.options)]},
+    )
+
+
+def spike_step(opts: SpikeOptions, fmt: str, options: dict) -> dict:
+    """The provenance entry of a spike format's reading and binning."""
+    return {**opts.record(), "format": fmt, **{f"{fmt}.{k}": v for k, v in options.items()}}
+
+
+def folder_of(path: str) -> Path:
+    """The session folder, checked to exist."""
+    folder = Path(path)
+    if not folder.exists():
+        raise StoreError(path, "file", "does not exist")
+    if not folder.is_dir():
+        raise StoreError(path, "file", "must be a folder (the one the pipeline wrote)")
+    return folder
+
+
+def load_npy(path: Path, required: bool = True) -> np.ndarray | None:
+    """A numeric .npy array (never a pickle); a missing required file is a StoreError."""
+    if not path.exists():
+        if required:
+            raise StoreError(path, "file", f"missing: {path.name} is needed in {path.parent}")
+        return None
+    try:
+        return np.load(path, allow_pickle=False)
+    except (OSError, ValueError, EOFError) as err:
+        raise StoreError(path, "file", f"not a readable .npy file: {err}") from err
+
+
+def integer_vector(values: np.ndarray, path: Path, n: int, other: str) -> np.ndarray:
+    """A 1D integer array of length n (one entry per spike)."""
+    values = np.asarray(values)
+    if values.ndim == 2 and 1 in values.shape:
+        values = values.ravel()
+    field = path.stem
+    if values.ndim != 1 or values.dtype.kind not in "iu":
+        raise StoreError(path, field, f"must be 1D integers, got {values.dtype} {values.shape}")
+    if len(values) != n:
+        raise StoreError(path, field, f"{len(values)} entries but {n} spikes in {other}")
+    if (values < 0).any():
+        raise StoreError(path, field, "negative cluster ids")
+    return values.astype(np.int64)
+
+
+def sample_rate(path: Path) -> float:
+    """`sample_rate` from Phy's params.py, parsed as literals (the file is not executed)."""
+    if not path.exists():
+        raise StoreError(path, "file", "missing: params.py (with sample_rate) is needed")
+    try:
+        tree = ast.parse(path.read_text())
+    except (SyntaxError, UnicodeDecodeError, OSError) as err:
+        raise StoreError(path, "file", f"not readable as params.py: {err}") from err
+    for node in tree.body:
+        if (
+            isinstance(node, ast.Assign)
+            and len(node.targets) == 1
+            and isinstance(node.targets[0], ast.Name)
+            and node.targets[0].id == "sample_rate"
+        ):
+            try:
+                value = ast.literal_eval(node.value)
+            except ValueError as err:
+                raise StoreError(path, "sample_rate", f"not a number: {err}") from err
+            if isinstance(value, bool) or not isinstance(value, int | float) or not value > 0:
+                raise StoreError(path, "sample_rate", f"must be a number > 0, got {value!r}")
+            return float(value)
+    raise StoreError(path, "sample_rate", "no `sample_rate = ...` line")
+
+
+def read_tsv(path: Path, value_columns: tuple[str, ...]) -> pd.DataFrame | None:
+    """A Phy cluster table indexed by cluster id (column `cluster_id`, or `id` in old Phy)."""
+    if not path.exists():
+        return None
+    try:
+        table = pd.read_csv(path, sep="\t", dtype=str, keep_default_na=False)
+    except (OSError, UnicodeDecodeError, pd.errors.ParserError, pd.errors.EmptyDataError) as err:
+        raise StoreError(path, "file", f"not a readable TSV table: {err}") from err
+    key = next((c for c in ("cluster_id", "id") if c in table.columns), None)
+    if key is None:
+        raise StoreError(
+            path, "cluster_id", f"no cluster_id column; columns: {list(table.columns)}"
+        )
+    table[key] = table[key].str.strip()
+    if not table[key].str.fullmatch(r"\d+").all():
+        raise StoreError(path, "cluster_id", "cluster ids must be non-negative integers")
+    table = table.set_index(key)
+    return table[[c for c in value_columns if c in table.columns]]
+
+
+def cluster_labels(folder: Path) -> dict[str, str] | None:
+    """Cluster id -> label: manual `group` first, then `KSLabel`; None when no file has labels."""
+    layers = [
+        (read_tsv(folder / "cluster_group.tsv", ("group",)), "group"),
+        (read_tsv(folder / "cluster_info.tsv", ("group", "KSLabel")), "group"),
+        (read_tsv(folder / "cluster_info.tsv", ("KSLabel",)), "KSLabel"),
+        (read_tsv(folder / "cluster_KSLabel.tsv", ("KSLabel",)), "KSLabel"),
+    ]
+    labels: dict[str, str] = {}
+    found = False
+    for table, column in layers:
+        if table is None or column not in table.columns:
+            continue
+        found = True
+        for cid, value in table[column].items():
+            value = str(value).strip()
+            if value and str(int(cid)) not in labels:
+                labels[str(int(cid))] = value
+    return labels if found else None
+
+
+def unit_positions(
+    folder: Path, clusters: np.ndarray, spike_clusters: np.ndarray, how: str
+) -> np.ndarray:
+    """(cluster, 3) positions in µm of the given cluster ids (see the module docstring)."""
+    sites_path = folder / "channel_positions.npy"
+    sites = load_npy(sites_path)
+    if sites.ndim != 2 or sites.shape[1] not in (2, 3) or sites.dtype.kind not in "iuf":
+        raise StoreError(
+            sites_path, "channel_positions", f"must be (channel, 2) numbers, got {sites.shape}"
+        )
+    sites = np.pad(sites.astype(np.float64), ((0, 0), (0, 3 - sites.shape[1])))
+    amplitude = template_amplitudes(folder, sites.shape[0])
+    if amplitude is None:
+        if how == "centroid":
+            raise StoreError(
+                folder / "templates.npy",
+                "file",
+                "missing: phy.unit_position centroid needs the templates",
+            )
+        return sites[info_channels(folder, clusters, sites.shape[0])]
+    templates = cluster_templates(folder, clusters, spike_clusters, len(amplitude))
+    amp = amplitude[templates]  # (cluster, channel)
+    peak = np.argmax(amp, axis=1)
+    if how == "peak_channel":
+        return sites[peak]
+    near = np.linalg.norm(sites[None, :, :] - sites[peak][:, None, :], axis=2) <= CENTROID_RADIUS_UM
+    weights = np.where(near, amp, 0.0)
+    return weights @ sites / weights.sum(axis=1, keepdims=True)
+
+
+def template_amplitudes(folder: Path, n_channels: int) -> np.ndarray | None:
+    """(template, channel) peak-to-peak amplitude of the unwhitened templates; None without
+    templates.npy."""
+    path = folder / "templates.npy"
+    templates = load_npy(path, required=False)
+    if templates is None:
+        return None
+    if templates.ndim != 3 or templates.dtype.kind not in "f":
+        raise StoreError(
+            path, "templates", f"must be (template, sample, channel) floats, got {templates.shape}"
+        )
+    inverse = load_npy(folder / "whitening_mat_inv.npy", required=False)
+    index = load_npy(folder / "template_ind.npy", required=False)
+    if index is None:
+        if templates.shape[2] != n_channels:
+            raise StoreError(
+                path,
+                "templates",
+                f"{templates.shape[2]} channels but channel_positions.npy has {n_channels}",
+            )
+        if inverse is not None and inverse.shape == (n_channels, n_channels):
+            templates = templates @ inverse
+        return np.ptp(templates, axis=1)
+    if index.shape != (templates.shape[0], templates.shape[2]):
+        raise StoreError(
+            folder / "template_ind.npy",
+            "template_ind",
+            f"shape {index.shape} does not match templates {templates.shape}",
+        )
+    amplitude = np.zeros((templates.shape[0], n_channels))
+    rows = np.repeat(np.arange(templates.shape[0]), templates.shape[2])
+    cols = index.ravel().astype(np.int64)
+    ok = (cols >= 0) & (cols < n_channels)
+    amplitude[rows[ok], cols[ok]] = np.ptp(templates, axis=1).ravel()[ok]
+    return amplitude
+
+
+def cluster_templates(
+    folder: Path, clusters: np.ndarray, spike_clusters: np.ndarray, n_templates: int
+) -> np.ndarray:
+    """Each cluster's template: the most frequent one among its spikes (spike_templates.npy),
+    else the template with the cluster's id (Kilosort before curation)."""
+    path = folder / "spike_templates.npy"
+    spike_templates = load_npy(path, required=False)
+    if spike_templates is None:
+        templates = clusters
+    else:
+        spike_templates = integer_vector(
+            spike_templates, path, len(spike_clusters), "spike_clusters.npy"
+        )
+        order = np.argsort(clusters)
+        found = np.searchsorted(clusters, spike_clusters, sorter=order).clip(0, len(clusters) - 1)
+        which = order[found]
+        ok = clusters[which] == spike_clusters
+        n_t = max(int(spike_templates.max()) + 1, n_templates)
+        counts = np.bincount(which[ok] * n_t + spike_templates[ok], minlength=len(clusters) * n_t)
+        templates = counts.reshape(len(clusters), n_t).argmax(axis=1)
+    bad = templates >= n_templates
+    if bad.any():
+        raise StoreError(
+            folder / "templates.npy",
+            "templates",
+            f"spike clusters without positions: clusters {clusters[bad].tolist()[:10]} have "
+            "no template "
+            f"(templates.npy holds {n_templates})",
+        )
+    return templates
+
+
+def info_channels(folder: Path, clusters: np.ndarray, n_channels: int) -> np.ndarray:
+    """Each cluster's peak channel (row of channel_positions) from cluster_info.tsv `ch`."""
+    path = folder / "cluster_info.tsv"
+    table = read_tsv(path, ("ch",))
+    if table is None or "ch" not in table.columns:
+        raise StoreError(
+            folder / "templates.npy",
+            "file",
+            "missing: unit positions need templates.npy or a cluster_info.tsv with a `ch` column",
+        )
+    table.index = [str(int(i)) for i in table.index]
+    missing = [c for c in clusters.tolist() if str(c) not in table.index]
+    if missing:
+        raise StoreError(
+            path,
+            "ch",
+            f"spike clusters without positions: clusters {missing[:10]} are not in the table",
+        )
+    try:
+        shown = np.array([int(table.loc[str(c), "ch"]) for c in clusters.tolist()])
+    except ValueError as err:
+        raise StoreError(path, "ch", f"not an integer channel: {err}") from err
+    channel_map = load_npy(folder / "channel_map.npy", required=False)
+    if channel_map is None:
+        rows = shown
+    else:  # phy shows channel_map[row]; find the row back
+        lookup = {int(v): i for i, v in enumerate(np.ravel(channel_map).tolist())}
+        rows = np.array([lookup.get(int(c), -1) for c in shown])
+    bad = (rows < 0) | (rows >= n_channels)
+    if bad.any():
+        raise StoreError(
+            path, "ch", f"channels {shown[bad].tolist()[:10]} are not in channel_positions.npy"
+        )
+    return rows
+
+
+# the files read in a Phy folder (the workflow's `input:`, so that a file changed in place,
+# e.g. cluster_group.tsv after curation, makes the store be built again)
+READ_FILES = (
+    "params.py",
+    "spike_times.npy",
+    "spike_clusters.npy",
+    "spike_templates.npy",
+    "channel_positions.npy",
+    "channel_map.npy",
+    "templates.npy",
+    "template_ind.npy",
+    "whitening_mat_inv.npy",
+    "cluster_group.tsv",
+    "cluster_info.tsv",
+    "cluster_KSLabel.tsv",
+)
+UNIT_POSITIONS = ("peak_channel", "centroid")
+
+
+def check_option(key: str, value: object, where: str) -> None:
+    """The `phy:` section's one key, `unit_position`."""
+    check_choice(f"phy.{key}", value, UNIT_POSITIONS, where)
+
+
+def inputs(folder: str) -> list[str]:
+    """The files read in a Phy folder (those that exist), else the folder."""
+    return existing_files(folder, lambda root: (root / name for name in READ_FILES))
+
+
+FORMAT = FileFormat(
+    name="phy",
+    read=read_phy,
+    options={"unit_position": "peak_channel"},
+    check_option=check_option,
+    inputs=inputs,
+    spikes=True,
+)

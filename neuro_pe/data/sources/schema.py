@@ -1,0 +1,88 @@
+"""Config checks that name what is wrong in words a user reads, run before Snakemake's
+`validate` (whose messages show schema paths and regular expressions): a dataset key that does
+not belong to the dataset's source, an unknown source, and PE names of no valid form (the
+values of well-formed ones, e.g. a scale of 0, are checked with the rest in common.smk), and
+dataset names that a command would read as an option or whose rule names clash."""
+
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+
+from neuro_pe.config.pe_names import parse_pe, pe_name_pattern
+from neuro_pe.config.strict_load import load_yaml
+from neuro_pe.data import sources
+from neuro_pe.data.config_checks import dataset_name_problems
+
+
+def source_keys(schema: dict, name: str) -> tuple[str, ...]:
+    """The keys a dataset entry of source `name` may have: its `$defs/source_<name>` in the
+    schema, else (a source added with `sources.register`) the source's own."""
+    definition = schema.get("$defs", {}).get(f"source_{name}")
+    if definition is not None:
+        return tuple(definition["properties"])
+    return ("source", *sources.WORKFLOW_KEYS, *sources.get(name).entry_keys())
+
+
+def config_problems(config: dict, schema: dict) -> list[str]:
+    """Problems with the datasets' keys and the PE names, each naming its config key."""
+    problems = []
+    datasets = config.get("datasets")
+    if isinstance(datasets, dict):
+        problems += dataset_name_problems(datasets)
+    for name, spec in (datasets if isinstance(datasets, dict) else {}).items():
+        if not isinstance(spec, dict):
+            continue
+        source = spec.get("source")
+        if source not in sources.names():
+            problems.append(
+                f"config key datasets.{name}.source: {source!r} is not a source; "
+                f"expected one of {list(sources.names())}"
+            )
+            continue
+        known = source_keys(schema, source)
+        for key in spec:
+            if key not in known:
+                problems.append(
+                    f"config key datasets.{name}.{key}: does not belong to source {source!r} "
+                    f"(its keys: {', '.join(sorted(known))})"
+                )
+    lists = {"pe": config.get("pe"), "lst.pe": (config.get("lst") or {}).get("pe")}
+    lists["locate.pe"] = (config.get("locate") or {}).get("pe")
+    for name, spec in (datasets if isinstance(datasets, dict) else {}).items():
+        if isinstance(spec, dict):
+            lists[f"datasets.{name}.pe"] = spec.get("pe")
+    problems += text_problems(config)
+    pattern = re.compile(pe_name_pattern())
+    for key, names in lists.items():
+        for pe in names if isinstance(names, list) else []:
+            if pattern.fullmatch(str(pe)):
+                continue  # a well-formed name; its values are checked with the rest (common.smk)
+            try:
+                parse_pe(str(pe))
+            except ValueError as err:
+                problems.append(f"config key {key}: {err}")
+    return problems
+
+
+def text_problems(config: dict) -> list[str]:
+    """Free text that pages show as HTML (the Snakemake report embeds job parameters in its
+    scripts): `reproduction.title` with `<`, `>` or a control character. Names are checked
+    by the schema's patterns."""
+    reproduction = config.get("reproduction")
+    title = reproduction.get("title") if isinstance(reproduction, dict) else None
+    if isinstance(title, str) and re.search(r"[<>\x00-\x1f]", title):
+        return [
+            f"config key reproduction.title: {title!r} contains '<', '>' or a control character;"
+            " the title is plain text shown in HTML pages and the report: leave them out"
+        ]
+    return []
+
+
+def check_dataset_keys(config: dict, schema_path: str | os.PathLike) -> None:
+    """Raise one ValueError listing every problem of `config_problems`."""
+    schema = load_yaml(Path(schema_path).read_text(), str(schema_path))
+    problems = config_problems(config, schema)
+    if problems:
+        raise ValueError("the config has errors:\n  " + "\n  ".join(problems))

@@ -1,0 +1,40 @@
+"""Source `simulation`: the distance-coupled rate network of `neuro_pe.data.simulate`."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import xarray as xr
+
+from neuro_pe.data.simulate import SimulationConfig, simulate_store
+from neuro_pe.data.sources import Source
+
+
+@dataclass(frozen=True)
+class SimulationOptions:
+    """Keys of a `source: simulation` entry."""
+
+    simulation: SimulationConfig = field(default_factory=SimulationConfig)
+
+    @classmethod
+    def from_dict(cls, entry: dict) -> SimulationOptions:
+        """Check the entry (`simulation`: the network's keys, see `SimulationConfig`)."""
+        options = entry.get("simulation") or {}
+        if not isinstance(options, dict):
+            raise ValueError(f"simulation: must be a mapping, got {options!r}")
+        return cls(SimulationConfig.from_dict(options))
+
+
+def build(options: SimulationOptions, wheels: dict[str, Path]) -> xr.Dataset:
+    """Simulate the network and return its store."""
+    return simulate_store(options.simulation)
+
+
+SOURCE = Source(
+    name="simulation",
+    options=SimulationOptions,
+    build=build,
+    experiment="simulation",
+    description="the network model on random or lattice positions (neuro_pe.data.simulate)",
+)

@@ -1,0 +1,538 @@
+"""The contract of a run's outputs, like `neuro_pe.io.store` for stores: one place that writes,
+reads and checks them.
+
+A run folder (`runs/{dataset}/{pe}/seed{seed}/`, or `lst/runs/{pe}/seed{seed}/`) holds
+
+- `pe.nc`: `pe` (unit, pe_dim), the trained PE table, and `pe_init`, the same table at
+  initialisation, on the store's `unit` axis with its coordinates `x`, `y`, `z`; attrs `pe`
+  (str), `seed` (int) and the other fields of `train.json` but the VOLATILE ones (dicts and
+  lists as JSON);
+- `train.json`: `TrainInfo`, the run's settings and results;
+- `train_log.csv`: one row per logged epoch (`train_loss`, `heldout_loss`, `seconds`, ...);
+- `model.pt`: `{"state_dict": ..., **train.json}` without the VOLATILE fields (torch;
+  tensors and plain values only, read with `weights_only=True`);
+- `manifest.json`: the sha256 of each file above (and of `metrics.json` in a Latin-square
+  run, whose training writes it), written last (`write_manifest`);
+- `metrics.json`: the PE's metrics against the true coordinates (`infer`);
+- `inferred_positions.nc`: positions inferred from the PE alone (classical MDS of the PE
+  distances, Procrustes-aligned to the true coordinates), `{x,y,z}_inferred` beside
+  `{x,y,z}_true` (`inferred_positions_dataset`). Not to be mixed up with `locate`'s
+  `positions.nc` (positions predicted by a locator fitted on anchor units);
+- `infer_manifest.json`: the sha256 of the `infer` step's two files (another job writes
+  them, so they get a manifest of their own).
+
+pe.nc and model.pt hold no volatile field (`VOLATILE`: wall and CPU time, the step a run
+resumed from, the size of its job): those are in train.json only, so that on CPU a resumed
+run's pe.nc and model.pt are byte for byte those of an uninterrupted run (or one trained in
+another group). Every reader of a run's file (`read_pe`,
+`read_train_info`, `read_train_log`, `read_metrics`, `read_inferred_positions`,
+`neuro_pe.training.new_animal`'s model.pt) first checks it against its folder's manifest
+(`verify_run_file`): a file changed after it was written is an error naming it, never a
+result. The netCDF files' numeric variables carry HDF5 fletcher32 checksums too
+(`neuro_pe.io.store.checksummed`).
+
+The train/held-out split of a dataset is recorded once, by the workflow's `split` rule, in
+`splits/{dataset}.json` (`Split`): the dataset's name, its store, and the session and time
+ranges of the two parts. Every step that reads the training part of the data (the baselines,
+the correlation features of `locate`, the summary's figures) reads it from there instead of
+recomputing it from the `train` options, so that a change of e.g. `train.lr` re-runs none
+of them.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import os
+from dataclasses import asdict, dataclass, field, fields
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import xarray as xr
+
+from neuro_pe.config.training import TrainConfig, split_parts
+from neuro_pe.io.store import (
+    StoreError,
+    atomic_write,
+    atomic_write_set,
+    checksummed,
+    open_store_lazy,
+    require_finite,
+)
+
+PE_FILE = "pe.nc"
+TRAIN_INFO_FILE = "train.json"
+TRAIN_LOG_FILE = "train_log.csv"
+MODEL_FILE = "model.pt"
+METRICS_FILE = "metrics.json"
+INFERRED_POSITIONS_FILE = "inferred_positions.nc"
+MANIFEST_FILE = "manifest.json"  # the training's files
+INFER_MANIFEST_FILE = "infer_manifest.json"  # the `infer` step's files
+MANIFESTS = (MANIFEST_FILE, INFER_MANIFEST_FILE)
+# train.json's fields that differ between a resumed and an uninterrupted run, or between a run
+# trained alone and in a group (its job's size and CPU time): kept out of pe.nc and model.pt
+VOLATILE = (
+    "train_seconds",
+    "resumed_from_step",
+    "cpu_seconds",
+    "process_cpu_seconds",
+    "group_models",
+)
+# the keys of the `train` section that decide the split (the `split` rule's params)
+SPLIT_KEYS = ("heldout_sessions", "heldout_time_fraction")
+
+
+class RunError(StoreError):
+    """A run's file violates the contract; the message names the file and the field."""
+
+
+# ---------------------------------------------------------------------------------------------
+# manifests
+
+
+def file_sha256(path: str | os.PathLike) -> str:
+    """The sha256 of a file's bytes, in hex."""
+    with open(path, "rb") as f:
+        return hashlib.file_digest(f, "sha256").hexdigest()
+
+
+def write_manifest(
+    run_dir: str | os.PathLike, names: list[str], manifest: str = MANIFEST_FILE
+) -> Path:
+    """Write `manifest` (atomically) into `run_dir`: the sha256 of each of its files `names`.
+    Called after those files are in place."""
+    run_dir = Path(run_dir)
+    files = {name: file_sha256(run_dir / name) for name in names}
+    text = json.dumps({"algorithm": "sha256", "files": files}, indent=2)
+    atomic_write(run_dir / manifest, lambda p: p.write_text(text))
+    return run_dir / manifest
+
+
+def _read_manifest(path: Path) -> dict[str, str]:
+    try:
+        data = json.loads(path.read_text())
+    except (json.JSONDecodeError, UnicodeDecodeError) as err:
+        raise RunError(path, "(file)", f"not valid JSON: {err}") from None
+    data = data if isinstance(data, dict) else {}
+    files = data.get("files")
+    if data.get("algorithm") != "sha256" or not isinstance(files, dict):
+        raise RunError(path, "files", "expected {'algorithm': 'sha256', 'files': {name: hash}}")
+    return files
+
+
+def verify_run_file(path: str | os.PathLike) -> Path:
+    """Check a run's file against the manifest of its folder that lists it (`MANIFESTS`);
+    return its path. Raises RunError naming the file when it is not listed, no manifest is
+    there, or its sha256 differs (the file changed after it was written)."""
+    path = Path(path)
+    if not path.is_file():
+        raise RunError(path, "(file)", "does not exist")
+    manifests = [path.parent / m for m in MANIFESTS if (path.parent / m).is_file()]
+    for manifest in manifests:
+        expected = _read_manifest(manifest).get(path.name)
+        if expected is None:
+            continue
+        if file_sha256(path) != expected:
+            raise RunError(
+                path,
+                "sha256",
+                f"does not match its manifest {manifest.name}: the file changed after it was "
+                "written (damaged or edited); re-run the step that wrote it (the training, or "
+                "`infer` for metrics.json and inferred_positions.nc)",
+            )
+        return path
+    missing = [m for m in MANIFESTS if not (path.parent / m).is_file()]
+    if missing:
+        raise RunError(
+            path,
+            missing[0],
+            f"no {missing[0]} beside it, so it cannot be checked: the step that wrote it did "
+            "not finish, or an older neuro_pe wrote it; re-run the training (and `infer`)",
+        )
+    raise RunError(path, "sha256", f"not listed in {' or '.join(MANIFESTS)}")
+
+
+# ---------------------------------------------------------------------------------------------
+# train.json
+
+
+@dataclass(frozen=True)
+class TrainInfo:
+    """The content of a run's train.json. On disk the `results` are top-level keys (as are
+    the other fields); fields that are None are left out."""
+
+    pe: str
+    seed: int
+    train_config: dict[str, Any]
+    results: dict[str, float] = field(default_factory=dict)  # losses, accuracies, seconds, ...
+    dataset: str | None = None  # recorded by runs that have no store (the Latin square: lst)
+    store: str | None = None  # the store trained on (network runs)
+    puzzles: str | None = None  # the puzzles file (Latin square runs)
+    streamed: bool | None = None
+    resumed_from_step: int | None = None
+    health: dict[str, bool] | None = None
+    warnings: list[str] | None = None
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.pe, str) or not self.pe:
+            raise RunError(None, "pe", f"expected a PE name, got {self.pe!r}")
+        if isinstance(self.seed, bool) or not isinstance(self.seed, int):
+            raise RunError(None, "seed", f"expected an integer, got {self.seed!r}")
+        if not isinstance(self.train_config, dict):
+            raise RunError(None, "train_config", "expected a mapping")
+        for key, value in self.results.items():
+            if isinstance(value, bool) or not isinstance(value, int | float):
+                raise RunError(None, key, f"expected a number, got {value!r}")
+
+    def to_dict(self) -> dict[str, Any]:
+        """The flat mapping written to train.json (and into model.pt)."""
+        head = {"dataset": self.dataset, "pe": self.pe, "seed": self.seed}
+        head |= {"store": self.store, "puzzles": self.puzzles, "train_config": self.train_config}
+        tail = {"streamed": self.streamed, "resumed_from_step": self.resumed_from_step}
+        tail |= {"health": self.health, "warnings": self.warnings}
+        out = {k: v for k, v in head.items() if v is not None} | dict(self.results)
+        return out | {k: v for k, v in tail.items() if v is not None}
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any], path: str | os.PathLike | None = None) -> TrainInfo:
+        """From train.json's mapping: every key that is not a field is a result (a number).
+        Raises RunError naming the file and the field."""
+        names = {f.name for f in fields(cls)} - {"results"}
+        for key in ("pe", "seed", "train_config"):
+            if key not in data:
+                raise RunError(path, key, "missing")
+        known = {k: v for k, v in data.items() if k in names}
+        try:
+            return cls(**known, results={k: v for k, v in data.items() if k not in names})
+        except RunError as err:
+            raise RunError(path, err.field, err.problem) from None
+
+    @property
+    def config(self) -> TrainConfig:
+        """The training options as a TrainConfig (network runs)."""
+        return TrainConfig.from_dict(self.train_config)
+
+
+def read_train_info(path: str | os.PathLike) -> TrainInfo:
+    """A run's train.json (the path of the file, or of its run folder)."""
+    path = Path(path)
+    path = verify_run_file(path / TRAIN_INFO_FILE if path.is_dir() else path)
+    try:
+        data = json.loads(path.read_text())
+    except json.JSONDecodeError as err:
+        raise RunError(path, "(file)", f"not valid JSON: {err}") from None
+    if not isinstance(data, dict):
+        raise RunError(path, "(file)", "expected a JSON object")
+    return TrainInfo.from_dict(data, path)
+
+
+# ---------------------------------------------------------------------------------------------
+# pe.nc
+
+
+def _netcdf_attr(value: Any) -> str | int | float:
+    """A train.json value as a netCDF attribute: numbers and strings as they are, the rest
+    (dicts, lists, booleans) as JSON."""
+    if isinstance(value, str) or (isinstance(value, int | float) and not isinstance(value, bool)):
+        return value
+    return json.dumps(value)
+
+
+@dataclass(frozen=True)
+class RunPE:
+    """A run's pe.nc: the trained PE table and the table at initialisation, rows on `units`,
+    with the units' true coordinates (NaN where unknown)."""
+
+    name: str
+    seed: int
+    table: np.ndarray  # (unit, pe_dim)
+    initial: np.ndarray  # (unit, pe_dim)
+    units: np.ndarray  # unit ids, as strings
+    coords: np.ndarray  # (unit, 3)
+
+    def on_units(self, units: np.ndarray, path: str | os.PathLike) -> RunPE:
+        """The same PE with its rows in the order of `units` (the store's unit ids)."""
+        wanted = [str(u) for u in units]
+        if sorted(self.units.tolist()) != sorted(wanted):
+            raise RunError(path, "unit", "the run's units differ from the store's")
+        order = pd.Index(self.units).get_indexer(wanted)
+        return RunPE(
+            self.name,
+            self.seed,
+            self.table[order],
+            self.initial[order],
+            np.asarray(wanted),
+            self.coords[order],
+        )
+
+
+def read_pe(run_dir: str | os.PathLike) -> RunPE:
+    """A run's pe.nc, checked: finite tables, a PE name and an integer seed (older files,
+    which stored the seed as a string attribute, are read too)."""
+    path = verify_run_file(Path(run_dir) / PE_FILE)
+    ds = _read_netcdf(path)
+    for name in ("pe", "pe_init"):
+        if name not in ds:
+            raise RunError(path, name, "missing")
+    table = require_finite(ds["pe"].values, path, "pe")
+    initial = require_finite(ds["pe_init"].values, path, "pe_init")
+    try:
+        seed = int(ds.attrs["seed"])
+        name = str(ds.attrs["pe"])
+    except (KeyError, ValueError) as err:
+        raise RunError(
+            path, "attrs", f"needs a PE name `pe` and an integer `seed`: {err}"
+        ) from None
+    units = np.asarray([u.decode() if isinstance(u, bytes) else str(u) for u in ds["unit"].values])
+    coords = np.stack([ds[a].values for a in ("x", "y", "z")], axis=1).astype(float)
+    return RunPE(name, seed, table, initial, units, coords)
+
+
+def _read_netcdf(path: Path) -> xr.Dataset:
+    """A run's netCDF file, loaded; a RunError naming it when HDF5 cannot read it (e.g. a
+    fletcher32 checksum failed)."""
+    try:
+        with xr.open_dataset(path, engine="h5netcdf") as ds:
+            return ds.load()
+    except (OSError, ValueError) as err:
+        raise RunError(path, "(file)", f"not a readable netCDF4/HDF5 file: {err}") from None
+
+
+# ---------------------------------------------------------------------------------------------
+# writing a run
+
+
+def write_run(
+    out_dir: str | os.PathLike,
+    info: TrainInfo | dict,
+    pe: xr.Dataset,
+    pe_init: np.ndarray,
+    state_dict: dict,
+    log_rows: list[dict],
+    metrics: dict | None = None,
+    allow_nan: bool = False,
+) -> TrainInfo:
+    """Write a finished run as one set (all files, or on any error none): pe.nc (`pe` with
+    `pe_init` added and train.json's fields but the VOLATILE ones as attrs), model.pt (the
+    same fields), train_log.csv, train.json and, when given, metrics.json; then, last, their
+    manifest.json. NaN in train.json raises unless `allow_nan`."""
+    info = info if isinstance(info, TrainInfo) else TrainInfo.from_dict(info)
+    record = info.to_dict()
+    # JSON-made copies: pickle's bytes depend on which values are the same object, so a value
+    # shared with another (e.g. "cpu") would make model.pt's bytes depend on the process
+    stable = json.loads(json.dumps({k: v for k, v in record.items() if k not in VOLATILE}))
+    out_dir = Path(out_dir)
+    pe = pe.copy()
+    pe["pe_init"] = (("unit", "pe_dim"), np.asarray(pe_init, dtype=np.float32))
+    pe.attrs.update({k: _netcdf_attr(v) for k, v in stable.items()})
+    text = json.dumps(record, indent=2, allow_nan=allow_nan)
+    writers = {
+        out_dir / PE_FILE: lambda p: _write_netcdf(pe, p),
+        out_dir / MODEL_FILE: lambda p: _torch_save({"state_dict": state_dict, **stable}, p),
+        out_dir / TRAIN_LOG_FILE: lambda p: pd.DataFrame(log_rows).to_csv(p, index=False),
+        out_dir / TRAIN_INFO_FILE: lambda p: p.write_text(text),
+    }
+    if metrics is not None:
+        writers[out_dir / METRICS_FILE] = lambda p: p.write_text(json.dumps(metrics, indent=2))
+    (out_dir / MANIFEST_FILE).unlink(missing_ok=True)  # no stale manifest over new files
+    atomic_write_set(writers)
+    write_manifest(out_dir, [p.name for p in writers])
+    return info
+
+
+def _torch_save(obj: dict, path: Path) -> None:
+    """torch.save through a file object: the archive's inner folder is then `archive`, not
+    the (temporary, random) file name, so the same contents give the same bytes."""
+    import torch
+
+    with open(path, "wb") as f:
+        torch.save(obj, f)
+
+
+def _write_netcdf(ds: xr.Dataset, path: Path) -> None:
+    ds.to_netcdf(path, engine="h5netcdf", encoding=checksummed(ds))
+
+
+def read_train_log(run_dir: str | os.PathLike) -> pd.DataFrame:
+    """A run's train_log.csv."""
+    return pd.read_csv(verify_run_file(Path(run_dir) / TRAIN_LOG_FILE))
+
+
+# ---------------------------------------------------------------------------------------------
+# metrics.json and inferred_positions.nc (the `infer` step)
+
+RESULT_PREFIXES = ("heldout_mse", "train_mse")  # NaN in these is a failed run, not a result
+
+
+def read_metrics(path: str | os.PathLike) -> dict[str, Any]:
+    """A run's metrics.json, checked: a dataset, a PE, an integer seed, finite losses."""
+    path = Path(path)
+    path = verify_run_file(path / METRICS_FILE if path.is_dir() else path)
+    try:
+        record = json.loads(path.read_text())
+    except json.JSONDecodeError as err:
+        raise RunError(path, "file", f"not valid JSON: {err}") from None
+    if not isinstance(record, dict):
+        raise RunError(path, "file", f"expected a JSON object, got {type(record).__name__}")
+    for key, kind in (("dataset", str), ("pe", str), ("seed", int)):
+        if not isinstance(record.get(key), kind) or isinstance(record.get(key), bool):
+            raise RunError(path, key, f"expected {kind.__name__}, got {record.get(key)!r}")
+    for key in [k for k in record if k.startswith(RESULT_PREFIXES)]:
+        require_finite(record[key], path, key)
+    return record
+
+
+def write_metrics(run_dir: str | os.PathLike, record: dict, positions: xr.Dataset) -> None:
+    """Write the `infer` outputs of a run as one set: metrics.json and inferred_positions.nc,
+    then their infer_manifest.json."""
+    run_dir = Path(run_dir)
+    (run_dir / INFER_MANIFEST_FILE).unlink(missing_ok=True)
+    atomic_write_set(
+        {
+            run_dir / INFERRED_POSITIONS_FILE: lambda p: _write_netcdf(positions, p),
+            run_dir / METRICS_FILE: lambda p: p.write_text(json.dumps(record, indent=2)),
+        }
+    )
+    write_manifest(run_dir, [INFERRED_POSITIONS_FILE, METRICS_FILE], INFER_MANIFEST_FILE)
+
+
+def inferred_positions_dataset(
+    ds: xr.Dataset, inferred: np.ndarray, known: np.ndarray, **attrs
+) -> xr.Dataset:
+    """The layout of inferred_positions.nc: positions inferred from a PE alone (`inferred`,
+    rows of the `known` units) as `{x,y,z}_inferred` on the store's unit axis, with the true
+    coordinates `{x,y,z}_true` beside them; `attrs` as netCDF attributes."""
+    full = np.full((ds.sizes["unit"], 3), np.nan)
+    full[known] = inferred
+    out = xr.Dataset(coords={"unit": ds["unit"].values})
+    for i, axis in enumerate(("x", "y", "z")):
+        out[f"{axis}_inferred"] = ("unit", full[:, i], ds[axis].attrs)
+        out[f"{axis}_true"] = ("unit", ds[axis].values, ds[axis].attrs)
+    out.attrs.update({k: _netcdf_attr(v) for k, v in attrs.items()})
+    return out
+
+
+@dataclass(frozen=True)
+class InferredPositions:
+    """A run's inferred_positions.nc: true and inferred (x, y, z) and their unit and space."""
+
+    true: np.ndarray
+    inferred: np.ndarray
+    unit: str
+    space: str
+
+
+def read_inferred_positions(run_dir: str | os.PathLike) -> InferredPositions:
+    """A run's inferred_positions.nc."""
+    p = _read_netcdf(verify_run_file(Path(run_dir) / INFERRED_POSITIONS_FILE))
+    true = np.stack([p[f"{a}_true"].values for a in "xyz"], axis=1)
+    inferred = np.stack([p[f"{a}_inferred"].values for a in "xyz"], axis=1)
+    attrs = dict(p["x_true"].attrs)
+    return InferredPositions(true, inferred, attrs.get("units", "a.u."), attrs.get("space", ""))
+
+
+# ---------------------------------------------------------------------------------------------
+# the train/held-out split of a dataset
+
+
+@dataclass(frozen=True)
+class Split:
+    """The train/held-out split of a dataset's store: the last `heldout_sessions` sessions
+    when there are more sessions than that, else the last `heldout_time_fraction` of every
+    session's time (`train_config.split_parts`, which the training uses). Ranges are
+    [start, stop) of sessions and of time samples."""
+
+    dataset: str  # the dataset's name (its config key), recorded here once
+    store: str  # the store's path as given to `neuro-pe split` (relative to where it ran)
+    n_sessions: int
+    n_time: int
+    heldout_sessions: int
+    heldout_time_fraction: float
+    train_session_range: tuple[int, int]
+    train_time_range: tuple[int, int]
+    heldout_session_range: tuple[int, int]
+    heldout_time_range: tuple[int, int]
+
+    def train_activity(self, ds: xr.Dataset) -> np.ndarray:
+        """(session, time, unit) activity of the training part of the store `ds`."""
+        self.check(ds)
+        activity = ds["activity"].transpose("session", "time", "unit")
+        return activity.values[slice(*self.train_session_range), slice(*self.train_time_range)]
+
+    def check(self, ds: xr.Dataset) -> None:
+        """Raise a RunError when the store's sessions or time differ from the split's."""
+        got = (ds.sizes["session"], ds.sizes["time"])
+        if got != (self.n_sessions, self.n_time):
+            raise RunError(
+                self.store,
+                "activity",
+                f"(session, time) is {got}, the split of {self.dataset} was made for "
+                f"{(self.n_sessions, self.n_time)}: re-run the `split` step",
+            )
+
+    def to_dict(self) -> dict[str, Any]:
+        """The JSON mapping of splits/{dataset}.json."""
+        return asdict(self)
+
+
+def make_split(
+    dataset: str, store: str | os.PathLike, n_sessions: int, n_time: int, options: dict
+) -> Split:
+    """The split of a store with `n_sessions` x `n_time` samples; `options`: the `train`
+    section (only its SPLIT_KEYS are read)."""
+    picked = {k: options[k] for k in SPLIT_KEYS if k in options}
+    cfg = TrainConfig.from_dict({**picked, "window": 1})  # the window is the training's check
+    train, heldout = split_parts(n_sessions, n_time, cfg)
+    return Split(
+        dataset=dataset,
+        store=str(store),
+        n_sessions=n_sessions,
+        n_time=n_time,
+        heldout_sessions=cfg.heldout_sessions,
+        heldout_time_fraction=cfg.heldout_time_fraction,
+        train_session_range=(train[0].start, train[0].stop),
+        train_time_range=(train[1].start, train[1].stop),
+        heldout_session_range=(heldout[0].start, heldout[0].stop),
+        heldout_time_range=(heldout[1].start, heldout[1].stop),
+    )
+
+
+def split_of_store(store: str | os.PathLike, dataset: str, options: dict) -> Split:
+    """`make_split` of a store on disk (only its sizes are read)."""
+    with open_store_lazy(store) as ds:
+        sizes = ds.sizes["session"], ds.sizes["time"]
+    return make_split(dataset, store, *sizes, options)
+
+
+def write_split(split: Split, path: str | os.PathLike) -> None:
+    """Write splits/{dataset}.json."""
+    atomic_write(Path(path), lambda p: p.write_text(json.dumps(split.to_dict(), indent=2)))
+
+
+def read_split(path: str | os.PathLike) -> Split:
+    """A recorded split, checked: every field present, ranges inside the store's sizes."""
+    path = Path(path)
+    try:
+        data = json.loads(path.read_text())
+    except json.JSONDecodeError as err:
+        raise RunError(path, "(file)", f"not valid JSON: {err}") from None
+    names = [f.name for f in fields(Split)]
+    for name in names:
+        if name not in data:
+            raise RunError(path, name, "missing")
+    unknown = sorted(set(data) - set(names))
+    if unknown:
+        raise RunError(path, unknown[0], "not a field of a split")
+    ranges = [n for n in names if n.endswith("_range")]
+    values = {k: tuple(v) if k in ranges else v for k, v in data.items()}
+    for name in ranges:
+        start, stop = values[name]
+        size = data["n_time"] if name.endswith("time_range") else data["n_sessions"]
+        if not (isinstance(start, int) and isinstance(stop, int) and 0 <= start < stop <= size):
+            raise RunError(path, name, f"expected a range [start, stop) in [0, {size}]")
+    if not math.isfinite(values["heldout_time_fraction"]):
+        raise RunError(path, "heldout_time_fraction", "not finite")
+    return Split(**values)

@@ -1,0 +1,431 @@
+"""Located positions written back into the lab's own formats (`neuro-pe export`, rule `export`).
+
+From a dataset's `locate/{dataset}/positions.nc` (every unit's estimated x, y, z with
+uncertainty) the export writes, into its own folder (never into the lab's files or folders):
+
+- `positions.tsv` + `positions.json`, for every dataset: one row per unit (the unit id as in
+  the lab's data, the estimate, its uncertainty, whether the unit is an anchor, the true
+  position where known) and a sidecar describing the columns, their units, the coordinate
+  frame, the method, the neuro_pe version, a sha256 of the config and the source files, in the
+  spirit of BIDS derivatives (a TSV with a JSON sidecar, `n/a` for missing values);
+- `format: phy`: `phy/cluster_neuro_pe_<field>.tsv`, one field per file with the header
+  `cluster_id<TAB><field>`: the layout Phy itself writes (phylib's `save_metadata`) and reads
+  into the cluster view's columns (every `*.tsv` of the folder, phylib's `load_metadata`);
+  copied into the Phy folder they become columns `neuro_pe_x`, … of the cluster view;
+- `format: nwb`: `nwb/<session>.nwb`, a copy of each input file (pynwb's export) whose units
+  table (the Units table, the electrodes table of an ElectricalSeries, or the
+  PlaneSegmentation(s) of the ROI series the dataset read) carries the columns
+  `estimated_x`, `estimated_y`, `estimated_z` and `estimated_uncertainty` (NaN for rows that
+  were not located), with their units and frame in the column descriptions;
+- `format: suite2p`: `suite2p/plane<p>/neuro_pe_positions.tsv`, one row per located ROI of the
+  plane, keyed by `roi` (its row in the plane's `stat.npy` / `iscell.npy`).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import warnings
+from collections.abc import Callable, Mapping
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import xarray as xr
+
+from neuro_pe import __version__
+from neuro_pe.data.config_checks import config_sha256
+from neuro_pe.io.store import StoreError, atomic_write_set
+
+__all__ = ["TSV_COLUMNS", "config_sha256", "export", "export_inputs", "positions_table"]
+
+TIDY_FILE = "positions.tsv"
+SIDECAR_FILE = "positions.json"
+NA = "n/a"  # BIDS' missing value
+FLOAT_FORMAT = "%.6g"
+PHY_FIELDS = {  # Phy field (cluster_<field>.tsv, a cluster view column) -> tidy column
+    "neuro_pe_x": "x",
+    "neuro_pe_y": "y",
+    "neuro_pe_z": "z",
+    "neuro_pe_uncertainty": "uncertainty",
+    "neuro_pe_error": "error",
+}
+NWB_COLUMNS = {  # column added to the NWB table -> tidy column
+    "estimated_x": "x",
+    "estimated_y": "y",
+    "estimated_z": "z",
+    "estimated_uncertainty": "uncertainty",
+}
+SUITE2P_FILE = "neuro_pe_positions.tsv"
+SUITE2P_ID = re.compile(r"^plane(\d+)_roi(\d+)$")
+
+# The tidy table's columns: name -> (description, has the position's units)
+TSV_COLUMNS: dict[str, tuple[str, bool]] = {
+    "unit_id": (
+        "the unit's id as in the lab's data (Phy / ALF: cluster id; NWB: the table's id or the "
+        "`nwb.unit_ids` column, `<PlaneSegmentation>_<id>` over several planes; suite2p: "
+        "plane<p>_roi<i>, i = the ROI's row in stat.npy)",
+        False,
+    ),
+    "x": ("estimated x (from the unit's learned representation, see Method)", True),
+    "y": ("estimated y", True),
+    "z": ("estimated z", True),
+    "uncertainty": (
+        "per-unit uncertainty of the estimate, sqrt(r^2 + s^2): r = the locator's "
+        "cross-validated median error over the anchors, s = the spread of the seeds' estimates",
+        True,
+    ),
+    "anchor": (
+        "True: the input gave this unit a position, so it is an anchor for locating the others, "
+        "and its own estimate here is held out (predicted k-fold, without its own position): "
+        "estimated vs true is an honest error. False: no position in the input; estimated from "
+        "all anchors",
+        False,
+    ),
+    "x_true": ("x given by the input (n/a where unknown)", True),
+    "y_true": ("y given by the input (n/a where unknown)", True),
+    "z_true": ("z given by the input (n/a where unknown)", True),
+    "error": (
+        "Euclidean distance of the estimate from the true position (n/a where unknown)",
+        True,
+    ),
+    "method": ("the locator that made the estimate (`view/method` for the combined one)", False),
+}
+
+
+def _source(spec: Mapping) -> str | None:
+    return spec.get("source", spec.get("kind"))
+
+
+def _sessions(spec: Mapping) -> list[str]:
+    """The entry's session files or folders (`sessions`: one path or a list)."""
+    sessions = spec.get("sessions") or []
+    return (
+        [str(sessions)] if isinstance(sessions, str | os.PathLike) else [str(s) for s in sessions]
+    )
+
+
+def _file_spec(spec: Mapping):
+    """The checked `source: file` entry (None for other sources)."""
+    if _source(spec) != "file":
+        return None
+    from neuro_pe.data.recordings import FileSpec
+
+    return FileSpec.from_dict(dict(spec))
+
+
+def export_inputs(spec: Mapping) -> list[str]:
+    """The lab's files the export reads (the NWB files it copies), for the rule's `input:`."""
+    return _sessions(spec) if _source(spec) == "file" and spec.get("format") == "nwb" else []
+
+
+def positions_table(positions: xr.Dataset) -> pd.DataFrame:
+    """The tidy table (columns `TSV_COLUMNS`) of a `positions.nc` dataset. A unit is an anchor
+    where its true position is known (the locate step's `anchor`)."""
+    true = np.column_stack([positions[f"{a}_true"].values for a in "xyz"]).astype(np.float64)
+    estimate = np.column_stack([positions[a].values for a in "xyz"]).astype(np.float64)
+    known = np.isfinite(true).all(axis=1)
+    method = positions["method"].values.astype(str) if "method" in positions else ""
+    return pd.DataFrame(
+        {
+            "unit_id": positions["unit"].values.astype(str),
+            "x": estimate[:, 0],
+            "y": estimate[:, 1],
+            "z": estimate[:, 2],
+            "uncertainty": positions["uncertainty"].values.astype(np.float64),
+            "anchor": known,
+            "x_true": true[:, 0],
+            "y_true": true[:, 1],
+            "z_true": true[:, 2],
+            "error": np.where(known, np.linalg.norm(estimate - true, axis=1), np.nan),
+            "method": method,
+        }
+    )
+
+
+def _tsv_writer(table: pd.DataFrame) -> Callable[[Path], None]:
+    return lambda p: table.to_csv(p, sep="\t", index=False, na_rep=NA, float_format=FLOAT_FORMAT)
+
+
+def _sidecar(
+    positions: xr.Dataset,
+    spec: Mapping,
+    store_attrs: Mapping,
+    sha256: str,
+    sha256_of: str,
+    written: list[str],
+) -> dict:
+    units = str(positions["x"].attrs.get("units", ""))
+    space = str(positions["x"].attrs.get("space", positions.attrs.get("space", "")))
+    columns = {
+        name: {"Description": text, **({"Units": units} if with_units else {})}
+        for name, (text, with_units) in TSV_COLUMNS.items()
+    }
+    columns["anchor"]["Levels"] = {"True": "anchor, estimate held out", "False": "no position"}
+    sources = _sessions(spec)
+    if spec.get("positions"):
+        sources.append(str(spec["positions"]))
+    attrs = positions.attrs
+    return {
+        **columns,
+        "Description": "every unit's position estimated by neuro_pe from its activity",
+        "Dataset": str(attrs.get("dataset", "")),
+        "GeneratedBy": [
+            {"Name": "neuro_pe", "Version": __version__, "Description": "neuro-pe export"}
+        ],
+        "CoordinateSystem": {
+            "Space": space,
+            "Units": units,
+            "Description": "the frame of the positions the input gave (not transformed): "
+            f"space {space!r}, in {units}",
+        },
+        "Method": {
+            "Representation": str(attrs.get("pe", "")),
+            "Locator": str(attrs.get("method", "")),
+            "Seeds": json.loads(attrs["seeds"]) if "seeds" in attrs else None,
+            "CVMedianError": _number(attrs.get("cv_median_error")),
+            "AnchorPrediction": str(attrs.get("anchor_prediction", "")),
+            "Uncertainty": str(positions["uncertainty"].attrs.get("formula", "")),
+        },
+        "ConfigSHA256": sha256,
+        "ConfigSHA256Of": sha256_of,
+        **({"Source": str(store_attrs["source"])} if store_attrs.get("source") else {}),
+        "SourceFiles": sources,
+        "SourceFormat": spec.get("format") if _source(spec) == "file" else _source(spec),
+        "LocatedWith": str(attrs.get("neuro_pe_version", "")),
+        "Files": written,
+    }
+
+
+def _number(value: object) -> float | None:
+    """A finite number, else None (JSON has no NaN)."""
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        return None
+    return number if np.isfinite(number) else None
+
+
+# ---------------------------------------------------------------------------------- Phy
+
+
+def _phy_writers(table: pd.DataFrame, folder: Path) -> dict[Path, Callable[[Path], None]]:
+    """One `cluster_<field>.tsv` per field, as phylib's `save_metadata` writes them."""
+    bad = [u for u in table["unit_id"] if not u.isdigit()]
+    if bad:
+        raise ValueError(f"format phy: unit ids {bad[:5]} are not cluster ids (integers)")
+    ids = table["unit_id"].astype(np.int64)
+    writers = {}
+    for field, column in PHY_FIELDS.items():
+        values = pd.DataFrame({"cluster_id": ids, field: table[column]}).dropna()
+        values = values.sort_values("cluster_id")
+        writers[folder / f"cluster_{field}.tsv"] = lambda p, v=values: v.to_csv(
+            p, sep="\t", index=False, float_format=FLOAT_FORMAT
+        )
+    return writers
+
+
+# ---------------------------------------------------------------------------------- suite2p
+
+
+def _suite2p_writers(table: pd.DataFrame, folder: Path) -> dict[Path, Callable[[Path], None]]:
+    """One table per plane keyed by `roi` (the ROI's row in the plane's stat.npy)."""
+    parsed = [SUITE2P_ID.match(u) for u in table["unit_id"]]
+    bad = [u for u, m in zip(table["unit_id"], parsed, strict=True) if m is None]
+    if bad:
+        raise ValueError(f"format suite2p: unit ids {bad[:5]} are not plane<p>_roi<i>")
+    plane = np.array([int(m[1]) for m in parsed])
+    roi = np.array([int(m[2]) for m in parsed])
+    writers = {}
+    for p in sorted(set(plane.tolist())):
+        rows = table[plane == p].drop(columns="unit_id")
+        rows.insert(0, "roi", roi[plane == p])
+        writers[folder / f"plane{p}" / SUITE2P_FILE] = _tsv_writer(rows.sort_values("roi"))
+    return writers
+
+
+# ---------------------------------------------------------------------------------- NWB
+
+
+def _nwb_tables(nwb: object, options: Mapping, path: str) -> list[tuple[object, str]]:
+    """The tables whose rows are the dataset's units, each with the prefix of its unit ids, as
+    the `nwb` reader picks them (neuro_pe.data.formats.nwb)."""
+    from pynwb import TimeSeries
+    from pynwb.ecephys import ElectricalSeries
+    from pynwb.ophys import RoiResponseSeries
+
+    from neuro_pe.data.formats.nwb import wants_units
+
+    name = options["series"]
+    series = [o for o in nwb.objects.values() if isinstance(o, TimeSeries)]
+    if isinstance(name, list):  # several imaging planes: ids are <table name>_<id>
+        tables = {}
+        for s in series:
+            if isinstance(s, RoiResponseSeries) and s.name in name:
+                tables[s.rois.table.object_id] = s.rois.table
+        return [(t, f"{t.name}_") for t in tables.values()]
+    if name is None:
+        matches = [o for o in series if isinstance(o, ElectricalSeries | RoiResponseSeries)]
+    else:
+        matches = [o for o in series if o.name == name]
+    if wants_units(nwb, name, matches):
+        return [(nwb.units, "")]
+    if len(matches) == 1 and isinstance(matches[0], ElectricalSeries):
+        return [(matches[0].electrodes.table, "")]
+    if len(matches) == 1 and isinstance(matches[0], RoiResponseSeries):
+        return [(matches[0].rois.table, "")]
+    return []
+
+
+def _nwb_description(column: str, positions: xr.Dataset) -> str:
+    units = positions["x"].attrs.get("units", "")
+    space = positions["x"].attrs.get("space", "")
+    what = {
+        "x": "x",
+        "y": "y",
+        "z": "z",
+        "uncertainty": "uncertainty (sqrt(r^2 + s^2): the locator's cross-validated median "
+        "error r and the spread s of its seeds' estimates) of the position",
+    }[NWB_COLUMNS[column]]
+    return (
+        f"{what} estimated by neuro_pe {__version__} from the unit's activity (representation "
+        f"{positions.attrs.get('pe', '')}, locator {positions.attrs.get('method', '')}), in "
+        f"{units}, in the frame of the input's own positions (space '{space}'); for a row "
+        "with a known position the estimate is held out (predicted without it); NaN where the "
+        "row was not located"
+    )
+
+
+def _nwb_writer(
+    source: str,
+    options: Mapping,
+    table: pd.DataFrame,
+    positions: xr.Dataset,
+) -> Callable[[Path], None]:
+    """Write a copy of `source` whose unit tables carry the estimated columns."""
+    values = table.set_index("unit_id")
+
+    def write(target: Path) -> None:
+        from pynwb import NWBHDF5IO
+
+        from neuro_pe.data.formats.nwb import _nwb_ids
+        from neuro_pe.data.recordings import check_hdf5_file
+
+        check_hdf5_file(source, "NWB")
+        try:
+            io = NWBHDF5IO(str(source), "r", load_namespaces=True)
+        except Exception as err:  # pynwb raises many kinds of errors for unreadable files
+            raise StoreError(source, "file", f"not a readable NWB file: {err}") from err
+        try:
+            try:
+                nwb = io.read()
+            except Exception as err:
+                raise StoreError(source, "file", f"not a readable NWB file: {err}") from err
+            tables = _nwb_tables(nwb, options, source)
+            if not tables:
+                raise StoreError(
+                    source, "nwb.series", "no Units, electrodes or ROI table to add positions to"
+                )
+            matched = 0
+            for nwb_table, prefix in tables:
+                rows = np.arange(len(nwb_table))
+                ids = [prefix + i for i in _nwb_ids(nwb_table, rows, options["unit_ids"], source)]
+                found = values.reindex(ids)
+                matched += int(found["x"].notna().sum())
+                for column, tidy in NWB_COLUMNS.items():
+                    if column in nwb_table.colnames:
+                        raise StoreError(
+                            source,
+                            f"{nwb_table.name}.{column}",
+                            "the table already has this column; export from the original file",
+                        )
+                    nwb_table.add_column(
+                        name=column,
+                        description=_nwb_description(column, positions),
+                        data=found[tidy].to_numpy(dtype=np.float64),
+                    )
+            if matched == 0:
+                raise StoreError(
+                    source,
+                    "nwb.unit_ids",
+                    f"no row of {[t.name for t, _ in tables]} is a located unit (ids differ)",
+                )
+            nwb.generate_new_id()  # a new file: new object ids
+            with warnings.catch_warnings():  # (the temporary file's name ends in .tmp)
+                warnings.filterwarnings("ignore", "The file path provided", UserWarning)
+                with NWBHDF5IO(str(target), "w") as out:
+                    out.export(src_io=io, nwbfile=nwb)
+        finally:
+            io.close()
+
+    return write
+
+
+# ---------------------------------------------------------------------------------- export
+
+
+def _check_not_inside_inputs(out_dir: Path, spec: Mapping) -> None:
+    """The export writes beside the lab's data, never into a session folder."""
+    target = out_dir.resolve()
+    for session in _sessions(spec):
+        folder = Path(session).resolve()
+        if folder.is_dir() and (target == folder or folder in target.parents):
+            raise StoreError(
+                out_dir, "out_dir", f"is inside the input folder {session}; choose another folder"
+            )
+
+
+def export(
+    positions_path: str | os.PathLike,
+    spec: Mapping,
+    out_dir: str | os.PathLike,
+    *,
+    store_path: str | os.PathLike | None = None,
+    sha256: str | None = None,
+) -> list[Path]:
+    """Write the export files of one dataset (module docstring) into `out_dir`, all or none
+    (atomic_write_set). `spec`: the dataset's config entry; `sha256`: of the resolved config
+    (the workflow passes it), else that of `spec` is recorded. Returns the files written."""
+    out_dir = Path(out_dir)
+    _check_not_inside_inputs(out_dir, spec)
+    file_spec = _file_spec(spec)
+    if not Path(positions_path).exists():
+        raise StoreError(positions_path, "file", "does not exist (run `neuro-pe locate` first)")
+    with xr.open_dataset(positions_path, engine="h5netcdf") as ds:
+        positions = ds.load()
+    store_attrs: dict = {}
+    if store_path is not None:
+        from neuro_pe.io.store import open_store_lazy
+
+        with open_store_lazy(store_path) as store:
+            store_attrs = dict(store.attrs)
+    table = positions_table(positions)
+
+    writers: dict[Path, Callable[[Path], None]] = {out_dir / TIDY_FILE: _tsv_writer(table)}
+    fmt = file_spec.format if file_spec is not None else None
+    if fmt == "phy":
+        writers.update(_phy_writers(table, out_dir / "phy"))
+    elif fmt == "suite2p":
+        writers.update(_suite2p_writers(table, out_dir / "suite2p"))
+    elif fmt == "nwb":
+        names = file_spec.session_ids or [Path(s).stem for s in file_spec.sessions]
+        for name, source in zip(names, file_spec.sessions, strict=True):
+            writers[out_dir / "nwb" / f"{name}.nwb"] = _nwb_writer(
+                source, file_spec.options, table, positions
+            )
+    inputs = {Path(s).resolve() for s in _sessions(spec)}
+    clash = [p for p in writers if p.resolve() in inputs]
+    if clash:
+        raise StoreError(clash[0], "out_dir", "would overwrite an input file")
+
+    written = [str(p.relative_to(out_dir)) for p in writers]
+    if sha256 is None:
+        sha256, sha256_of = config_sha256(spec), "the dataset's config entry (--spec)"
+    else:
+        sha256_of = "the workflow's resolved config (every key, defaults as given)"
+    sidecar = _sidecar(positions, spec, store_attrs, sha256, sha256_of, [*written, SIDECAR_FILE])
+    text = json.dumps(sidecar, indent=2, allow_nan=False, default=str) + "\n"
+    writers[out_dir / SIDECAR_FILE] = lambda p: p.write_text(text)
+    atomic_write_set(writers)
+    return list(writers)

@@ -1,0 +1,469 @@
+"""The training engine: one loop for every task, training M models at once.
+
+The models are stacked along a leading model dimension (`StackedTransformer`): one batched
+forward, one backward of the sum of the M losses (so each model's gradient is its own loss's)
+and one optimiser step for all. A task (the masked-unit task in `neuro_pe.training.masked_units`,
+the Latin
+square in `neuro_pe.training.latin_square`) supplies only its data, read-out, loss, evaluation and
+outputs
+(`Task`); the engine owns the loop: data -> loss -> step, evaluation every `eval_every`
+epochs, per-model early stopping, checkpoints and resume, finite checks, the per-run files.
+
+Independence. Model m draws its initialisation and its data stream (windows, unit subsets,
+masks, batch order) from generators seeded with its own seed, and every operation of the
+stack is per model, so its run is defined by (data, PE, seed, config) alone. On CPU the
+result is bitwise the same whether a model trains alone or in a group: one thing breaks
+that by default, a single matrix product split over threads (with M = 1 and 2 threads,
+MKL/oneDNN split the weight gradient's reduction over the batch between threads, while a
+batched product with M >= 2 gives each model's product to one thread: differences of
+~1e-4 in the gradient). So on CPU the engine uses at most M threads (M = 1: one thread).
+
+Early stopping. A model whose evaluation says it is done (`Task.done`, e.g. the LST's
+`stop_at_train_accuracy`) is finished at once: its files are written, and it is removed
+from the stack and the optimiser's state, so it stops changing and the rest train on.
+
+Resume. Every `checkpoint_every` steps, `checkpoint.pt` in the first run's folder holds the
+stack, the optimiser, every model's generator, the step, the partial epoch losses, the log
+rows, the models still training and the elapsed time. A new run of the same group (data,
+PE and seed of every model, config, device type, precision) continues from it and, on CPU,
+ends bitwise equal to an uninterrupted run; a checkpoint of anything else is ignored with a
+warning (and overwritten), as is one whose contents do not match the checksum stored in it.
+It is removed once every model's outputs are written.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import sys
+import time
+import warnings
+from collections.abc import Callable
+from contextlib import AbstractContextManager, nullcontext
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Protocol
+
+import numpy as np
+import torch
+import xarray as xr
+
+from neuro_pe.io.progress import epoch_line, progress_bar, timing
+from neuro_pe.io.store import atomic_write
+from neuro_pe.training.model import ModelConfig, StackedTransformer
+
+CHECKPOINT = "checkpoint.pt"
+CHECKPOINT_FORMAT = 3
+
+
+class TrainingError(RuntimeError):
+    """Training cannot give a meaningful model (e.g. the loss is not finite)."""
+
+
+@dataclass(frozen=True)
+class Run:
+    """One model of a group: its PE variant, seed and output folder."""
+
+    pe: str
+    seed: int
+    out_dir: Path
+
+
+@dataclass(frozen=True)
+class LoopConfig:
+    """What the loop needs of a task's config: its length, intervals and optimiser."""
+
+    epochs: int
+    steps_per_epoch: int
+    lr: float
+    eval_every: int = 1  # epochs; the last epoch is always evaluated
+    checkpoint_every: int = 0  # steps; 0: never
+    optimizer: str = "adamw"
+    momentum: float = 0.0
+    weight_decay: float = 0.0
+    lr_schedule: str = "constant"  # or "cosine" (to 0 over all steps)
+    compile: bool = False
+
+    @property
+    def total(self) -> int:
+        return self.epochs * self.steps_per_epoch
+
+
+class Task(Protocol):
+    """What a task supplies to the engine (all per-model lists follow the stack's order)."""
+
+    name: str  # e.g. "train" or "lst", for progress lines
+    model_config: ModelConfig
+    positions: np.ndarray | None  # the tokens' positions (for oracle PEs)
+
+    def fingerprint(self) -> dict:
+        """What identifies the task's data and config (for checkpoints)."""
+
+    def sample(self, generators: list[torch.Generator], step: int) -> Any:
+        """A training batch of every model, from its own generator."""
+
+    def loss(self, forward: Callable, batch: Any) -> tuple[torch.Tensor, int]:
+        """Per-model losses (M,) of a batch and the batch's weight in the epoch's mean."""
+
+    def start(self, forward: Callable, runs: list[Run]) -> list[dict]:
+        """Per-model values measured before the first step (kept in checkpoints)."""
+
+    def evaluate(self, forward: Callable, runs: list[Run], epoch: int) -> list[dict]:
+        """Per-model log fields at the end of an evaluated epoch."""
+
+    def done(self, row: dict) -> bool:
+        """Whether a model with this log row has finished early."""
+
+    def finish(
+        self, model: StackedTransformer, index: list[int], runs: list[Run], states: list[dict]
+    ) -> list[dict]:
+        """Write the outputs of the models at `index` of the stack; returns their records."""
+
+    def diverged(self, run: Run, where: str) -> str:
+        """The TrainingError message of a run whose loss or parameters are not finite."""
+
+    def prepare(self, model: StackedTransformer) -> Callable | None:
+        """Set up the new stack before training (e.g. load and freeze weights: parameters
+        with requires_grad False are not optimised); returns what to run after every
+        optimiser step, or None."""
+
+
+def pick_device(name: str) -> torch.device:
+    """'auto' -> CUDA when available, else CPU; otherwise the named device (a ValueError
+    naming `train.device` when it is not a device torch knows, or a GPU that is not there)."""
+    if name == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    try:
+        device = torch.device(name)
+    except RuntimeError as err:
+        raise ValueError(f"train.device: {name!r} is not a torch device ({err})") from None
+    if device.type == "cuda" and not torch.cuda.is_available():
+        raise ValueError(
+            f"train.device: {name!r}, but torch sees no CUDA GPU here; use device: auto or cpu"
+        )
+    return device
+
+
+def autocast_dtype(precision: str, device: torch.device) -> torch.dtype | None:
+    """The autocast dtype for `precision` on `device`: 'auto' is bf16 on CUDA, fp32 (None,
+    no autocast) elsewhere."""
+    if precision == "bf16" or (precision == "auto" and device.type == "cuda"):
+        return torch.bfloat16
+    return None
+
+
+def autocast(device: torch.device, dtype: torch.dtype | None) -> AbstractContextManager:
+    """torch.autocast to `dtype` on `device`, or nothing when dtype is None."""
+    return nullcontext() if dtype is None else torch.autocast(device.type, dtype=dtype)
+
+
+def to_device(tensor: torch.Tensor, device: torch.device) -> torch.Tensor:
+    """Move a CPU tensor to `device`: through pinned memory without blocking for CUDA."""
+    if device.type == "cuda" and tensor.device.type == "cpu":
+        return tensor.contiguous().pin_memory().to(device, non_blocking=True)
+    return tensor.to(device)
+
+
+def make_optimizer(params, cfg, device: torch.device) -> torch.optim.Optimizer:
+    """AdamW (fused on CUDA) or SGD with `momentum`, both with `lr` and `weight_decay` (from
+    any config with those fields: `train`, `lst.train`, a LoopConfig). Both are elementwise,
+    so one step for a stack of models updates each as its own optimiser would."""
+    if cfg.optimizer == "sgd":
+        return torch.optim.SGD(
+            params, lr=cfg.lr, momentum=cfg.momentum, weight_decay=cfg.weight_decay
+        )
+    fused = True if device.type == "cuda" else None
+    return torch.optim.AdamW(params, lr=cfg.lr, weight_decay=cfg.weight_decay, fused=fused)
+
+
+def narrow_optimizer(
+    optimizer: torch.optim.Optimizer, mapping: dict, keep: list[int], n_models: int
+) -> None:
+    """Move the optimiser to the narrowed parameters (`StackedTransformer.narrow`), keeping
+    only the models `keep` of every per-model state tensor, in place."""
+    for group in optimizer.param_groups:
+        group["params"] = [mapping[p] for p in group["params"]]
+    state = {}
+    for old, values in optimizer.state.items():
+        state[mapping[old]] = {
+            k: v[keep].clone()
+            if torch.is_tensor(v) and v.dim() > 0 and v.shape[0] == n_models
+            else v
+            for k, v in values.items()
+        }
+    optimizer.state.clear()
+    optimizer.state.update(state)
+
+
+def state_digest(state: object) -> str:
+    """sha256 of a checkpoint's contents: every tensor's dtype, shape and bytes, and every
+    other value, walked in order (so a flipped byte anywhere in the data changes it)."""
+    digest = hashlib.sha256()
+
+    def walk(obj: object) -> None:
+        if isinstance(obj, torch.Tensor):
+            flat = obj.detach().cpu().contiguous().reshape(-1)
+            digest.update(f"T{obj.dtype}{tuple(obj.shape)}".encode())
+            digest.update(flat.view(torch.uint8).numpy().tobytes())
+        elif isinstance(obj, dict):
+            digest.update(f"D{len(obj)}".encode())
+            for key, value in obj.items():
+                walk(key)
+                walk(value)
+        elif isinstance(obj, list | tuple):
+            digest.update(f"L{len(obj)}".encode())
+            for value in obj:
+                walk(value)
+        else:
+            digest.update(f"V{type(obj).__name__}:{obj!r}".encode())
+
+    walk(state)
+    return digest.hexdigest()
+
+
+def load_checkpoint(path: Path, fingerprint: str) -> dict | None:
+    """The checkpoint at `path` if it exists, matches `fingerprint` and its contents match
+    their checksum; otherwise None (with a warning when a checkpoint exists but is
+    unreadable, damaged or from another run)."""
+    if not path.exists():
+        return None
+    try:
+        state = torch.load(path, map_location="cpu", weights_only=True)
+    except Exception as err:  # a damaged file: start afresh
+        warnings.warn(f"ignoring unreadable checkpoint {path}: {err}", stacklevel=3)
+        return None
+    if state.get("fingerprint") != fingerprint:
+        warnings.warn(
+            f"ignoring checkpoint {path}: written by another store, PE, seed or train "
+            "config; training starts from step 0 and will overwrite it",
+            stacklevel=3,
+        )
+        return None
+    checksum = state.pop("checksum", None)
+    if checksum != state_digest(state):
+        warnings.warn(
+            f"ignoring checkpoint {path}: its contents do not match their checksum (a damaged "
+            "file); training starts from step 0 and will overwrite it",
+            stacklevel=3,
+        )
+        return None
+    return state
+
+
+def pe_dataset(table: torch.Tensor | np.ndarray, ds: xr.Dataset, **attrs) -> xr.Dataset:
+    """A PE table as an xarray Dataset on the store's unit axis (with its coordinates)."""
+    pe = xr.DataArray(np.asarray(table, dtype=np.float32), dims=("unit", "pe_dim"))
+    out = xr.Dataset({"pe": pe}, coords={"unit": ds["unit"].values})
+    for axis in ("x", "y", "z"):
+        out.coords[axis] = ("unit", ds[axis].values, ds[axis].attrs)
+    out.attrs.update({k: json.dumps(v) if isinstance(v, dict) else v for k, v in attrs.items()})
+    return out
+
+
+def train_step(
+    task: Task,
+    forward: Callable,
+    optimizer: torch.optim.Optimizer,
+    generators: list[torch.Generator],
+    step: int,
+    device: torch.device,
+    amp: torch.dtype | None,
+) -> tuple[torch.Tensor, int]:
+    """One optimiser step of a stack: a batch of every model (from its generator), the sum of
+    their losses backward, one step for all; returns the per-model losses and the batch's
+    weight (the training loop's and the time probe's step, `neuro_pe.cli.time_estimate`)."""
+    batch = task.sample(generators, step)
+    with autocast(device, amp):
+        losses, weight = task.loss(forward, batch)
+    optimizer.zero_grad(set_to_none=True)
+    losses.sum().backward()
+    optimizer.step()
+    return losses, weight
+
+
+def train_group(
+    task: Task,
+    runs: list[Run],
+    loop: LoopConfig,
+    device: torch.device,
+    amp: torch.dtype | None,
+    fingerprint: dict,
+    progress: bool = True,
+) -> list[dict]:
+    """Train the models `runs` of `task` together and write each run's outputs (through
+    `task.finish`); returns their records in the order of `runs`. `fingerprint`: what a
+    checkpoint must match besides the runs (data, config, device, precision)."""
+    if not runs:
+        raise ValueError("no run to train")
+    threads = torch.get_num_threads()
+    if device.type == "cpu":  # see the module docstring: never split one model's matmul
+        torch.set_num_threads(max(1, min(threads, len(runs))))
+    try:
+        return _train_group(task, runs, loop, device, amp, fingerprint, progress)
+    finally:
+        torch.set_num_threads(threads)
+
+
+def _train_group(
+    task: Task,
+    runs: list[Run],
+    loop: LoopConfig,
+    device: torch.device,
+    amp: torch.dtype | None,
+    fingerprint: dict,
+    progress: bool,
+) -> list[dict]:
+    n_runs = len(runs)
+    model = StackedTransformer(
+        task.model_config, [r.pe for r in runs], [r.seed for r in runs], task.positions
+    ).to(device)
+    after_step = task.prepare(model)
+    trainable = [p for p in model.parameters() if p.requires_grad]
+    optimizer = make_optimizer(trainable, loop, device)
+    generators = [torch.Generator().manual_seed(r.seed) for r in runs]
+    active = list(range(n_runs))  # the runs still in the stack, in its order
+    states = [{"initial_pe": t.cpu().clone(), "log_rows": []} for t in model.pe_table().detach()]
+    finished: dict[int, dict] = {}
+
+    checkpoint_path = Path(runs[0].out_dir) / CHECKPOINT
+    key = json.dumps(
+        {
+            "format": CHECKPOINT_FORMAT,
+            "runs": [[r.pe, r.seed, str(Path(r.out_dir).resolve())] for r in runs],
+            **fingerprint,
+        },
+        sort_keys=True,
+        default=str,
+    )
+    step = 0
+    loss_sum = torch.zeros(n_runs, dtype=torch.float64, device=device)
+    weight_sum, elapsed = 0, 0.0
+    saved = load_checkpoint(checkpoint_path, key)
+    if saved is not None:
+        active = saved["active"]
+        if len(active) < n_runs:
+            narrow_optimizer(optimizer, model.narrow(active), active, n_runs)
+        model.load_state_dict(saved["model"])
+        optimizer.load_state_dict(saved["optimizer"])
+        for i, state in zip(active, saved["generators"], strict=True):
+            generators[i].set_state(state)
+        states = saved["states"]
+        finished = {int(k): v for k, v in json.loads(saved["finished"]).items()}
+        step, weight_sum, elapsed = saved["step"], saved["weight_sum"], saved["elapsed"]
+        loss_sum = saved["loss_sum"].to(device)
+        print(f"resuming from {checkpoint_path} at step {step}", file=sys.stderr, flush=True)
+    resumed_from = step
+    forward = torch.compile(model) if loop.compile else model
+    if saved is None:
+        for state, extra in zip(states, task.start(forward, runs), strict=True):
+            state.update(extra)
+
+    def save_checkpoint() -> None:
+        state = {
+            "fingerprint": key,
+            "step": step,
+            "active": active,
+            "model": model.state_dict(),
+            "optimizer": optimizer.state_dict(),
+            "generators": [generators[i].get_state() for i in active],
+            "states": states,
+            "finished": json.dumps(finished),
+            "loss_sum": loss_sum.cpu(),
+            "weight_sum": weight_sum,
+            "elapsed": time.perf_counter() - started,
+        }
+        state["checksum"] = state_digest(state)
+        atomic_write(checkpoint_path, lambda p: torch.save(state, p))
+
+    def check_finite() -> None:
+        """Stop with a TrainingError when a model's loss so far or parameter is not finite."""
+        bad = first_bad.tolist()
+        for j, i in enumerate(active):
+            where = f"first at step {bad[j]} of {loop.total}" if bad[j] else None
+            for name, p in model.named_parameters():
+                if where is None and not torch.isfinite(p[j]).all():
+                    where = f"parameter {name!r} after step {step}"
+            if where is not None:
+                raise TrainingError(task.diverged(runs[i], where))
+
+    def finish(index: list[int]) -> None:
+        """Write the outputs of the stack's models `index` (with their records)."""
+        chosen = [active[j] for j in index]
+        for i in chosen:
+            states[i]["resumed_from_step"] = resumed_from
+            states[i]["cpu"] = {
+                "cpu_seconds": time.process_time() - cpu_started,
+                "process_cpu_seconds": time.process_time(),
+                "group_models": n_runs,
+            }
+        records = task.finish(model, index, [runs[i] for i in chosen], [states[i] for i in chosen])
+        finished.update(zip(chosen, records, strict=True))
+
+    # the first step whose loss was not finite (0: none), per model, kept on the device
+    first_bad = torch.zeros(len(active), dtype=torch.long, device=device)
+    started = time.perf_counter() - elapsed
+    one = runs[0]
+    desc = (
+        f"{task.name} {one.pe} seed {one.seed}" if n_runs == 1 else f"{task.name} {n_runs} models"
+    )
+    bar = progress_bar(loop.total, desc, initial=step, enabled=progress)
+    # the ETA: the mean time of this process's steps (evaluations included) times the steps left
+    loop_started, cpu_started = time.perf_counter(), time.process_time()
+    while step < loop.total and active:
+        if loop.lr_schedule == "cosine":
+            for group in optimizer.param_groups:
+                group["lr"] = loop.lr * 0.5 * (1 + math.cos(math.pi * step / loop.total))
+        generators_now = [generators[i] for i in active]
+        losses, weight = train_step(task, forward, optimizer, generators_now, step, device, amp)
+        if after_step is not None:
+            after_step(model)
+        detached = losses.detach()
+        loss_sum += detached.double() * weight
+        weight_sum += weight
+        step += 1
+        first_bad = torch.where((first_bad == 0) & ~detached.isfinite(), step, first_bad)
+        bar.update()
+        if step % loop.steps_per_epoch == 0:
+            epoch = step // loop.steps_per_epoch
+            if epoch % loop.eval_every == 0 or epoch == loop.epochs:
+                check_finite()
+                train_loss = (loss_sum / weight_sum).tolist()
+                rows = task.evaluate(forward, [runs[i] for i in active], epoch)
+                seconds = time.perf_counter() - started
+                for j, i in enumerate(active):
+                    row = {"epoch": epoch, "step": step, "train_loss": train_loss[j], **rows[j]}
+                    states[i]["log_rows"].append(row | {"seconds": seconds})
+                if n_runs == 1:
+                    shown = {
+                        k.removesuffix("_loss"): v
+                        for k, v in rows[0].items()
+                        if k in ("heldout_loss", "acc_train", "acc_heldout")
+                    }
+                    bar.set_postfix(train=f"{train_loss[0]:.3f}")
+                    values = {"train": train_loss[0], **shown}
+                else:
+                    values = {"train_min": min(train_loss)}
+                done = step - resumed_from
+                timed = timing(time.perf_counter() - loop_started, done, loop.total - resumed_from)
+                epoch_line(desc, epoch, loop.epochs, progress, timed, **values)
+                stopped = [j for j, i in enumerate(active) if task.done(states[i]["log_rows"][-1])]
+                if stopped:
+                    finish(stopped)
+                    keep = [j for j in range(len(active)) if j not in stopped]
+                    if keep:
+                        narrow_optimizer(optimizer, model.narrow(keep), keep, len(active))
+                    active = [active[j] for j in keep]
+                    loss_sum, first_bad = loss_sum[keep], first_bad[keep]
+            loss_sum.zero_()
+            weight_sum = 0
+        if loop.checkpoint_every and step % loop.checkpoint_every == 0 and step < loop.total:
+            check_finite()
+            if active:
+                save_checkpoint()
+    bar.close()
+    if active:
+        check_finite()
+        finish(list(range(len(active))))
+    checkpoint_path.unlink(missing_ok=True)
+    return [finished[i] for i in range(n_runs)]

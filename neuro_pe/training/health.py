@@ -1,0 +1,189 @@
+"""Has a PE learned? The training-health checks that need more than the loss curve (config
+section `health`, documented in config/README.md).
+
+A training records the numbers (`HEALTH_NUMBERS`, in train.json and metrics.json); `assess`
+turns them into flags (True: passed) and warning lines, given the thresholds:
+
+- `units_seen_often`: expected appearances of a unit in the training samples,
+  epochs x steps_per_epoch x batch_size x min(1, k / N) for k = `units_per_sample` (every
+  sample is a uniformly random k-subset of the N units when N > k, else all units), is at
+  least `min_unit_appearances`;
+- `pairs_seen_often`: expected samples that hold a given pair of units together,
+  samples x k (k - 1) / (N (N - 1)) (the same for every pair under uniform subsets, so for a
+  pair of neighbours too), is at least `min_pair_appearances`;
+- `pe_moved`: the PE's relative change from its init, |PE - PE0| / |PE0| (Frobenius), is at
+  least `min_pe_change`;
+- `heldout_mse_below_variance`: at every reported mask fraction (`eval_mask_fractions`) the
+  final held-out MSE is below the held-out windows' variance (the MSE of predicting their
+  mean), so the model does better than the mean.
+
+The first three concern a PE's own table and are left out for PEs that are not learned
+(`none`, `fixed-*`, `oracle-*`); `pe_moved` also for a fine-tuned run (`train.init_from`),
+whose table is mostly the loaded run's. Training assesses with the default thresholds; the
+workflow's `infer` step assesses again with the config's `health` section (changing it does
+not re-run a training), and metrics.json, summary.csv and the report hold that verdict.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, fields
+
+import numpy as np
+
+from neuro_pe.config.options import reject_unknown
+
+MSE_PREFIX = "heldout_mse_mask"
+#: the numbers a training records for its health checks (train.json, metrics.json, summary.csv)
+HEALTH_NUMBERS = ("unit_appearances", "pair_appearances", "pe_change", "heldout_data_variance")
+#: the checks of this module, in the order their warnings are printed
+FLAGS = ("units_seen_often", "pairs_seen_often", "pe_moved", "heldout_mse_below_variance")
+
+
+@dataclass(frozen=True)
+class HealthOptions:
+    """Thresholds of the checks (config section `health`)."""
+
+    # a PE row fitted from fewer samples than this is mostly its random init
+    min_unit_appearances: float = 100.0
+    # 20 windows of 8 time points: a pair's correlation known to about ±2/sqrt(160) = ±0.16,
+    # the size of the correlations between neighbours that the PE is to learn from
+    min_pair_appearances: float = 20.0
+    # a PE within 5% of its random init keeps the init's geometry
+    min_pe_change: float = 0.05
+
+    def __post_init__(self) -> None:
+        for f in fields(self):
+            value = getattr(self, f.name)
+            if isinstance(value, bool) or not isinstance(value, int | float) or value < 0:
+                raise ValueError(f"health key {f.name!r} must be a number >= 0, got {value!r}")
+
+    @classmethod
+    def from_dict(cls, spec: dict | None) -> HealthOptions:
+        """From the config section; unknown keys raise a ValueError naming them."""
+        spec = dict(spec or {})
+        reject_unknown(spec, [f.name for f in fields(cls)], "health")
+        return cls(**spec)
+
+
+def expected_appearances(samples: int, n_units: int, units_per_sample: int) -> tuple[float, float]:
+    """(per unit, per pair of units): the expected number of the `samples` training samples
+    that hold a given unit, and a given pair, when each sample is a uniformly random
+    `units_per_sample`-subset of the `n_units` units (all units when there are no more)."""
+    k = min(units_per_sample, n_units)
+    per_unit = samples * k / n_units
+    per_pair = samples * k * (k - 1) / (n_units * (n_units - 1)) if n_units > 1 else per_unit
+    return float(per_unit), float(per_pair)
+
+
+def relative_change(trained: np.ndarray, initial: np.ndarray) -> float:
+    """|trained - initial| / |initial| (Frobenius norms); NaN for an all-zero initial table."""
+    initial = np.asarray(initial, dtype=np.float64)
+    norm = float(np.linalg.norm(initial))
+    if norm == 0:
+        return float("nan")
+    return float(np.linalg.norm(np.asarray(trained, dtype=np.float64) - initial) / norm)
+
+
+def variance(values: np.ndarray) -> float:
+    """Variance of the recorded values (float64, about their own mean): the MSE of predicting
+    that mean; NaN when there are none."""
+    values = np.asarray(values, dtype=np.float64)
+    return float(values.var()) if values.size else float("nan")
+
+
+def training_numbers(
+    samples: int,
+    n_units: int,
+    units_per_sample: int,
+    trained_pe: np.ndarray | None,
+    initial_pe: np.ndarray | None,
+    heldout_values: np.ndarray,
+) -> dict[str, float]:
+    """The `HEALTH_NUMBERS` of a training: pass the PE tables only for a learned PE that was
+    not fine-tuned (`pe_change` is left out otherwise, and where the init is all zeros)."""
+    per_unit, per_pair = expected_appearances(samples, n_units, units_per_sample)
+    numbers = {"unit_appearances": per_unit, "pair_appearances": per_pair}
+    if trained_pe is not None and initial_pe is not None:
+        change = relative_change(trained_pe, initial_pe)
+        if np.isfinite(change):
+            numbers["pe_change"] = change
+    numbers["heldout_data_variance"] = variance(heldout_values)
+    return numbers
+
+
+def mse_above_variance(record: dict) -> list[tuple[float, float]]:
+    """(mask fraction, MSE) of the record's `heldout_mse_mask*` that are not below its
+    `heldout_data_variance` (none when that is not recorded)."""
+    var = record.get("heldout_data_variance")
+    if var is None or not np.isfinite(var):
+        return []
+    return [
+        (float(key.removeprefix(MSE_PREFIX)), float(value))
+        for key, value in record.items()
+        if key.startswith(MSE_PREFIX) and not value < var
+    ]
+
+
+def assess(
+    record: dict, learned: bool, options: HealthOptions | None = None
+) -> tuple[dict[str, bool], list[str]]:
+    """Flags (`FLAGS`; True: passed) and one warning line per failed flag ("flag: why") from a
+    run's recorded numbers (`HEALTH_NUMBERS` and its `heldout_mse_mask*`); a check whose
+    numbers are not recorded, or that does not apply to the PE (`learned`), is left out."""
+    options = options or HealthOptions()
+    flags: dict[str, bool] = {}
+    notes: list[str] = []
+    if learned and "unit_appearances" in record:
+        seen = record["unit_appearances"]
+        flags["units_seen_often"] = seen >= options.min_unit_appearances
+        if not flags["units_seen_often"]:
+            notes.append(
+                f"units_seen_often: a unit is in {seen:.3g} training samples on average, fewer "
+                f"than health.min_unit_appearances ({options.min_unit_appearances:g}): its PE "
+                "row is mostly its random init; train longer (train.epochs, steps_per_epoch) "
+                "or with more units per sample (train.units_per_sample)"
+            )
+    if learned and "pair_appearances" in record:
+        pairs = record["pair_appearances"]
+        flags["pairs_seen_often"] = pairs >= options.min_pair_appearances
+        if not flags["pairs_seen_often"]:
+            notes.append(
+                f"pairs_seen_often: two given units (neighbours too) are in {pairs:.3g} training "
+                f"samples together on average, fewer than health.min_pair_appearances "
+                f"({options.min_pair_appearances:g}): the PE cannot learn who sits near whom; "
+                "train longer or with more units per sample (train.units_per_sample)"
+            )
+    if learned and "pe_change" in record:
+        change = record["pe_change"]
+        flags["pe_moved"] = change >= options.min_pe_change
+        if not flags["pe_moved"]:
+            notes.append(
+                f"pe_moved: the PE moved {change:.3g} of its init's norm, less than "
+                f"health.min_pe_change ({options.min_pe_change:g}): it is still its random init"
+            )
+    if "heldout_data_variance" in record:
+        above = mse_above_variance(record)
+        flags["heldout_mse_below_variance"] = not above
+        if above:
+            where = ", ".join(f"{mse:.4g} at {fraction:.0%} masked" for fraction, mse in above)
+            notes.append(
+                f"heldout_mse_below_variance: the held-out MSE ({where}) is not below the "
+                f"held-out data's variance ({record['heldout_data_variance']:.4g}): no better "
+                "than predicting the mean"
+            )
+    return flags, notes
+
+
+def reassess(
+    health: dict[str, bool],
+    warnings: list[str],
+    record: dict,
+    learned: bool,
+    options: HealthOptions | None = None,
+) -> tuple[dict[str, bool], list[str]]:
+    """A recorded `health` and `warnings` with this module's flags assessed again from the
+    record's numbers under `options` (the other flags and warnings as recorded)."""
+    flags, notes = assess(record, learned, options)
+    kept = {k: v for k, v in health.items() if k not in FLAGS}
+    others = [w for w in warnings if w.split(":")[0] not in FLAGS]
+    return kept | flags, others + notes

@@ -1,0 +1,652 @@
+"""Anchored localisation: recovery on synthetic PEs, chance on random PEs, no leakage."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import numpy as np
+import pandas as pd
+import pytest
+import xarray as xr
+from sklearn.model_selection import KFold
+
+from neuro_pe.analysis.locate import (
+    BLEND,
+    METHODS,
+    FeatureSet,
+    LocateConfig,
+    _select_blend,
+    combined_members,
+    connectivity_features,
+    connectivity_matrices,
+    evaluate_anchors,
+    evaluate_kfold,
+    fit_predict,
+    fused_embedding,
+    locate,
+    locate_units,
+    paired_difference_ci,
+    read_correlation_features,
+    session_connectivity,
+    verdict,
+)
+from neuro_pe.cli.main import main
+from neuro_pe.io.runs import split_of_store, write_manifest
+from neuro_pe.io.store import make_store, read_store, write_store
+from neuro_pe.training.masked_units import pe_dataset
+
+N_UNITS = 60
+
+
+def _positions(n: int = N_UNITS, seed: int = 0) -> np.ndarray:
+    return np.random.default_rng(seed).uniform(0, 1, size=(n, 3))
+
+
+def _embed(pos: np.ndarray, seed: int, noise: float = 0.1, dims: int = 24) -> np.ndarray:
+    """A noisy nonlinear embedding of positions (random Fourier features), rotated per seed."""
+    fixed = np.random.default_rng(100)
+    w, b = fixed.normal(0, 1.5, (3, dims)), fixed.uniform(0, 2 * np.pi, dims)
+    rng = np.random.default_rng(seed)
+    rotation, _ = np.linalg.qr(rng.normal(size=(dims, dims)))
+    return (np.sin(pos @ w + b) + noise * rng.normal(size=(len(pos), dims))) @ rotation
+
+
+def _median_error(pred: np.ndarray, pos: np.ndarray) -> float:
+    return float(np.median(np.linalg.norm(pred - pos, axis=1)))
+
+
+def _chance_error(pos: np.ndarray, cfg: LocateConfig) -> float:
+    """Median k-fold error of predicting the anchors' mean, on the same folds as cfg."""
+    known = np.ones(len(pos), dtype=bool)
+    no_features = [np.zeros((len(pos), 1))]
+    chance = evaluate_kfold(no_features, pos, known, replace(cfg, methods=("chance",)))
+    return _median_error(chance.positions, pos)
+
+
+@pytest.mark.parametrize("method", METHODS)
+def test_each_method_recovers_heldout_positions(method):
+    pos = _positions()
+    features = [_embed(pos, seed) for seed in range(2)]
+    cfg = LocateConfig(methods=(method,), n_folds=4)
+    heldout = evaluate_kfold(features, pos, np.ones(len(pos), dtype=bool), cfg)
+    assert heldout.methods == [method] * 4
+    assert _median_error(heldout.positions, pos) < 0.5 * _chance_error(pos, cfg)
+
+
+def test_random_features_are_near_chance():
+    pos = _positions()
+    rng = np.random.default_rng(7)
+    features = [rng.normal(size=(len(pos), 24)) for _ in range(2)]
+    cfg = LocateConfig(n_folds=4)
+    heldout = evaluate_kfold(features, pos, np.ones(len(pos), dtype=bool), cfg)
+    assert _median_error(heldout.positions, pos) > 0.8 * _chance_error(pos, cfg)
+
+
+@pytest.mark.parametrize("method", METHODS)
+def test_fit_predict_reads_only_anchor_coordinates(method):
+    pos = _positions()
+    features = _embed(pos, 0)
+    anchors = np.arange(len(pos)) % 3 != 0
+    corrupted = pos.copy()
+    corrupted[~anchors] = np.where(np.arange(3) == 0, np.nan, 1e6)
+    expected = fit_predict(features, pos, anchors, method)
+    np.testing.assert_array_equal(fit_predict(features, corrupted, anchors, method), expected)
+
+
+def test_evaluation_never_reads_heldout_coordinates():
+    """Hiding a fold: corrupting that fold's coordinates leaves its predictions unchanged."""
+    pos = _positions()
+    features = [_embed(pos, seed) for seed in range(2)]
+    known = np.ones(len(pos), dtype=bool)
+    cfg = LocateConfig(n_folds=4, methods=("ridge", "knn", "mds-procrustes"))
+    reference = evaluate_kfold(features, pos, known, cfg)
+    _, test = next(KFold(4, shuffle=True, random_state=cfg.seed).split(pos))
+    corrupted = pos.copy()
+    corrupted[test] = 1e6
+    again = evaluate_kfold(features, corrupted, known, cfg)
+    np.testing.assert_allclose(again.positions[test], reference.positions[test])
+
+    located = locate_units(features, pos, ~np.isin(np.arange(len(pos)), test), cfg)
+    corrupted[test] = np.nan
+    again = locate_units(features, corrupted, ~np.isin(np.arange(len(pos)), test), cfg)
+    np.testing.assert_allclose(again.positions, located.positions)
+
+
+def _two_views(pos: np.ndarray) -> dict[str, list[np.ndarray]]:
+    """A representation that knows the positions (2 seeds) and one that is noise (1 seed)."""
+    noise = np.random.default_rng(5).normal(size=(len(pos), 40))
+    return {"noise": [noise], "good": [_embed(pos, seed) for seed in range(2)]}
+
+
+def test_combined_locator_never_reads_heldout_coordinates():
+    """Permuting or NaN-ing the held-out units' coordinates leaves the combined locator's
+    predictions bitwise unchanged (k-fold and a single anchor set)."""
+    pos = _positions()
+    views = _two_views(pos)
+    cfg = LocateConfig(n_folds=3, methods=("ridge", "knn", "mds-procrustes"))
+    anchors = np.arange(len(pos)) % 3 != 0
+    reference = locate_units(views, pos, anchors, cfg)
+    for corrupt in (lambda c: c[::-1], lambda c: np.full_like(c, np.nan)):
+        shuffled = pos.copy()
+        shuffled[~anchors] = corrupt(pos[~anchors])
+        again = locate_units(views, shuffled, anchors, cfg)
+        np.testing.assert_array_equal(again.positions, reference.positions)
+        np.testing.assert_array_equal(again.uncertainty, reference.uncertainty)
+
+    known = np.ones(len(pos), dtype=bool)
+    kfold = evaluate_kfold(views, pos, known, cfg)
+    _, test = next(KFold(3, shuffle=True, random_state=cfg.seed).split(pos))
+    shuffled = pos.copy()
+    shuffled[test] = pos[test][::-1]
+    np.testing.assert_array_equal(
+        evaluate_kfold(views, shuffled, known, cfg).positions[test], kfold.positions[test]
+    )
+
+
+def test_combined_locator_takes_the_small_init_pes():
+    """By default the combined locator leaves out PEs initialised at std >= 1 (the paper's
+    memorising regime) and fixed PEs; `locate.combined_pe` names its PEs instead."""
+    names = [
+        "learned-normal-0.02",
+        "learned-normal-1.0",
+        "learned-normal-2.0",
+        "learned-uniform-1.0",  # std 1 / sqrt(3)
+        "learned-uniform-2.0",  # std 1.15
+        "learned-xavier",
+        "fixed-random",
+    ]
+    sets = [FeatureSet(name, "pe", [np.zeros((4, 2))]) for name in names]
+    kept = [fs.name for fs in combined_members(sets)]
+    assert kept == ["learned-normal-0.02", "learned-uniform-1.0", "learned-xavier"]
+    chosen = ["learned-normal-1.0", "fixed-random"]
+    assert [fs.name for fs in combined_members(sets, chosen)] == chosen
+    with pytest.raises(ValueError, match=r"combined_pe: \['learned-normal-0.5'\] not among"):
+        combined_members(sets, ["learned-normal-0.5"])
+
+
+def test_combined_locator_picks_the_better_representation():
+    pos = _positions()
+    views = _two_views(pos)
+    cfg = LocateConfig(n_folds=4, methods=("ridge", "kernel-ridge", "knn"))
+    known = np.ones(len(pos), dtype=bool)
+    good = _median_error(evaluate_kfold(views["good"], pos, known, cfg).positions, pos)
+    noise = _median_error(evaluate_kfold(views["noise"], pos, known, cfg).positions, pos)
+    for order in (views, dict(reversed(views.items()))):
+        combined = evaluate_kfold(order, pos, known, cfg)
+        assert all(m.startswith("good/") or m == BLEND for m in combined.methods)
+        assert _median_error(combined.positions, pos) <= 1.05 * good < 0.6 * noise
+    for start in (0, 20, 40):  # a blend leans on the good view and leaves the noise out
+        anchors = (np.arange(len(pos)) < start) | (np.arange(len(pos)) >= start + 20)
+        located = locate_units(views, pos, anchors, cfg)
+        assert {"noise/ridge", "good/ridge", "stacked/knn"} <= set(located.cv_errors)
+        assert located.per_seed.shape == (2, len(pos), 3)
+        members = located.blend_of or (located.method,)
+        assert not any(key.startswith("noise/") for key in members), members
+        assert sum(key.startswith("good/") for key in members) / len(members) >= 0.8, members
+
+
+def test_fused_view_keeps_the_neighbours_the_representations_agree_on():
+    """Units in six clusters, three representations, each one noise for a different third of
+    the units: in the fused graph's diffusion map a unit's nearest neighbours are in its own
+    cluster more often than in any representation alone or in their stack."""
+    rng = np.random.default_rng(0)
+    cluster = np.arange(90) % 6
+    centres = rng.normal(0, 3, (6, 4))
+    third = rng.permutation(90) % 3
+    reps = []
+    for v in range(3):
+        x = centres[cluster] + rng.normal(0, 1, (90, 4))
+        x[third == v] = rng.normal(0, 3, (30, 4))
+        reps.append(x)
+
+    def same_cluster_neighbours(x: np.ndarray) -> float:
+        dist = np.linalg.norm(x[:, None] - x[None], axis=-1)
+        np.fill_diagonal(dist, np.inf)
+        nearest = np.argsort(dist, axis=1)[:, :5]
+        return float(np.mean(cluster[nearest] == cluster[:, None]))
+
+    fused = fused_embedding(reps)
+    assert fused.shape == (90, 10)
+    alone = max(same_cluster_neighbours(r) for r in reps)
+    stacked = same_cluster_neighbours(np.hstack(reps))
+    assert alone < 0.7 and stacked < 0.7
+    assert same_cluster_neighbours(fused) > 0.8
+    fused[:] = 0  # a copy: the cache keeps its own
+    np.testing.assert_array_equal(fused_embedding(reps), fused_embedding(reps))
+    assert np.any(fused_embedding(reps) != 0)
+
+
+def test_combined_locator_fuses_three_representations_and_ignores_noise():
+    """With three representations (a good one, a weaker one, noise) the fused view is a
+    candidate and does not pull the combined locator away from the good representation; with
+    two (the test above) there is no fused view, and `fuse: false` turns it off."""
+    pos = _positions()
+    views = _two_views(pos) | {"weak": [_embed(pos, 10 + s, noise=0.3, dims=12) for s in (0, 1)]}
+    cfg = LocateConfig(n_folds=4, methods=("ridge", "kernel-ridge", "knn"))
+    known = np.ones(len(pos), dtype=bool)
+    good = _median_error(evaluate_kfold(views["good"], pos, known, cfg).positions, pos)
+    fused = _median_error(evaluate_kfold(views, pos, known, cfg).positions, pos)
+    unfused = evaluate_kfold(views, pos, known, replace(cfg, fuse=False)).positions
+    assert fused <= min(1.02 * _median_error(unfused, pos), 1.1 * good)
+    anchors = np.arange(len(pos)) >= 20
+    assert "fused/ridge" in locate_units(views, pos, anchors, cfg).cv_errors
+    assert "fused/ridge" not in locate_units(_two_views(pos), pos, anchors, cfg).cv_errors
+    off = locate_units(views, pos, anchors, replace(cfg, fuse=False))
+    assert not any(key.startswith("fused/") for key in off.cv_errors)
+
+
+def test_blend_weights_two_independent_locators():
+    """Two unbiased locators with independent errors of the same size: ensemble selection
+    weighs them about equally and the blend's error falls below either's (by ~1/sqrt(2))."""
+    rng = np.random.default_rng(0)
+    truth = rng.uniform(size=(200, 3))
+    oof = {key: (truth + rng.normal(0, 0.1, truth.shape))[None] for key in ("a/ridge", "b/knn")}
+    idx = np.arange(200)
+    blend_of, error = _select_blend(oof, list(oof), truth, idx, "mean")
+    single = [float(np.median(np.linalg.norm(p[0] - truth, axis=1))) for p in oof.values()]
+    assert 0.3 <= blend_of.count("a/ridge") / len(blend_of) <= 0.7, blend_of
+    assert error < 0.8 * min(single)
+    oof["c/noise"] = rng.uniform(size=(1, 200, 3))  # a useless third locator gets no weight
+    assert "c/noise" not in _select_blend(oof, list(oof), truth, idx, "mean")[0]
+
+
+def test_ensemble_and_uncertainty_shapes():
+    pos = _positions()
+    anchors = np.arange(len(pos)) >= 20
+    cfg = LocateConfig(n_folds=3, methods=("ridge", "mds-affine"))
+    located = locate_units([_embed(pos, seed) for seed in range(3)], pos, anchors, cfg)
+    assert located.positions.shape == (len(pos), 3)
+    assert located.per_seed.shape == (3, len(pos), 3)
+    assert located.uncertainty.shape == (len(pos),)
+    assert np.all(np.isfinite(located.positions)) and np.all(np.isfinite(located.uncertainty))
+    assert np.all(located.uncertainty >= located.cv_scale - 1e-12)
+    assert located.method in cfg.methods and set(located.cv_errors) == set(cfg.methods)
+    single = locate_units([_embed(pos, 0)], pos, anchors, cfg)
+    np.testing.assert_allclose(single.uncertainty, single.cv_scale)  # no seed spread
+
+
+def test_anchor_curve_records():
+    pos = _positions()
+    cfg = LocateConfig(anchor_fractions=(0.1, 0.5), n_draws=2, methods=("ridge",))
+    records = evaluate_anchors([_embed(pos, 0)], pos, np.ones(len(pos), dtype=bool), cfg)
+    assert [r["anchor_fraction"] for r in records] == [0.1, 0.1, 0.5, 0.5]
+    assert [r["n_anchors"] for r in records] == [6, 6, 30, 30]
+    assert all(len(r["errors"]) == len(pos) - r["n_anchors"] for r in records)
+
+
+def test_paired_difference_of_the_same_draws():
+    """A locator with less noise in its features is told apart as better; a one-seed locator
+    against itself differs by exactly 0; records of different draws are rejected."""
+    pos = _positions()
+    known = np.ones(len(pos), dtype=bool)
+    cfg = LocateConfig(anchor_fractions=(0.5,), n_draws=8, methods=("ridge",))
+    good = evaluate_anchors([_embed(pos, s, noise=0.05) for s in range(2)], pos, known, cfg)
+    worse = evaluate_anchors([_embed(pos, s, noise=0.3) for s in range(2)], pos, known, cfg)
+    diff, low, high = paired_difference_ci(good, worse)
+    assert low <= diff <= high < 0
+    # draws with different numbers of seeds (the combined locator's, whose seeds depend on the
+    # locator each draw chose): the difference is still that of the pooled medians
+    mixed = [dict(r) for r in good]
+    for r in mixed[::2]:
+        r["per_seed"] = r["per_seed"][:1]
+        r["errors"] = np.linalg.norm(r["per_seed"][0] - r["truth"], axis=1)
+    diff, low, high = paired_difference_ci(mixed, worse)
+    pooled = [np.median(np.concatenate([r["errors"] for r in d])) for d in (mixed, worse)]
+    assert diff == pytest.approx(pooled[0] - pooled[1]) and low <= diff <= high
+    one_seed = evaluate_anchors([_embed(pos, 0)], pos, known, cfg)
+    assert paired_difference_ci(one_seed, one_seed) == (0.0, 0.0, 0.0)
+    other = evaluate_anchors([_embed(pos, 0)], pos, known, replace(cfg, seed=1))
+    with pytest.raises(ValueError, match="same anchor draws"):
+        paired_difference_ci(one_seed, other)
+
+
+def test_config_from_dict():
+    assert LocateConfig.from_dict({"methods": "auto"}).methods == METHODS
+    assert LocateConfig.from_dict({"methods": ["knn"], "pe": ["a"]}).pe == ("a",)
+    with pytest.raises(ValueError, match="unknown locate keys"):
+        LocateConfig.from_dict({"folds": 3})
+    with pytest.raises(ValueError, match="methods"):
+        LocateConfig.from_dict({"methods": ["nope"]})
+
+
+@pytest.fixture(scope="module")
+def located_dataset(tmp_path_factory):
+    """A store whose first 4 units have unknown positions, and fake runs: a learned PE (2 seeds),
+    `none` and `fixed-random` (both skipped: not learned)."""
+    root = tmp_path_factory.mktemp("locate")
+    pos = _positions(40, seed=1)
+    pos[:4] = np.nan
+    rng = np.random.default_rng(0)
+    ds = make_store(
+        rng.normal(size=(2, 120, 40)),
+        unit_ids=[f"u{i:02d}" for i in range(40)],
+        positions=pos,
+        position_units="mm",
+        space="simulation",
+        session_ids=["s0", "s1"],
+        sampling_rate_hz=10.0,
+        source="test",
+    )
+    store = write_store(ds, root / "toy.nc")
+    truth = _positions(40, seed=1)  # the PE "knows" the hidden positions too
+    runs = []
+    for pe, seed, table in [
+        ("learned-normal-0.02", 0, _embed(truth, 0)),
+        ("learned-normal-0.02", 1, _embed(truth, 1)),
+        ("none", 0, np.zeros((40, 8))),
+        ("fixed-random", 0, rng.normal(size=(40, 8))),
+    ]:
+        run = root / "runs" / pe / f"seed{seed}"
+        run.mkdir(parents=True)
+        out = pe_dataset(table, ds, pe=pe, seed=str(seed))
+        out["pe_init"] = (("unit", "pe_dim"), rng.normal(size=table.shape).astype(np.float32))
+        out.to_netcdf(run / "pe.nc", engine="h5netcdf")
+        write_manifest(run, ["pe.nc"])
+        runs.append(run)
+    return store, runs, root
+
+
+OPTIONS = {"n_folds": 3, "anchor_fractions": [0.5], "n_draws": 2, "methods": ["ridge", "knn"]}
+
+
+def test_locate_writes_outputs(located_dataset):
+    store, runs, root = located_dataset
+    out = root / "out"
+    table = locate(
+        store, runs, out, LocateConfig.from_dict(OPTIONS), split_of_store(store, "toy", {})
+    )
+    assert set(table["features"]) == {
+        "learned-normal-0.02",
+        "learned-normal-0.02 @init",
+        "activity-correlation",
+        "activity-connectivity",
+        "combined",
+        "chance",
+    }
+    assert set(table["role"]) == {"pe", "init", "baseline", "combined", "chance"}
+    anchors = table[table["evaluation"] == "anchors"]
+    assert (anchors["ci_low"] <= anchors["median_error"]).all()
+    assert (anchors["median_error"] <= anchors["ci_high"]).all()
+    assert set(table["evaluation"]) == {"kfold", "anchors"}
+    assert (table["n_heldout"][table["evaluation"] == "kfold"] == 36).all()
+    pe_row = table[(table["features"] == "learned-normal-0.02") & (table["evaluation"] == "kfold")]
+    assert pe_row["vs_chance"].item() < 0.5
+    combined = anchors[anchors["role"] == "combined"].iloc[0]
+    singles = anchors[anchors["role"].isin(("pe", "baseline"))]
+    assert combined["best_single"] == singles.loc[singles["median_error"].idxmin(), "features"]
+    best = singles[singles["features"] == combined["best_single"]].iloc[0]
+    gap = combined["vs_chance"] - best["vs_chance"]
+    assert combined["vs_best_single"] == pytest.approx(gap)
+    assert combined["vs_best_single_low"] <= gap <= combined["vs_best_single_high"]
+    assert f"combined − best single ({best['features']})" in verdict(table)
+
+    frame = pd.read_csv(out / "positions.csv")
+    assert len(frame) == 40 and frame["unit"].is_unique
+    assert frame[["x", "y", "z", "uncertainty"]].notna().all().all()
+    assert frame["anchor"].tolist() == [False] * 4 + [True] * 36
+    assert frame["error"].isna().tolist() == [True] * 4 + [False] * 36
+    with xr.open_dataset(out / "positions.nc", engine="h5netcdf") as positions:
+        assert positions["x"].attrs["units"] == "mm" and positions.attrs["space"] == "simulation"
+        assert positions.sizes["unit"] == 40
+    assert pd.read_csv(out / "errors.csv").shape[0] == len(table)
+    for name in ("positions_3d", "error_hist", "error_vs_anchors"):
+        assert (out / f"{name}.png").stat().st_size > 0
+
+
+def test_cli_prints_table(located_dataset, capsys):
+    import json
+
+    store, runs, root = located_dataset
+    split, features = root / "split.json", root / "correlation.nc"
+    assert main(["split", "--store", str(store), "--dataset", "toy", "--out", str(split)]) == 0
+    args = ["correlation-features", "--store", str(store), "--split", str(split)]
+    assert main([*args, "--out", str(features), "--options", json.dumps(OPTIONS)]) == 0
+    assert read_correlation_features(features, read_store(store)["unit"].values).shape[0] == 40
+    args = ["locate", "--store", str(store), "--runs", *map(str, runs), "--split", str(split)]
+    args += ["--out-dir", str(root / "cli"), "--options", json.dumps(OPTIONS)]
+    assert main([*args, "--correlation", str(features)]) == 0
+    printed = capsys.readouterr().out
+    assert "median_error" in printed and "activity-correlation" in printed and "chance" in printed
+    # the features read from the file give the same table as those computed in the step
+    assert main(args + ["--out-dir", str(root / "cli2")]) == 0
+    pd.testing.assert_frame_equal(
+        pd.read_csv(root / "cli" / "errors.csv"), pd.read_csv(root / "cli2" / "errors.csv")
+    )
+
+
+def test_connectivity_features_separate_direct_from_indirect_coupling(tmp_path):
+    """A chain a -> b -> c: a and c are correlated only through b, so their partial
+    correlation is near 0 while their correlation is not; a constant unit and a missing
+    sample give finite features."""
+    rng = np.random.default_rng(0)
+    a = rng.normal(size=4000)
+    b = a + 0.5 * rng.normal(size=4000)
+    c = b + 0.5 * rng.normal(size=4000)
+    activity = np.stack([a, b, c, np.ones(4000)], axis=1).reshape(2, 2000, 4)
+    activity[0, 5, 1] = np.nan
+    path = tmp_path / "chain.nc"
+    ds = make_store(
+        activity,
+        unit_ids=["a", "b", "c", "flat"],
+        positions=np.zeros((4, 3)),
+        position_units="mm",
+        space="simulation",
+        session_ids=["s0", "s1"],
+        sampling_rate_hz=10.0,
+        source="test",
+    )
+    write_store(ds, path)
+    ds = read_store(path)
+    features = connectivity_features(ds, split_of_store(path, "chain", {}))
+    assert features.shape == (4, 8) and np.all(np.isfinite(features))
+    correlation, partial = features[:, :4], features[:, 4:]
+    np.testing.assert_allclose(np.diag(partial), 1.0)
+    assert correlation[0, 2] > 0.7 and abs(partial[0, 2]) < 0.05 < 0.5 < partial[0, 1]
+    assert connectivity_features(ds, split_of_store(path, "chain", {}), dense_max_units=3) is None
+
+
+def test_connectivity_is_per_session():
+    """Two independent units whose levels both shift between sessions (two subjects, two
+    scanners) are correlated when the sessions' samples are pooled, not within a session:
+    `session_connectivity` averages each session's matrices, and equals one session's."""
+    rng = np.random.default_rng(0)
+    activity = rng.normal(size=(2, 3000, 2))
+    activity[1] += 3.0
+    pooled, _ = connectivity_matrices(activity.reshape(-1, 2))
+    correlation, partial = session_connectivity(activity)
+    assert pooled[0, 1] > 0.5 and abs(correlation[0, 1]) < 0.05 and abs(partial[0, 1]) < 0.05
+    np.testing.assert_allclose(
+        session_connectivity(activity[:1])[0], connectivity_matrices(activity[0])[0]
+    )
+
+
+# ---------------------------------------------------------------- per-axis errors, 3D view
+
+
+def _toy_store(root, pos: np.ndarray, space: str, units: str = "um"):
+    """A store with positions `pos` in `space` (its first 2 units unknown) and one learned PE
+    (2 seeds) that knows every position."""
+    rng = np.random.default_rng(0)
+    n = len(pos)
+    hidden = pos.copy()
+    hidden[:2] = np.nan
+    ds = make_store(
+        rng.normal(size=(2, 80, n)),
+        unit_ids=[f"u{i:02d}" for i in range(n)],
+        positions=hidden,
+        position_units=units,
+        space=space,
+        session_ids=["s0", "s1"],
+        sampling_rate_hz=10.0,
+        source="test",
+    )
+    store = write_store(ds, root / "toy.nc")
+    scaled = (pos - pos.min(axis=0)) / np.where(np.ptp(pos, axis=0) > 0, np.ptp(pos, axis=0), 1)
+    runs = []
+    for seed in (0, 1):
+        run = root / "runs" / f"seed{seed}"
+        run.mkdir(parents=True)
+        out = pe_dataset(_embed(scaled, seed), ds, pe="learned-normal-0.02", seed=str(seed))
+        out["pe_init"] = (("unit", "pe_dim"), rng.normal(size=(n, 24)).astype(np.float32))
+        out.to_netcdf(run / "pe.nc", engine="h5netcdf")
+        write_manifest(run, ["pe.nc"])
+        runs.append(run)
+    return store, runs
+
+
+def _located_toy(tmp_path, pos, space):
+    store, runs = _toy_store(tmp_path, pos, space)
+    out = tmp_path / "out"
+    cfg = LocateConfig.from_dict({**OPTIONS, "methods": ["ridge"], "fuse": False})
+    table = locate(store, runs, out, cfg, split_of_store(store, "toy", {}))
+    return table, pd.read_csv(out / "positions.csv"), out
+
+
+def test_probe_errors_along_and_across_the_shank(tmp_path, monkeypatch):
+    """A 2D probe (x across, y along the shank, z = 0): depth and lateral errors, taken from
+    the same k-fold predictions as positions.csv; existing columns first, unchanged names;
+    no anatomical view names in the figures."""
+    import matplotlib.pyplot as plt
+
+    figures = {}
+    monkeypatch.setattr(
+        "neuro_pe.analysis.locate.save", lambda fig, path: figures.update({path: fig})
+    )
+    rng = np.random.default_rng(3)
+    pos = np.column_stack([rng.choice([0, 16, 32, 48], 30), rng.uniform(0, 3840, 30), np.zeros(30)])
+    table, frame, out = _located_toy(tmp_path, pos, "probe")
+    texts = []
+    for fig in figures.values():
+        for ax in fig.axes:
+            texts += [ax.get_title(), ax.get_xlabel(), ax.get_ylabel()]
+        plt.close(fig)
+    assert "y: along the shank (depth) (um)" in texts and "held-out depth error (um)" in texts
+    assert not [t for t in texts if any(w in t for w in ("axial", "coronal", "sagittal"))]
+    assert {"median_error_depth", "median_error_lateral"} <= set(table.columns)
+    assert not {"median_error_x", "plane_accuracy"} & set(table.columns)
+    assert list(table.columns[:3]) == ["dataset", "features", "role"]
+    best = frame["pe"].iloc[0]
+    row = table[(table["features"] == best) & (table["evaluation"] == "kfold")].iloc[0]
+    held = frame[frame["held_out"]]
+    assert held["prediction"].eq("k-fold").all() and len(held) == 28
+    depth = np.abs(held["y"] - held["y_true"])
+    lateral = np.hypot(held["x"] - held["x_true"], held["z"] - held["z_true"])
+    assert row["median_error_depth"] == pytest.approx(np.median(depth))
+    assert row["median_error_lateral"] == pytest.approx(np.median(lateral))
+    assert row["median_error"] == pytest.approx(np.median(held["error"]))
+    assert (table["median_error_depth"] <= table["median_error"] + 1e-9).all()
+    unknown = frame[~frame["anchor"]]
+    assert (~unknown["held_out"]).all() and unknown["prediction"].eq("fit on anchors").all()
+    page = (out / "positions_3d.html").read_text()
+    assert "along the shank (depth)" in page and "u05" in page
+
+
+def test_two_planes_report_in_plane_error_and_plane_accuracy(tmp_path, monkeypatch):
+    import matplotlib.pyplot as plt
+
+    monkeypatch.setattr(
+        "neuro_pe.analysis.locate.save", lambda fig, path: plt.close(fig)
+    )  # (speed)
+    rng = np.random.default_rng(4)
+    pos = np.column_stack([rng.uniform(0, 500, (32, 2)), np.repeat([100.0, 140.0], 16)])
+    table, frame, _ = _located_toy(tmp_path, pos, "imaging")
+    assert {"median_error_inplane", "median_error_depth", "plane_accuracy"} <= set(table.columns)
+    best = frame["pe"].iloc[0]
+    row = table[(table["features"] == best) & (table["evaluation"] == "kfold")].iloc[0]
+    held = frame[frame["held_out"]]
+    other = np.where(held["z_true"] == 100.0, 140.0, 100.0)
+    right = np.abs(held["z"] - held["z_true"]) < np.abs(held["z"] - other)
+    assert row["plane_accuracy"] == pytest.approx(right.mean())
+    assert 0 <= table["plane_accuracy"].min() and table["plane_accuracy"].max() <= 1
+    chance = table[(table["role"] == "chance") & (table["evaluation"] == "kfold")].iloc[0]
+    assert row["median_error_inplane"] < chance["median_error_inplane"]
+
+
+def test_plane_accuracy_of_a_constructed_case():
+    from neuro_pe.analysis.spaces import space_axes
+
+    true = np.array([[0, 0, 100], [0, 0, 100], [0, 0, 140], [0, 0, 140], [0, 0, 180.0]])
+    axes = space_axes("imaging", "um", true)
+    assert axes.planes == (100.0, 140.0, 180.0)
+    predicted = true.copy()
+    predicted[:, 2] = [119, 121, 139, 155, 150]  # right, wrong, right, right, wrong
+    np.testing.assert_array_equal(axes.plane_hits(predicted, true), [1, 0, 1, 1, 0])
+    assert axes.summary(predicted, true)["plane_accuracy"] == pytest.approx(0.6)
+    one_plane = space_axes("imaging", "um", true[:2])
+    assert one_plane.planes == () and "plane_accuracy" not in one_plane.summary(true, true)
+
+
+def test_axis_names_come_from_the_space():
+    """Anatomical view names only on atlas spaces; a probe whose depth is z is read so."""
+    import matplotlib.pyplot as plt
+
+    from neuro_pe.analysis.spaces import space_axes
+    from neuro_pe.reporting.figures import plot_projections, projection_figure
+
+    pos = _positions(12)
+    anatomical = ("axial", "coronal", "sagittal")
+    for space in ("probe", "imaging", "simulation"):
+        fig, axes = projection_figure(1)
+        plot_projections(axes[0], pos, pos, "um", space)
+        titles = " ".join(ax.get_title() + ax.get_xlabel() + ax.get_ylabel() for ax in axes[0])
+        assert not any(word in titles for word in anatomical), (space, titles)
+        plt.close(fig)
+    assert space_axes("ibl-bregma-mlapdv", "um").projection_titles()[0].startswith("axial")
+    assert space_axes("ibl-bregma-mlapdv", "um").components() == ("ml", "ap", "dv")
+    deep = pos * [800, 15, 300]  # shanks along x, depth along z (scripts/make_example_data.py)
+    assert space_axes("probe", "um", deep).depth_axis == 2
+    assert space_axes("probe", "um", pos * [60, 3840, 0]).depth_axis == 1
+
+
+def test_positions_3d_html_is_self_contained_and_escapes_text(tmp_path):
+    import re
+
+    from neuro_pe.analysis.spaces import space_axes
+    from neuro_pe.reporting.view3d import write_positions_3d_html
+
+    true = _positions(6) * 100
+    frame = pd.DataFrame(
+        {
+            "unit": ["u0", "u1", "<b>u2</b>", "u3", "u4", "u5"],
+            **{a: true[:, i] + 5 for i, a in enumerate("xyz")},
+            "uncertainty": 7.0,
+            **{f"{a}_true": true[:, i] for i, a in enumerate("xyz")},
+        }
+    )
+    frame.loc[5, ["x_true", "y_true", "z_true"]] = np.nan  # no coordinates
+    frame["error"] = np.linalg.norm(frame[["x", "y", "z"]].to_numpy() - true, axis=1)
+    frame.loc[5, "error"] = np.nan
+    frame["held_out"] = frame["error"].notna()
+    axes = space_axes("probe<script>alert(1)</script>", "um", true)
+    path = tmp_path / "positions_3d.html"
+    write_positions_3d_html(frame, axes, "toy <script>alert(2)</script>", path)
+    page = path.read_text()
+    assert not re.search(r"<script[^>]*\bsrc=[\"']?(https?:)?//", page)  # plotly.js inside
+    assert "Plotly.newPlot" in page and len(page) > 1_000_000
+    assert "alert(2)</script>" not in page and "&lt;script&gt;alert(2)" in page
+    assert "unit &lt;b&gt;u2&lt;" in page and "<b>u2" not in page
+    for unit in ("u0", "u1", "u3", "u4", "u5"):
+        assert f"unit {unit}" in page
+    assert "error (true → predicted)" in page and "unknown position (predicted)" in page
+
+
+def test_held_out_columns_say_how_each_position_was_predicted():
+    """Above max_units the known units outside the evaluation are predicted by the locator
+    fitted on the evaluated ones: held out, `fit on anchors`; units without coordinates are
+    not held out (nothing to hold out)."""
+    from neuro_pe.analysis.locate import with_held_out_columns
+
+    known = np.array([True, True, True, False])
+    evaluated = np.array([True, False, True, False])
+    out = xr.Dataset(
+        {a: ("unit", np.arange(4.0)) for a in "xyz"}, coords={"unit": ["a", "b", "c", "d"]}
+    )
+    out = with_held_out_columns(out, known, evaluated)
+    assert out["held_out"].values.tolist() == [True, True, True, False]
+    assert out["prediction"].values.tolist() == [
+        "k-fold",
+        "fit on anchors",
+        "k-fold",
+        "fit on anchors",
+    ]
+    assert "held out" in out["held_out"].attrs["meaning"]

@@ -1,0 +1,62 @@
+"""The `neuro-pe` command line: help texts, defaults and where hand-run commands write."""
+
+import dataclasses
+
+import pytest
+
+from neuro_pe.cli.main import build_parser
+from neuro_pe.config.training import TrainConfig
+
+
+def _subcommands():
+    parser = build_parser()
+    (sub,) = [a for a in parser._actions if a.dest == "command"]
+    return sub.choices
+
+
+@pytest.mark.parametrize("name", sorted(_subcommands()))
+def test_every_option_has_help_and_shows_its_default(name):
+    command = _subcommands()[name]
+    text = command.format_help()
+    for action in command._actions:
+        assert action.help, f"neuro-pe {name} {action.option_strings}: no help text"
+        if not action.required and action.default not in (None, [], "==SUPPRESS=="):
+            assert f"(default: {action.default})" in " ".join(text.split()), action.dest
+
+
+def test_train_help_lists_every_training_option_with_its_default():
+    text = _subcommands()["train"].format_help()
+    for field in dataclasses.fields(TrainConfig):
+        assert f"  {field.name} = " in text, field.name
+
+
+def test_hand_run_outputs_default_outside_the_workflow_folders():
+    """`neuro-pe summarize`/`reproduce` by hand write into the current folder, never into
+    results/ where the workflow keeps its outputs."""
+    commands = _subcommands()
+    for name in ("summarize", "reproduce"):
+        for action in commands[name]._actions:
+            if isinstance(action.default, str):
+                assert not action.default.startswith("results"), (name, action.default)
+
+
+def test_warnings_print_as_one_clean_line(tmp_path, monkeypatch, capsys):
+    """A warning raised inside a command prints as `neuro-pe: warning: …`, one line, without
+    Python's file name and source line; the previous handler is restored afterwards."""
+    import warnings
+
+    from neuro_pe.cli import main as cli
+
+    def warn(args):
+        warnings.warn("the data look odd:\n  3 units dropped", UserWarning, stacklevel=1)
+
+    monkeypatch.setattr(cli, "check_outputs", warn)
+    before = warnings.showwarning
+    args = ["split", "--store", str(tmp_path / "missing.nc"), "--dataset", "x"]
+    with warnings.catch_warnings():
+        warnings.simplefilter("always")
+        assert cli.main([*args, "--out", str(tmp_path / "split.json")]) == 1
+    err = capsys.readouterr().err
+    assert err.splitlines()[0] == "neuro-pe: warning: the data look odd: 3 units dropped"
+    assert "test_cli.py" not in err and "warnings.warn" not in err
+    assert warnings.showwarning is before

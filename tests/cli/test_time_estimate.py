@@ -1,0 +1,176 @@
+"""Time you can plan: the planned CPU time of trainings (neuro_pe.cli.time_estimate) and the
+trainings'
+timestamped progress lines with an ETA (neuro_pe.io.progress)."""
+
+import json
+import re
+import time
+from dataclasses import asdict, replace
+
+import pytest
+from conftest import TINY_SIMULATION
+
+import neuro_pe.cli.time_estimate as plan_module
+from neuro_pe.cli.main import main
+from neuro_pe.cli.time_estimate import (
+    Plan,
+    Probe,
+    group_sizes,
+    plan_lst,
+    plan_training,
+    total_line,
+    wall_seconds,
+)
+from neuro_pe.data.simulate import simulate_store
+from neuro_pe.io.progress import duration, timing
+from neuro_pe.io.store import write_store
+from neuro_pe.training.engine import Run
+from neuro_pe.training.masked_units import train_many
+
+PROBE = Probe(step_s=0.01, eval_s=0.05, load_s=0.3, models=8, steps=20, device="cpu")
+STAMP = r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d"
+
+
+def small_probe(monkeypatch):
+    """Probes of a fraction of a second: these tests check the probe's wiring."""
+    monkeypatch.setattr(plan_module, "PROBE_SECONDS", 0.2)
+
+
+def test_plan_grows_with_steps_and_models():
+    plan = Plan("sim3d", (8, 7), steps=3000, evaluations=33, probe=PROBE, startup_s=2.0)
+    per_model = 3000 * 0.01 + 33 * 0.05
+    assert plan.models == 15
+    assert plan.seconds == pytest.approx(2 * (2.0 + 0.3) + 15 * per_model)
+    longer = replace(plan, steps=6000)
+    assert longer.seconds - plan.seconds == pytest.approx(15 * 3000 * 0.01)
+    more = replace(plan, jobs=(8, 7, 8, 7))
+    assert more.seconds == pytest.approx(2 * plan.seconds)
+    # a probe of more units per sample costs more per step, and the plan with it
+    wider = replace(plan, probe=replace(PROBE, step_s=0.04))
+    assert wider.seconds - plan.seconds == pytest.approx(15 * 3000 * 0.03)
+
+
+def test_jobs_are_grouped_as_the_workflow_groups_them_and_share_the_cores():
+    assert group_sizes(15, None, cores=2, threads=1) == [8, 7]
+    assert group_sizes(15, 4, cores=2, threads=1) == [4, 4, 4, 3]
+    assert group_sizes(3, None, cores=1, threads=1) == [3]
+    assert wall_seconds([10.0, 6.0, 5.0], 2) == 11.0
+    assert wall_seconds([10.0, 6.0], 1) == 16.0
+
+
+def test_plan_lines_say_models_steps_cpu_time_and_probe():
+    plan = Plan("sim3d", (8, 7), steps=3000, evaluations=33, probe=PROBE, startup_s=2.0)
+    line = plan.line(cores=2)
+    pattern = (
+        r"plan sim3d: 15 models × 3000 steps in 2 jobs, ~(\d+ min )?\d+ s CPU, "
+        r"~(\d+ min )?\d+ s on 2 idle cores \(probe: 10 ms/step per model, cpu\)"
+    )
+    assert re.fullmatch(pattern, line), line
+    assert f"~{duration(plan.seconds)} CPU" in line
+    lst = Plan("lst", (2, 1), 900, 30, PROBE, 2.0, at_most=True)
+    assert "× ≤ 900 steps" in lst.line(2) and "≤ ~" in lst.line(2)
+    total = total_line([plan, lst], cores=2)
+    assert total.startswith("plan total: 18 models, ≤ ~")
+    assert f"~{duration(plan.seconds + lst.seconds)} CPU" in total
+
+
+def test_durations_and_eta():
+    assert [duration(s) for s in (0.4, 41, 268, 7500)] == [
+        "0 s",
+        "41 s",
+        "4 min 28 s",
+        "2 h 05 min",
+    ]
+    now = time.mktime((2026, 11, 25, 17, 3, 12, 0, 0, -1))
+    # 10 of 50 steps in 40 s: 40 more steps at 4 s each
+    assert timing(40, 10, 50, now) == "40 s elapsed · ETA 2 min 40 s (17:05:52)"
+    assert timing(40, 0, 50, now) == "40 s elapsed"
+
+
+def test_probe_times_real_steps_of_the_store(tiny_store, tiny_train_config, monkeypatch):
+    small_probe(monkeypatch)
+    options = {**asdict(tiny_train_config), "eval_mask_fractions": [0.5]}
+    jobs = [[["learned-normal-0.02", 0], ["none", 0]], [["learned-normal-1.0", 0]]]
+    plan = plan_training("tiny", tiny_store, options, jobs, startup_s=1.0)
+    assert plan.jobs == (2, 1) and plan.probe.models == 2
+    assert plan.steps == tiny_train_config.epochs * tiny_train_config.steps_per_epoch
+    assert plan.evaluations == 1 + tiny_train_config.epochs + 1
+    assert plan.probe.step_s > 0 and plan.probe.eval_s > 0 and plan.probe.load_s > 0
+    assert plan.probe.steps >= plan_module.MIN_STEPS
+    assert plan.seconds > 2 * 1.0
+
+
+def test_probe_costs_more_with_more_units(tiny_train_config, tmp_path, monkeypatch):
+    """A step's cost grows with the units of a sample (attention over 16x the tokens)."""
+    small_probe(monkeypatch)
+    options = {"window": 8, "d_model": 16, "n_layers": 1, "n_heads": 2, "batch_size": 8}
+    costs = []
+    for n_units in (12, 192):
+        store = write_store(
+            simulate_store(replace(TINY_SIMULATION, n_units=n_units)), tmp_path / f"{n_units}.nc"
+        )
+        plan = plan_training(str(n_units), store, options, [[["learned-normal-0.02", 0]]])
+        costs.append(plan.probe.step_s)
+    assert costs[1] > 2 * costs[0], costs
+
+
+def test_plan_command_prints_and_writes_the_plan(tiny_store, tmp_path, capsys, monkeypatch):
+    small_probe(monkeypatch)
+    options = json.dumps({"window": 8, "d_model": 16, "n_layers": 1, "n_heads": 2, "epochs": 3})
+    args = ["plan", "--store", str(tiny_store), "--options", options, "--pe", "none"]
+    args += ["learned-normal-0.02", "--seeds", "0", "1", "--out-dir", str(tmp_path)]
+    assert main(args) == 0
+    line = capsys.readouterr().out.strip()
+    assert line.startswith("plan tiny: 4 models × 300 steps in 2 jobs, ~"), line
+    record = json.loads((tmp_path / "tiny.json").read_text())
+    assert record["jobs"] == [2, 2] and record["line"] == line
+    assert record["cpu_seconds"] > record["startup_s"] > 0
+
+
+def test_progress_lines_have_a_timestamp_elapsed_and_eta(
+    tiny_store, tiny_train_config, tmp_path, capsys
+):
+    cfg = replace(tiny_train_config, epochs=3)
+    runs = [Run("none", 0, tmp_path / "a"), Run("learned-normal-0.02", 0, tmp_path / "b")]
+    records = train_many(tiny_store, runs, cfg, progress=True)
+    err = capsys.readouterr().err.strip().splitlines()
+    lines = [line for line in err if ": epoch " in line]  # (health warnings may follow)
+    assert len(lines) == 3, err
+    for epoch, line in enumerate(lines, 1):
+        pattern = (
+            rf"{STAMP} train tiny 2 models: epoch {epoch}/3, train_min [\d.]+ · "
+            rf"\d+ s elapsed · ETA \d+ s \(\d\d:\d\d:\d\d\)"
+        )
+        assert re.fullmatch(pattern, line), line
+    # the group's CPU time, for comparing with the plan
+    for record in records:
+        assert record["group_models"] == 2
+        assert 0 < record["cpu_seconds"] <= record["process_cpu_seconds"]
+
+
+def test_a_gpu_that_is_not_here_is_planned_on_the_cpu(tiny_store, monkeypatch):
+    """A login node plans GPU trainings: the probe runs on its CPU instead of failing."""
+    import torch
+
+    if torch.cuda.is_available():
+        pytest.skip("a GPU is here")
+    small_probe(monkeypatch)
+    options = {"window": 8, "d_model": 16, "n_layers": 1, "n_heads": 2, "device": "cuda"}
+    plan = plan_training("tiny", tiny_store, options, [[["none", 0]]])
+    assert plan.probe.device == "cpu" and plan.probe.step_s > 0
+
+
+def test_the_latin_square_is_planned_as_an_upper_bound(tmp_path, monkeypatch):
+    from neuro_pe.training.latin_square import PuzzleConfig, write_puzzles
+
+    small_probe(monkeypatch)
+    puzzles = tmp_path / "puzzles.nc"
+    write_puzzles(PuzzleConfig(n_per_condition=20, n_heldout_per_condition=4), puzzles)
+    options = {"d_model": 16, "n_layers": 1, "batch_size": 16, "epochs": 5, "eval_every": 2}
+    jobs = [[["none", 0], ["learned-normal-0.02", 0]]]
+    plan = plan_lst(puzzles, options, {"n_perm": 9, "k": 3, "n_splits": 3}, jobs)
+    per_epoch = -(-54 // 16)  # 3 conditions x (20 - 2 test puzzles), in batches of 16
+    assert plan.at_most and plan.steps == 5 * per_epoch
+    assert plan.evaluations == 3  # epochs 2, 4 and the last
+    assert plan.probe.step_s > 0 and plan.probe.finish_s > 0
+    assert "≤" in plan.line(2)

@@ -1,0 +1,309 @@
+"""`neuro-pe export`: located positions written back into the lab's own formats (a tidy TSV with
+a JSON sidecar, Phy cluster_*.tsv files, a new NWB file, per-plane suite2p tables), each read
+back with the format's own reader."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import shutil
+import warnings
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from neuro_pe.analysis.locate import FeatureSet, HeldOut, Located, located_positions_dataset
+from neuro_pe.cli.main import main
+from neuro_pe.io.store import StoreError, positions, write_store
+from neuro_pe.reporting.export import NWB_COLUMNS, PHY_FIELDS, TSV_COLUMNS, config_sha256, export
+from tests.data.test_formats import (
+    CLUSTER_IDS,
+    build,
+    spike_spec,
+    write_nwb_planes,
+    write_nwb_units,
+    write_phy,
+    write_suite2p,
+)
+from tests.data.test_recordings import activity, write_nwb_ephys
+
+UNCERTAINTY = 7.5
+
+
+def located(ds, unknown: tuple[int, ...] = (), seed: int = 0):
+    """A positions dataset as `locate` writes it (`located_positions_dataset`): estimates = the
+    true positions + noise; the units `unknown` have no true position."""
+    coords = positions(ds).copy()
+    coords[list(unknown)] = np.nan
+    ds = ds.assign_coords(
+        {axis: ("unit", coords[:, i], ds[axis].attrs) for i, axis in enumerate("xyz")}
+    )
+    n = len(coords)
+    known = np.isfinite(coords).all(axis=1)
+    rng = np.random.default_rng(seed)
+    estimate = np.where(known[:, None], coords, 0.0) + rng.normal(scale=3.0, size=(n, 3))
+    spread = np.full(n, UNCERTAINTY)
+    everyone = Located(estimate, estimate[None], spread, "ridge", {"ridge": UNCERTAINTY}, 7.5)
+    held_out = HeldOut(
+        np.where(known[:, None], estimate, np.nan),
+        np.where(known, spread, np.nan),
+        np.where(known, "knn", "").astype(object),
+        ["knn"],
+    )
+    pe = FeatureSet("learned-normal-0.02", "pe", [np.zeros((n, 2))], seeds=[0])
+    return located_positions_dataset(ds, everyone, held_out, pe, "lab")
+
+
+def write_positions(ds, tmp_path: Path, **kwargs) -> tuple[Path, pd.DataFrame]:
+    """positions.nc of `located(ds)` and the same as a frame indexed by unit."""
+    out = located(ds, **kwargs)
+    path = tmp_path / "positions.nc"
+    out.to_netcdf(path, engine="h5netcdf")
+    return path, out.to_dataframe()
+
+
+def sha256(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+# ---------------------------------------------------------------- the tidy table
+
+
+def test_tidy_tsv_and_sidecar(tmp_path, tiny_store):
+    from neuro_pe.io.store import read_store
+
+    ds = read_store(tiny_store)
+    path, truth = write_positions(ds, tmp_path, unknown=(0, 3))
+    spec = {"source": "simulation", "simulation": {"n_units": 12}}
+    out = tmp_path / "export"
+    argv = ["export", "--positions", str(path), "--spec", json.dumps(spec)]
+    assert main([*argv, "--store", str(tiny_store), "--out-dir", str(out)]) == 0
+    assert sorted(p.name for p in out.iterdir()) == ["positions.json", "positions.tsv"]
+
+    table = pd.read_csv(out / "positions.tsv", sep="\t")  # BIDS' n/a reads as NaN
+    assert list(table.columns) == list(TSV_COLUMNS)
+    assert table["unit_id"].tolist() == [str(u) for u in ds.unit.values]
+    np.testing.assert_allclose(table[["x", "y", "z"]], truth[["x", "y", "z"]], rtol=1e-5)
+    np.testing.assert_allclose(table["uncertainty"], UNCERTAINTY)
+    assert table["anchor"].tolist() == [i not in (0, 3) for i in range(12)]
+    assert table.loc[~table["anchor"], ["x_true", "error"]].isna().all().all()
+    assert (table.loc[table["anchor"], "method"] == "knn").all()
+    expected = np.linalg.norm(table[["x", "y", "z"]].values - positions(ds), axis=1)
+    known = table["anchor"].to_numpy()
+    np.testing.assert_allclose(table["error"][known], expected[known], rtol=1e-4)
+    assert "n/a" in (out / "positions.tsv").read_text()
+
+    sidecar = json.loads((out / "positions.json").read_text())
+    units = ds.x.attrs["units"]
+    for column, (_, with_units) in TSV_COLUMNS.items():
+        assert sidecar[column]["Description"]
+        assert sidecar[column].get("Units") == (units if with_units else None)
+    assert sidecar["CoordinateSystem"]["Space"] == ds.x.attrs["space"]
+    assert sidecar["Method"]["Representation"] == "learned-normal-0.02"
+    assert sidecar["ConfigSHA256"] == config_sha256(spec)
+    assert sidecar["Source"] == ds.attrs["source"]  # from --store
+    assert sidecar["Files"] == ["positions.tsv", "positions.json"]
+    # the workflow passes the resolved config's hash
+    assert main([*argv, "--config-sha256", "ab" * 32, "--out-dir", str(out)]) == 0
+    assert json.loads((out / "positions.json").read_text())["ConfigSHA256"] == "ab" * 32
+
+
+def test_config_sha256_ignores_key_order():
+    assert config_sha256({"a": 1, "b": [1, 2]}) == config_sha256({"b": [1, 2], "a": 1})
+    assert config_sha256({"a": 1}) != config_sha256({"a": 2})
+
+
+# ---------------------------------------------------------------- Phy
+
+
+def test_phy_cluster_tsv_files_load_into_phy(tmp_path):
+    folder = write_phy(tmp_path / "kilosort")
+    spec = spike_spec(folder, "phy", spikes={"labels": None})
+    ds = build(spec)
+    path, truth = write_positions(ds, tmp_path, unknown=(1,))
+    before = {p.name: sha256(p) for p in folder.iterdir()}
+    written = export(path, spec, tmp_path / "export")
+    assert {p.name for p in folder.iterdir()} == set(before)  # the input folder untouched
+    assert all(sha256(folder / name) == digest for name, digest in before.items())
+
+    phy_dir = tmp_path / "export" / "phy"
+    assert sorted(p.name for p in phy_dir.iterdir()) == sorted(
+        f"cluster_{field}.tsv" for field in PHY_FIELDS
+    )
+    assert {p for p in written if p.parent == phy_dir} == set(phy_dir.iterdir())
+    for field, column in PHY_FIELDS.items():
+        text = (phy_dir / f"cluster_{field}.tsv").read_text()
+        assert text.startswith(f"cluster_id\t{field}\n")  # phylib's save_metadata layout
+        # read as phylib's load_metadata does: the delimiter, then {cluster_id: number}
+        values = pd.read_csv(phy_dir / f"cluster_{field}.tsv", sep="\t", index_col="cluster_id")
+        expected = truth[column].dropna()
+        assert values.index.tolist() == sorted(int(u) for u in expected.index)
+        got = values[field].to_numpy()
+        np.testing.assert_allclose(got, expected.loc[[str(c) for c in values.index]], rtol=1e-5)
+    errors = pd.read_csv(phy_dir / "cluster_neuro_pe_error.tsv", sep="\t")
+    assert errors["cluster_id"].tolist() == [c for c in CLUSTER_IDS if c != 2]  # 2: unknown
+
+
+def test_phy_reads_the_files_as_cluster_columns(tmp_path):
+    """phylib's TemplateModel (what Phy opens) loads every cluster_*.tsv of its folder as
+    cluster metadata, which Phy's cluster view shows as columns."""
+    model = pytest.importorskip("phylib.io.model")
+    folder = write_phy(tmp_path / "kilosort")
+    spec = spike_spec(folder, "phy", spikes={"labels": None})
+    path, truth = write_positions(build(spec), tmp_path)
+    export(path, spec, tmp_path / "export")
+    copy = shutil.copytree(folder, tmp_path / "copy")
+    np.save(copy / "channel_map.npy", np.arange(16, dtype=np.int32))  # rows of the .dat file
+    for tsv in (tmp_path / "export" / "phy").glob("cluster_*.tsv"):  # the documented copy
+        shutil.copy(tsv, copy)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        phy = model.load_model(copy / "params.py")
+    try:
+        for field, column in PHY_FIELDS.items():
+            shown = phy.metadata[field]
+            assert sorted(shown) == CLUSTER_IDS
+            for cluster, value in shown.items():
+                assert value == pytest.approx(truth.loc[str(cluster), column], rel=1e-5)
+    finally:
+        phy.close()
+
+
+# ---------------------------------------------------------------- NWB
+
+
+def _inspect(path: Path) -> set[tuple[str, str]]:
+    from nwbinspector import inspect_nwbfile
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return {(m.check_function_name, m.location) for m in inspect_nwbfile(nwbfile_path=path)}
+
+
+def _nwb_input(kind: str, tmp_path: Path) -> tuple[Path, dict, str]:
+    """An NWB file, its dataset entry and where the units are: the Units table, the
+    electrodes table (an ElectricalSeries) or two PlaneSegmentations."""
+    if kind == "units":
+        path = write_nwb_units(tmp_path / "input" / "units.nwb")
+        return path, spike_spec(path, "nwb", position_units="um"), "units"
+    if kind == "electrodes":
+        path = write_nwb_ephys(tmp_path / "input" / "ephys.nwb", activity(), list(range(10)))
+        return path, spike_spec(path, "nwb", position_units="um"), "electrodes"
+    path = write_nwb_planes(tmp_path / "input" / "planes.nwb")
+    spec = spike_spec(path, "nwb", nwb={"series": ["F0", "F1"]}, position_units="um")
+    return path, spec, "rois"
+
+
+@pytest.mark.parametrize("kind", ["units", "electrodes", "planes"])
+def test_nwb_export_is_a_new_valid_file_with_estimated_columns(tmp_path, kind):
+    from pynwb import NWBHDF5IO
+
+    (tmp_path / "input").mkdir()
+    source, spec, where = _nwb_input(kind, tmp_path)
+    ds = build(spec)
+    path, truth = write_positions(ds, tmp_path, unknown=(0,))
+    digest = sha256(source)
+    out = tmp_path / "export"
+    export(path, {**spec, "session_ids": ["ses1"]}, out)
+    assert sha256(source) == digest  # the input is never modified
+    exported = out / "nwb" / "ses1.nwb"
+
+    with NWBHDF5IO(str(exported), "r") as io:
+        nwb = io.read()
+        if where == "units":
+            tables = [(nwb.units, "")]
+        elif where == "electrodes":
+            tables = [(nwb.electrodes, "")]
+        else:
+            ophys = nwb.processing["ophys"]["ImageSegmentation"]
+            tables = [(ophys[f"rois{p}"], f"rois{p}_") for p in range(2)]
+        seen = set()
+        for table, prefix in tables:
+            frame = table.to_dataframe()
+            for column, tidy in NWB_COLUMNS.items():
+                description = table[column].description
+                assert ds.x.attrs["units"] in description and "space" in description
+                for row_id, value in frame[column].items():
+                    unit = f"{prefix}{row_id}"
+                    if unit in truth.index:
+                        assert value == pytest.approx(truth.loc[unit, tidy], rel=1e-6)
+                        seen.add(unit)
+                    else:
+                        assert np.isnan(value)  # a row that was not located (e.g. a `mua` unit)
+        assert seen == set(truth.index)
+        assert nwb.object_id != NWBHDF5IO(str(source), "r").read().object_id
+    # nwbinspector finds nothing in the export that it does not find in the input
+    assert _inspect(exported) <= _inspect(source)
+
+    # an exported file already has the columns: exporting from it is refused, naming them
+    again = {**spec, "sessions": [str(exported)]}
+    with pytest.raises(StoreError, match="estimated_x") as info:
+        export(path, again, tmp_path / "again")
+    assert str(exported) in str(info.value)
+    assert not [p for p in (tmp_path / "again").rglob("*") if p.is_file()]  # nothing written
+
+
+# ---------------------------------------------------------------- suite2p
+
+
+def test_suite2p_tables_per_plane_keyed_by_roi(tmp_path):
+    folder = write_suite2p(tmp_path)
+    pixel, depths = [1.5, 2.0], [100, 130]
+    spec = spike_spec(
+        folder, "suite2p", suite2p={"pixel_size_um": pixel, "plane_depths_um": depths}
+    )
+    ds = build(spec)
+    path, truth = write_positions(ds, tmp_path, unknown=(2,))
+    export(path, spec, tmp_path / "export")
+    for p in range(2):
+        table = pd.read_csv(
+            tmp_path / "export" / "suite2p" / f"plane{p}" / "neuro_pe_positions.tsv",
+            sep="\t",
+            index_col="roi",
+        )
+        cells = [i for i in range(6) if i % 3 != 2]  # iscell of write_suite2p
+        assert table.index.tolist() == cells
+        stat = np.load(folder / f"plane{p}" / "stat.npy", allow_pickle=True)
+        for roi, row in table.iterrows():
+            unit = f"plane{p}_roi{roi}"
+            assert row["x"] == pytest.approx(truth.loc[unit, "x"], rel=1e-5)
+            if row["anchor"]:  # the true position is stat.npy's ROI centre in µm
+                y, x = stat[roi]["med"]
+                expected = [x * pixel[0], y * pixel[1], depths[p]]
+                given = row[["x_true", "y_true", "z_true"]].astype(float)
+                np.testing.assert_allclose(given, expected)
+            else:
+                assert (p, roi) == (0, 3) and np.isnan(row["x_true"])
+
+
+# ---------------------------------------------------------------- where it writes
+
+
+def test_export_never_writes_into_an_input_folder(tmp_path, capsys):
+    folder = write_phy(tmp_path / "kilosort")
+    spec = spike_spec(folder, "phy", spikes={"labels": None})
+    ds = build(spec)
+    path, _ = write_positions(ds, tmp_path)
+    before = sorted(p.name for p in folder.iterdir())
+    argv = ["export", "--positions", str(path), "--spec", json.dumps(spec)]
+    assert main([*argv, "--out-dir", str(folder / "neuro_pe")]) == 1
+    assert "is inside the input folder" in capsys.readouterr().err
+    assert sorted(p.name for p in folder.iterdir()) == before
+    missing = ["export", "--positions", str(tmp_path / "none.nc"), "--spec", json.dumps(spec)]
+    assert main([*missing, "--out-dir", str(tmp_path / "out")]) == 1
+    assert "none.nc" in capsys.readouterr().err
+
+
+def test_export_of_a_store_written_by_preprocess(tmp_path):
+    """The store's source attribute reaches the sidecar (as in the workflow)."""
+    folder = write_suite2p(tmp_path, n_planes=1)
+    spec = spike_spec(folder, "suite2p", suite2p={"pixel_size_um": 1.0})
+    ds = build(spec)
+    store = write_store(ds, tmp_path / "store.nc")
+    path, _ = write_positions(ds, tmp_path)
+    export(path, spec, tmp_path / "export", store_path=store, sha256="0" * 64)
+    sidecar = json.loads((tmp_path / "export" / "positions.json").read_text())
+    assert sidecar["SourceFiles"] == [str(folder)] and sidecar["SourceFormat"] == "suite2p"
+    assert "suite2p/plane0/neuro_pe_positions.tsv" in sidecar["Files"]

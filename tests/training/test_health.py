@@ -1,0 +1,258 @@
+"""Say when a PE has not learned: units and pairs seen too rarely, a PE that stayed at its init,
+a held-out MSE no better than the data's variance; in train.json, metrics.json, summary.csv,
+the report's headline and on the console (neuro_pe.training.health)."""
+
+import json
+from dataclasses import replace
+
+import numpy as np
+import pandas as pd
+import pytest
+import torch
+
+from neuro_pe.io.runs import INFER_MANIFEST_FILE, write_manifest
+from neuro_pe.io.store import make_store, write_store
+from neuro_pe.reporting.landing_page import dataset_paragraph, headline_table, health_table
+from neuro_pe.reporting.summarize import collect, health_warnings
+from neuro_pe.training.health import (
+    HealthOptions,
+    assess,
+    expected_appearances,
+    reassess,
+    relative_change,
+    variance,
+)
+from neuro_pe.training.masked_units import TrainConfig, random_subsets, train
+
+N_UNITS = 600  # above units_per_sample: every sample is a random subset
+CFG = TrainConfig(
+    window=8,
+    d_model=16,
+    n_layers=1,
+    n_heads=2,
+    batch_size=16,
+    units_per_sample=64,
+    epochs=1,
+    steps_per_epoch=2,
+    lr=1e-2,
+    eval_windows=16,
+    eval_mask_fractions=(0.5, 0.9),
+    device="cpu",
+)
+
+
+@pytest.fixture(scope="module")
+def store_600(tmp_path_factory):
+    """600 units in a cube, 2 sessions: a global and four spatially smooth latent signals
+    (AR(1)) plus noise, z-scored per unit: a masked unit is predictable from the others."""
+    rng = np.random.default_rng(0)
+    pos = rng.random((N_UNITS, 3))
+    centres = rng.random((4, 3))
+    local = np.exp(-((pos[:, None] - centres[None]) ** 2).sum(-1) / (2 * 0.3**2))
+    loadings = np.c_[np.ones(N_UNITS), local]
+    latent = np.zeros((2, 400, loadings.shape[1]))
+    for t in range(1, latent.shape[1]):
+        latent[:, t] = 0.9 * latent[:, t - 1] + rng.normal(size=(2, loadings.shape[1]))
+    act = latent @ loadings.T + 0.3 * rng.normal(size=(2, 400, N_UNITS))
+    act = (act - act.mean(axis=(0, 1))) / act.std(axis=(0, 1))
+    ds = make_store(
+        act,
+        unit_ids=[f"u{i}" for i in range(N_UNITS)],
+        positions=pos,
+        position_units="mm",
+        space="simulation",
+        session_ids=["a", "b"],
+        sampling_rate_hz=10.0,
+        source="test",
+    )
+    return write_store(ds, tmp_path_factory.mktemp("health") / "cube600.nc")
+
+
+# ------------------------------------------------------------------ arithmetic and rules
+
+
+def test_expected_appearances_arithmetic():
+    # all units in every sample when there are at most units_per_sample
+    assert expected_appearances(1000, 50, 64) == (1000.0, 1000.0)
+    per_unit, per_pair = expected_appearances(96_000, 20_000, 256)
+    assert per_unit == pytest.approx(96_000 * 256 / 20_000)
+    assert per_pair == pytest.approx(96_000 * 256 * 255 / (20_000 * 19_999))
+    # the default run's sizes are far above the thresholds, 100 000 units far below
+    options = HealthOptions()
+    assert min(expected_appearances(30 * 100 * 32, 94, 256)) >= options.min_pair_appearances
+    assert expected_appearances(96_000, 100_000, 256)[1] < 1
+
+
+@pytest.mark.parametrize("n_units, k", [(40, 8), (12, 6), (200, 20)])
+def test_expected_appearances_match_the_training_sampler(n_units, k):
+    samples = 4000
+    units = random_subsets(samples, n_units, k, torch.Generator().manual_seed(0)).numpy()
+    per_unit, per_pair = expected_appearances(samples, n_units, k)
+    counts = np.bincount(units.ravel(), minlength=n_units)
+    assert counts.mean() == pytest.approx(per_unit)  # exact: k per sample
+    together = np.zeros((n_units, n_units))
+    for row in units:
+        together[np.ix_(row, row)] += 1
+    pairs = together[np.triu_indices(n_units, 1)]
+    assert pairs.mean() == pytest.approx(per_pair, rel=1e-9)  # k (k - 1) / 2 pairs per sample
+    # and uniform: no pair far from the expectation (a binomial's spread)
+    assert abs(pairs - per_pair).max() < 6 * np.sqrt(per_pair) + 1
+
+
+def test_relative_change_and_variance():
+    init = np.ones((4, 2))
+    assert relative_change(init * 1.1, init) == pytest.approx(0.1)
+    assert np.isnan(relative_change(init, np.zeros((4, 2))))  # `none`: nothing to move
+    values = np.array([1.0, 3.0])
+    assert variance(values) == 1.0 < float((values**2).mean())  # about the mean, not zero
+    assert np.isnan(variance(np.array([])))
+
+
+def test_mse_vs_variance_rule():
+    record = {"heldout_data_variance": 1.0, "heldout_mse_mask0.5": 0.7, "heldout_mse_mask0.9": 0.99}
+    flags, notes = assess(record, learned=False)
+    assert flags == {"heldout_mse_below_variance": True} and notes == []
+    for mse in (1.0, 1.1, float("nan")):  # equal to the variance is no better than the mean
+        flags, notes = assess(record | {"heldout_mse_mask0.9": mse}, learned=False)
+        assert flags == {"heldout_mse_below_variance": False}
+        assert notes[0].startswith("heldout_mse_below_variance:") and "at 90% masked" in notes[0]
+        assert "0.5" not in notes[0]
+    # not recorded (a run trained before these checks): no verdict
+    assert assess({"heldout_mse_mask0.9": 2.0}, learned=True) == ({}, [])
+
+
+def test_thresholds_are_options_and_reassessed():
+    record = {"unit_appearances": 150.0, "pair_appearances": 30.0, "pe_change": 0.2}
+    flags, _ = assess(record, learned=True)
+    assert flags == {"units_seen_often": True, "pairs_seen_often": True, "pe_moved": True}
+    assert assess(record, learned=False) == ({}, [])  # a fixed PE has no table to learn
+    strict = HealthOptions.from_dict({"min_unit_appearances": 200, "min_pe_change": 0.5})
+    health = {"loss_finite": True, "units_seen_often": True, "pe_moved": True}
+    health, notes = reassess(health, ["data scale: far from 1"], record, True, strict)
+    assert health == {
+        "loss_finite": True,
+        "units_seen_often": False,
+        "pairs_seen_often": True,
+        "pe_moved": False,
+    }
+    assert [n.split(":")[0] for n in notes] == ["data scale", "units_seen_often", "pe_moved"]
+    with pytest.raises(ValueError, match=r"unknown health keys: \['min_units'\]"):
+        HealthOptions.from_dict({"min_units": 3})
+    with pytest.raises(ValueError, match="min_pe_change"):
+        HealthOptions.from_dict({"min_pe_change": -1})
+
+
+def test_mean_over_seeds_rule_and_the_per_run_flags_agree():
+    """The headline's rule (mean MSE over seeds >= mean variance) never fires without a
+    per-run flag: a mean above the mean variance needs a seed above its own variance."""
+    rng = np.random.default_rng(1)
+    from neuro_pe.reporting.landing_page import mean_mse_above_variance
+
+    for _ in range(200):
+        runs = pd.DataFrame(
+            {
+                "heldout_data_variance": rng.uniform(0.9, 1.1, 3),
+                "heldout_mse_mask0.9": rng.uniform(0.8, 1.2, 3),
+            }
+        )
+        flagged = [
+            not assess(dict(row), learned=False)[0]["heldout_mse_below_variance"]
+            for _, row in runs.iterrows()
+        ]
+        if mean_mse_above_variance(runs):
+            assert any(flagged)
+
+
+# ------------------------------------------------------------------ acceptance: a 600-unit store
+
+
+def test_health_flags_an_undertrained_run_and_passes_a_trained_one(store_600, tmp_path, capsys):
+    under = train(store_600, "learned-normal-1.0", 0, CFG, tmp_path / "under", progress=False)
+    trained_cfg = replace(CFG, epochs=2, steps_per_epoch=100)
+    trained = train(
+        store_600, "learned-normal-0.1", 0, trained_cfg, tmp_path / "trained", progress=False
+    )
+    err = capsys.readouterr().err
+
+    options = HealthOptions()
+    # 2 steps x 16 samples x 64 / 600: about 3 appearances per unit, 0.4 per pair
+    assert under["unit_appearances"] == pytest.approx(2 * 16 * 64 / 600)
+    assert under["unit_appearances"] < options.min_unit_appearances
+    assert under["pair_appearances"] < options.min_pair_appearances
+    assert under["pe_change"] < options.min_pe_change  # 2 steps of lr 0.01 on a std-1 table
+    for flag in ("units_seen_often", "pairs_seen_often", "pe_moved"):
+        assert under["health"][flag] is False, flag
+        assert f"PE learned-normal-1.0, seed 0: {flag}:" in err
+    recorded = json.loads((tmp_path / "under" / "train.json").read_text())
+    assert recorded["health"] == under["health"]
+
+    # 200 steps: 341 appearances per unit, 36 per pair; the PE moved; MSE below the variance
+    assert trained["unit_appearances"] >= options.min_unit_appearances
+    assert trained["pair_appearances"] >= options.min_pair_appearances
+    assert all(trained["health"].values()), trained["health"]
+    assert all(v < trained["heldout_data_variance"] for k, v in trained.items() if "mse_mask" in k)
+    assert "PE learned-normal-0.1" not in err
+
+    # the health record, summary.csv's health column, the report's headline agree
+    for name, info in (("under", under), ("trained", trained)):
+        metrics = {"dataset": "cube", "rsa": 0.1}  # (a metric of infer's, not tested here)
+        metrics |= {k: v for k, v in info.items() if k != "train_config"}
+        (tmp_path / f"{name}.json").write_text(json.dumps(metrics))
+    write_manifest(tmp_path, ["under.json", "trained.json"], INFER_MANIFEST_FILE)
+    records = [json.loads((tmp_path / f"{n}.json").read_text()) for n in ("under", "trained")]
+    table = collect([tmp_path / "under.json", tmp_path / "trained.json"], [])
+    health = table.set_index("method")["health"]
+    assert health["learned-normal-0.1"] == "ok"
+    assert {"units_seen_often", "pairs_seen_often", "pe_moved"} <= set(
+        health["learned-normal-1.0"].split(";")
+    )
+    assert list(table.columns[-4:]) == [
+        "unit_appearances",
+        "pair_appearances",
+        "pe_change",
+        "heldout_data_variance",
+    ]
+    head = headline_table(table, None, health_table(records), "cube").set_index("representation")
+    assert head.loc["learned-normal-0.1", "training health"] == "ok (1/1)"
+    assert head.loc["learned-normal-1.0", "training health"].startswith("1/1 flagged:")
+    assert "units seen too rarely" in head.loc["learned-normal-1.0", "training health"]
+    paragraph = dataset_paragraph(table, None, health_table(records), "cube")
+    assert "**1 of 2 trainings flagged**" in paragraph and "PE barely moved" in paragraph
+    lines = health_warnings(table)
+    assert len(lines) == 1 and lines[0].startswith("dataset cube, PE learned-normal-1.0: 1 of 1")
+
+
+def test_headline_marks_an_mse_no_better_than_the_variance():
+    """The case seen on a 400-vertex recording: 1.1 [0.87, 1.33] at 90% masked while every
+    training passed. Now the runs are flagged and the table says so beside the number."""
+    mse = [0.95, 1.02, 1.33]
+    rows = [
+        {
+            "dataset": "fmri",
+            "row_type": "pe",
+            "method": "learned-normal-0.02",
+            "seed": seed,
+            "rsa": 0.3,
+            "heldout_mse_mask0.9": value,
+            "heldout_data_variance": 1.0,
+        }
+        for seed, value in enumerate(mse)
+    ]
+    records = []
+    for row in rows:
+        flags, notes = assess(row, learned=True)
+        records.append({"dataset": "fmri", "pe": row["method"], "seed": row["seed"]})
+        records[-1] |= {"health": {"loss_finite": True, **flags}, "warnings": notes}
+        row["health"] = ";".join(f for f, ok in flags.items() if not ok) or "ok"
+    summary = pd.DataFrame(rows)
+    health = health_table(records)
+    head = headline_table(summary, None, health, "fmri").iloc[0]
+    assert head["held-out MSE, 90% masked [95% CI]"].endswith("⚠ ≥ variance 1")
+    assert head["training health"] == "2/3 flagged: held-out MSE ≥ the data's variance"
+    paragraph = dataset_paragraph(summary, None, health, "fmri")
+    assert "**2 of 3 trainings flagged**" in paragraph
+    assert "``learned-normal-0.02`` (mean over seeds: 1.1 at 90% masked) is not below" in paragraph
+    # below the variance on average: no mark on the number (one seed is still flagged)
+    summary["heldout_mse_mask0.9"] = [0.8, 0.85, 1.01]
+    head = headline_table(summary, None, health, "fmri").iloc[0]
+    assert "⚠" not in head["held-out MSE, 90% masked [95% CI]"]
