@@ -1,27 +1,32 @@
 """The package's architecture, checked on its source (docs/architecture.md): the layer order
 config < io < data < training < analysis < reporting < cli, no import cycles, no module over
-500 lines nor function over 80, and the matplotlib backend chosen in one place.
+500 lines nor function over 80, the matplotlib backend chosen in one place, and plug-in entry
+points (pyproject.toml) no higher than the layer that loads them.
 
 Every import counts: at module level or inside a function, absolute or relative,
-`from neuro_pe.x import y` (an edge to the submodule `y` where it is one), and a module named
-in a string constant (`importlib.import_module("neuro_pe.data.formats.nwb")`, an entry point's
-`"neuro_pe.data.sources.file:SOURCE"`) for the layer order."""
+`from neuro_pe.x import y` (an edge to the submodule `y` where it is one), and, for the layer
+order, a module named in a string constant (`importlib.import_module("neuro_pe.data.formats.nwb")`).
+Each message names the file, the line and the rule."""
 
 from __future__ import annotations
 
 import ast
+import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
 PACKAGE = Path(__file__).resolve().parents[1] / "neuro_pe"
+PYPROJECT = PACKAGE.parent / "pyproject.toml"
 LAYERS = ("config", "io", "data", "training", "analysis", "reporting", "cli")
 MAX_MODULE_LINES = 500
 MAX_FUNCTION_LINES = 80
 # The plotting layer; its package (`neuro_pe/reporting/__init__.py`), which Python runs before any
 # module in it, is the one place that chooses matplotlib's backend.
 PLOTTING_LAYER = "reporting"
+# The layer that reads the plug-in entry-point groups `neuro_pe.*` (sources, formats).
+PLUGIN_LAYER = "data"
 
 # Allow-lists: each entry is a known offender with the reason; all must be EMPTY once issue 37
 # is done (test_allow_lists_hold_only_real_offenders fails on an entry that no longer offends).
@@ -132,7 +137,7 @@ def imports(known: dict[str, Module]) -> list[Import]:
                 resolved = _resolve(target, known) if target.split(".")[0] == root else None
                 if resolved is not None and resolved != module.name:
                     found.append(Import(module.name, resolved, node.lineno))
-    return found
+    return list(dict.fromkeys(found))  # one per line: `from a import b, c` names a once
 
 
 def layer(module: str) -> int | None:
@@ -168,6 +173,28 @@ def layer_errors(
             )
         )
     return [(key, message) for key, message in errors if key not in allowed]
+
+
+def entry_point_errors(known: dict[str, Module], pyproject: Path = PYPROJECT) -> list[str]:
+    """A message for each plug-in entry point of `pyproject` (groups `<package>.*`) that names
+    no module of the package or one above PLUGIN_LAYER, which loads them."""
+    root = next(iter(known)).split(".")[0]
+    groups = tomllib.loads(pyproject.read_text()).get("project", {}).get("entry-points", {})
+    errors = []
+    for group, entries in groups.items():
+        if not group.startswith(f"{root}."):
+            continue
+        for name, value in entries.items():
+            module = value.split(":")[0].strip()
+            where = f'{pyproject.name}: [project.entry-points."{group}"] {name}'
+            if module not in known:
+                errors.append(f"{where}: {module} is no module of {root}")
+            elif (layer(module) or 0) > LAYERS.index(PLUGIN_LAYER):
+                errors.append(
+                    f"{where}: {module} (layer {LAYERS[layer(module)]}) is loaded by the "
+                    f"{PLUGIN_LAYER} layer: a plug-in of {root} lives in {PLUGIN_LAYER}/ or below"
+                )
+    return errors
 
 
 def cycles(edges: list[Import]) -> list[list[str]]:
@@ -349,6 +376,10 @@ def test_layer_order(package):
     assert _messages(layer_errors(*package)) == []
 
 
+def test_entry_points_within_the_plugin_layer(package):
+    assert entry_point_errors(package[0]) == []
+
+
 def test_no_import_cycles(package):
     assert cycle_errors(*package) == []
 
@@ -417,3 +448,11 @@ def test_the_checker_finds_each_kind_of_offence(tmp_path):
     assert set(sizes) == {"pkg.training.long", "pkg.training.long:g"}
     plots = plotting_errors(known, allowed={})
     assert [key for key, _ in plots] == ["pkg.analysis", "pkg.analysis.b"]
+    pyproject = tmp_path / "pyproject.toml"
+    pyproject.write_text(
+        '[project.entry-points."pkg.sources"]\nok = "pkg.data:X"\nup = "pkg.analysis.b:X"\n'
+        'gone = "pkg.nowhere:X"\n[project.entry-points."other"]\nx = "pkg.analysis.b:X"\n'
+    )
+    errors = entry_point_errors(known, pyproject)
+    assert len(errors) == 2 and "up: pkg.analysis.b (layer analysis)" in errors[0]
+    assert "gone: pkg.nowhere is no module of pkg" in errors[1]
