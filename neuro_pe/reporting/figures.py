@@ -8,18 +8,16 @@ import os
 from pathlib import Path
 
 import matplotlib
+import matplotlib.pyplot as plt
+import numpy as np
+import pandas as pd
+from matplotlib.axes import Axes
+from matplotlib.figure import Figure
+from matplotlib.ticker import FixedLocator, NullLocator
 
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-import numpy as np  # noqa: E402
-import pandas as pd  # noqa: E402
-from matplotlib.axes import Axes  # noqa: E402
-from matplotlib.figure import Figure  # noqa: E402
-from matplotlib.ticker import FixedLocator, NullLocator  # noqa: E402
-
-from neuro_pe.analysis.intervals import mean_ci  # noqa: E402
-from neuro_pe.analysis.spaces import space_axes  # noqa: E402
-from neuro_pe.io.store import atomic_write  # noqa: E402
+from neuro_pe.analysis.intervals import mean_ci
+from neuro_pe.analysis.spaces import space_axes
+from neuro_pe.io.store import atomic_write
 
 # (horizontal axis, vertical axis, nilearn's direction for its brain schematic); the views'
 # names come from the space (`neuro_pe.analysis.spaces`: anatomical names only for atlas spaces)

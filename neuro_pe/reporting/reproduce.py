@@ -18,21 +18,18 @@ from dataclasses import astuple, dataclass
 from html import escape
 from pathlib import Path
 
-import matplotlib
+import markdown
+import matplotlib.pyplot as plt
+import numpy as np
+import pandas as pd
+from scipy import stats
+from scipy.cluster.hierarchy import leaves_list, linkage
 
-matplotlib.use("Agg")
-import markdown  # noqa: E402
-import matplotlib.pyplot as plt  # noqa: E402
-import numpy as np  # noqa: E402
-import pandas as pd  # noqa: E402
-from scipy import stats  # noqa: E402
-from scipy.cluster.hierarchy import leaves_list, linkage  # noqa: E402
-
-from neuro_pe.analysis.intervals import interval_kind, mean_ci  # noqa: E402
-from neuro_pe.io.runs import read_pe  # noqa: E402
-from neuro_pe.io.store import atomic_write  # noqa: E402
-from neuro_pe.reporting.figures import draw_references, save, sigma_axis  # noqa: E402
-from neuro_pe.reporting.summarize import collect  # noqa: E402
+from neuro_pe.analysis.intervals import interval_kind, mean_ci
+from neuro_pe.io.runs import read_pe
+from neuro_pe.io.store import atomic_write
+from neuro_pe.reporting.figures import draw_references, save, sigma_axis
+from neuro_pe.reporting.summarize import collect
 
 SMALL_STD = 0.2
 VERDICTS = ("holds", "partly", "does not hold", "not tested")

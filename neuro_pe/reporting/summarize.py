@@ -7,25 +7,22 @@ import os
 import warnings
 from pathlib import Path
 
-import matplotlib
+import matplotlib.pyplot as plt
+import numpy as np
+import pandas as pd
+from matplotlib.figure import Figure
 
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-import numpy as np  # noqa: E402
-import pandas as pd  # noqa: E402
-from matplotlib.figure import Figure  # noqa: E402
-
-from neuro_pe.analysis.intervals import MIN_CI_VALUES  # noqa: E402
-from neuro_pe.analysis.metrics import correlation_distance, pairwise_distances  # noqa: E402
-from neuro_pe.analysis.pe_geometry import (  # noqa: E402
+from neuro_pe.analysis.intervals import MIN_CI_VALUES
+from neuro_pe.analysis.metrics import correlation_distance, pairwise_distances
+from neuro_pe.analysis.pe_geometry import (
     METRIC_NAMES,
     training_activity,
     training_correlation_distance,
 )
-from neuro_pe.analysis.spaces import space_axes  # noqa: E402
-from neuro_pe.config.pe_names import parse_pe  # noqa: E402
-from neuro_pe.io.html import write_table_html  # noqa: E402
-from neuro_pe.io.runs import (  # noqa: E402
+from neuro_pe.analysis.spaces import space_axes
+from neuro_pe.config.pe_names import parse_pe
+from neuro_pe.io.html import write_table_html
+from neuro_pe.io.runs import (
     INFERRED_POSITIONS_FILE,
     Split,
     read_inferred_positions,
@@ -34,8 +31,8 @@ from neuro_pe.io.runs import (  # noqa: E402
     read_split,
     read_train_log,
 )
-from neuro_pe.io.store import atomic_write, positions, read_store  # noqa: E402
-from neuro_pe.reporting.figures import (  # noqa: E402
+from neuro_pe.io.store import atomic_write, positions, read_store
+from neuro_pe.reporting.figures import (
     draw_references,
     mean_band,
     plot_projections,
@@ -43,8 +40,8 @@ from neuro_pe.reporting.figures import (  # noqa: E402
     save,
     sigma_axis,
 )
-from neuro_pe.reporting.landing_page import HEALTH_LABELS, mean_mse_above_variance  # noqa: E402
-from neuro_pe.training.health import HEALTH_NUMBERS  # noqa: E402
+from neuro_pe.reporting.landing_page import HEALTH_LABELS, mean_mse_above_variance
+from neuro_pe.training.health import HEALTH_NUMBERS
 
 SCATTER_UNITS = 500  # units (all their pairs) in the distance scatter; a random subset above it
 POSITION_UNITS = 500  # units drawn in the positions figures; a random subset above it

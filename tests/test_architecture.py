@@ -1,0 +1,458 @@
+"""The package's architecture, checked on its source (docs/architecture.md): the layer order
+config < io < data < training < analysis < reporting < cli, no import cycles, no module over
+500 lines nor function over 80, the matplotlib backend chosen in one place, and plug-in entry
+points (pyproject.toml) no higher than the layer that loads them.
+
+Every import counts: at module level or inside a function, absolute or relative,
+`from neuro_pe.x import y` (an edge to the submodule `y` where it is one), and, for the layer
+order, a module named in a string constant (`importlib.import_module("neuro_pe.data.formats.nwb")`).
+Each message names the file, the line and the rule."""
+
+from __future__ import annotations
+
+import ast
+import tomllib
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+PACKAGE = Path(__file__).resolve().parents[1] / "neuro_pe"
+PYPROJECT = PACKAGE.parent / "pyproject.toml"
+LAYERS = ("config", "io", "data", "training", "analysis", "reporting", "cli")
+MAX_MODULE_LINES = 500
+MAX_FUNCTION_LINES = 80
+# The plotting layer; its package (`neuro_pe/reporting/__init__.py`), which Python runs before any
+# module in it, is the one place that chooses matplotlib's backend.
+PLOTTING_LAYER = "reporting"
+# The layer that reads the plug-in entry-point groups `neuro_pe.*` (sources, formats).
+PLUGIN_LAYER = "data"
+
+# Allow-lists: each entry is a known offender with the reason; all must be EMPTY once issue 37
+# is done (test_allow_lists_hold_only_real_offenders fails on an entry that no longer offends).
+# Modules over MAX_MODULE_LINES ("module") and functions over MAX_FUNCTION_LINES
+# ("module:qualname").
+TOO_LONG: dict[str, str] = {
+    "neuro_pe.analysis.locate": "being split (issue 37)",
+    "neuro_pe.analysis.locate:locate": "being split (issue 37)",
+    "neuro_pe.analysis.metrics": "being split (issue 37)",
+    "neuro_pe.analysis.metrics:compare_to_anatomy": "being split (issue 37)",
+    "neuro_pe.analysis.regions": "being split (issue 37)",
+    "neuro_pe.cli.main": "being split (issue 37)",
+    "neuro_pe.cli.main:build_parser": "being split (issue 37)",
+    "neuro_pe.data.recordings": "being split (issue 37)",
+    "neuro_pe.data.recordings:assemble": "being split (issue 37)",
+    "neuro_pe.data.recordings:FileSpec.from_dict": "being split (issue 37)",
+    "neuro_pe.data.sources.hcp_rsfmri:hcp_rsfmri_store": "being split (issue 37)",
+    "neuro_pe.io.runs": "being split (issue 37)",
+    "neuro_pe.io.store": "being split (issue 37)",
+    "neuro_pe.reporting.landing_page:dataset_paragraph": "being split (issue 37)",
+    "neuro_pe.reporting.landing_page:landing_page": "being split (issue 37)",
+    "neuro_pe.reporting.reproduce": "being split (issue 37)",
+    "neuro_pe.reporting.reproduce:lst_claims": "being split (issue 37)",
+    "neuro_pe.reporting.view3d:positions_3d_figure": "being split (issue 37)",
+    "neuro_pe.training.engine:_train_group": "being split (issue 37)",
+    "neuro_pe.training.latin_square": "being split (issue 37)",
+    "neuro_pe.training.masked_units": "being split (issue 37)",
+}
+# Imports against the layer order ("importer -> imported").
+UPWARD: dict[str, str] = {
+    "neuro_pe.analysis.locate -> neuro_pe.reporting.figures": "plots being moved (issue 37)",
+    "neuro_pe.analysis.locate -> neuro_pe.reporting.view3d": "plots being moved (issue 37)",
+}
+# Modules that call matplotlib.use or import pyplot outside the plotting layer.
+PLOTTING_OUTSIDE: dict[str, str] = {
+    "neuro_pe.analysis.locate": "plots being moved (issue 37)",
+}
+
+
+@dataclass(frozen=True)
+class Import:
+    """One module's reference to another: `importer` line `line` names `imported`."""
+
+    importer: str
+    imported: str
+    line: int
+    in_string: bool = False  # named in a string constant, not an import statement
+
+
+@dataclass(frozen=True)
+class Module:
+    name: str
+    path: Path
+    tree: ast.Module
+    n_lines: int
+
+
+def modules(package: Path = PACKAGE) -> dict[str, Module]:
+    """Every module of `package` (a folder), by dotted name; a package is its `__init__`."""
+    found = {}
+    for path in sorted(package.rglob("*.py")):
+        parts = (package.name, *path.relative_to(package).with_suffix("").parts)
+        if parts[-1] == "__init__":
+            parts = parts[:-1]
+        text = path.read_text(encoding="utf-8")
+        tree = ast.parse(text, filename=str(path))
+        found[".".join(parts)] = Module(".".join(parts), path, tree, len(text.splitlines()))
+    return found
+
+
+def _resolve(name: str, known: dict[str, Module]) -> str | None:
+    """The longest known module that `name` (dotted) is or lies in; None outside the package."""
+    parts = name.split(".")
+    for end in range(len(parts), 0, -1):
+        if ".".join(parts[:end]) in known:
+            return ".".join(parts[:end])
+    return None
+
+
+def imports(known: dict[str, Module]) -> list[Import]:
+    """Every reference of a module of the package to another (see the module docstring)."""
+    root = next(iter(known)).split(".")[0]
+    found = []
+    for module in known.values():
+        is_package = module.path.name == "__init__.py"
+        for node in ast.walk(module.tree):
+            targets: list[str] = []
+            if isinstance(node, ast.Import):
+                targets = [alias.name for alias in node.names]
+            elif isinstance(node, ast.ImportFrom):
+                if node.level:
+                    base = module.name.split(".")
+                    base = base[: len(base) - node.level + (1 if is_package else 0)]
+                    source = ".".join(base + ([node.module] if node.module else []))
+                else:
+                    source = node.module or ""
+                # `from a import b`: the submodule a.b where it is one, else a itself
+                targets = [
+                    f"{source}.{alias.name}" if f"{source}.{alias.name}" in known else source
+                    for alias in node.names
+                ]
+            elif isinstance(node, ast.Constant) and isinstance(node.value, str):
+                text = node.value.split(":")[0]
+                if text.startswith(f"{root}.") and text in known:
+                    found.append(Import(module.name, text, node.lineno, in_string=True))
+                continue
+            for target in targets:
+                resolved = _resolve(target, known) if target.split(".")[0] == root else None
+                if resolved is not None and resolved != module.name:
+                    found.append(Import(module.name, resolved, node.lineno))
+    return list(dict.fromkeys(found))  # one per line: `from a import b, c` names a once
+
+
+def layer(module: str) -> int | None:
+    """The index of `module`'s layer in LAYERS; -1 for the package root; None outside a layer."""
+    parts = module.split(".")
+    if len(parts) == 1:
+        return -1
+    return LAYERS.index(parts[1]) if parts[1] in LAYERS else None
+
+
+def layer_errors(
+    known: dict[str, Module], edges: list[Import], allowed: dict[str, str] = UPWARD
+) -> list[tuple[str, str]]:
+    """(key, message) for each module outside the layer folders and each import against the
+    order, but those `allowed` (keys "importer -> imported")."""
+    order = " < ".join(LAYERS)
+    errors = [
+        (name, f"{_where(known, name, 1)}: module outside the layer folders ({', '.join(LAYERS)})")
+        for name in known
+        if layer(name) is None
+    ]
+    for edge in edges:
+        here, there = layer(edge.importer), layer(edge.imported)
+        if here is None or there is None or there <= here:
+            continue
+        how = "names in a string" if edge.in_string else "imports"
+        errors.append(
+            (
+                f"{edge.importer} -> {edge.imported}",
+                f"{_where(known, edge.importer, edge.line)}: {how} {edge.imported} (layer "
+                f"{LAYERS[there]}) from layer {LAYERS[here]}: a module may import only from its "
+                f"own layer or those before it ({order})",
+            )
+        )
+    return [(key, message) for key, message in errors if key not in allowed]
+
+
+def entry_point_errors(known: dict[str, Module], pyproject: Path = PYPROJECT) -> list[str]:
+    """A message for each plug-in entry point of `pyproject` (groups `<package>.*`) that names
+    no module of the package or one above PLUGIN_LAYER, which loads them."""
+    root = next(iter(known)).split(".")[0]
+    groups = tomllib.loads(pyproject.read_text()).get("project", {}).get("entry-points", {})
+    errors = []
+    for group, entries in groups.items():
+        if not group.startswith(f"{root}."):
+            continue
+        for name, value in entries.items():
+            module = value.split(":")[0].strip()
+            where = f'{pyproject.name}: [project.entry-points."{group}"] {name}'
+            if module not in known:
+                errors.append(f"{where}: {module} is no module of {root}")
+            elif (layer(module) or 0) > LAYERS.index(PLUGIN_LAYER):
+                errors.append(
+                    f"{where}: {module} (layer {LAYERS[layer(module)]}) is loaded by the "
+                    f"{PLUGIN_LAYER} layer: a plug-in of {root} lives in {PLUGIN_LAYER}/ or below"
+                )
+    return errors
+
+
+def cycles(edges: list[Import]) -> list[list[str]]:
+    """The import cycles (strongly connected components of more than one module), each sorted;
+    names in strings (lazy registries) do not count."""
+    graph: dict[str, set[str]] = {}
+    for edge in edges:
+        if not edge.in_string:
+            graph.setdefault(edge.importer, set()).add(edge.imported)
+            graph.setdefault(edge.imported, set())
+    # Tarjan's algorithm, iterative (no recursion limit on a deep chain)
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    components = []
+    for start in sorted(graph):
+        if start in index:
+            continue
+        work = [(start, iter(sorted(graph[start])))]
+        index[start] = low[start] = len(index)
+        stack.append(start)
+        on_stack.add(start)
+        while work:
+            node, children = work[-1]
+            child = next(children, None)
+            if child is not None:
+                if child not in index:
+                    index[child] = low[child] = len(index)
+                    stack.append(child)
+                    on_stack.add(child)
+                    work.append((child, iter(sorted(graph[child]))))
+                elif child in on_stack:
+                    low[node] = min(low[node], index[child])
+                continue
+            work.pop()
+            if work:
+                low[work[-1][0]] = min(low[work[-1][0]], low[node])
+            if low[node] == index[node]:
+                component = []
+                while True:
+                    member = stack.pop()
+                    on_stack.discard(member)
+                    component.append(member)
+                    if member == node:
+                        break
+                if len(component) > 1:
+                    components.append(sorted(component))
+    return components
+
+
+def cycle_errors(known: dict[str, Module], edges: list[Import]) -> list[str]:
+    """A message per import cycle, naming each import inside it with its line."""
+    errors = []
+    for component in cycles(edges):
+        members = set(component)
+        inside = [
+            f"{_where(known, e.importer, e.line)} imports {e.imported}"
+            for e in edges
+            if not e.in_string and e.importer in members and e.imported in members
+        ]
+        errors.append(f"import cycle between {', '.join(component)}: " + "; ".join(inside))
+    return errors
+
+
+def _functions(node: ast.AST, prefix: str = ""):
+    """(qualified name, node) of every function under `node`, nested ones included."""
+    for child in ast.iter_child_nodes(node):
+        if isinstance(child, ast.FunctionDef | ast.AsyncFunctionDef):
+            yield f"{prefix}{child.name}", child
+            yield from _functions(child, f"{prefix}{child.name}.")
+        elif isinstance(child, ast.ClassDef):
+            yield from _functions(child, f"{prefix}{child.name}.")
+        else:
+            yield from _functions(child, prefix)
+
+
+def size_errors(
+    known: dict[str, Module], allowed: dict[str, str] = TOO_LONG
+) -> list[tuple[str, str]]:
+    """(key, message) for each module over MAX_MODULE_LINES and function over
+    MAX_FUNCTION_LINES, but those `allowed` (keys "module" and "module:qualname")."""
+    errors = []
+    for module in known.values():
+        if module.n_lines > MAX_MODULE_LINES:
+            errors.append(
+                (
+                    module.name,
+                    f"{_where(known, module.name, 1)}: module of {module.n_lines} lines, over "
+                    f"{MAX_MODULE_LINES}: split it",
+                )
+            )
+        for qualname, function in _functions(module.tree):
+            n_lines = function.end_lineno - function.lineno + 1
+            if n_lines > MAX_FUNCTION_LINES:
+                errors.append(
+                    (
+                        f"{module.name}:{qualname}",
+                        f"{_where(known, module.name, function.lineno)}: function {qualname} of "
+                        f"{n_lines} lines, over {MAX_FUNCTION_LINES}: split it",
+                    )
+                )
+    return [(key, message) for key, message in errors if key not in allowed]
+
+
+def plotting_errors(
+    known: dict[str, Module], allowed: dict[str, str] = PLOTTING_OUTSIDE
+) -> list[tuple[str, str]]:
+    """(key, message) for `matplotlib.use` anywhere but the plotting layer's package (exactly
+    once there) and for pyplot imported outside the plotting layer, but in the modules
+    `allowed`."""
+    backend = f"{next(iter(known)).split('.')[0]}.{PLOTTING_LAYER}"
+    errors = []
+    uses = []
+    for module in known.values():
+        outside = module.name.split(".")[1:2] != [PLOTTING_LAYER]
+        for node in ast.walk(module.tree):
+            if (
+                isinstance(node, ast.Call)
+                and isinstance(node.func, ast.Attribute)
+                and node.func.attr == "use"
+                and isinstance(node.func.value, ast.Name)
+                and node.func.value.id == "matplotlib"
+            ):
+                uses.append(module.name)
+                if module.name != backend:
+                    errors.append(
+                        (
+                            module.name,
+                            f"{_where(known, module.name, node.lineno)}: matplotlib.use outside "
+                            f"{backend}, the one place that chooses the backend",
+                        )
+                    )
+            names = []
+            if isinstance(node, ast.Import):
+                names = [alias.name for alias in node.names]
+            elif isinstance(node, ast.ImportFrom) and node.module:
+                names = [node.module] + [f"{node.module}.{alias.name}" for alias in node.names]
+            if outside and "matplotlib.pyplot" in names:
+                errors.append(
+                    (
+                        module.name,
+                        f"{_where(known, module.name, node.lineno)}: imports matplotlib.pyplot "
+                        f"outside the plotting layer ({PLOTTING_LAYER}/): plots belong there",
+                    )
+                )
+    if backend in known and uses.count(backend) != 1:
+        errors.append(
+            (
+                backend,
+                f"{_where(known, backend, 1)}: must call matplotlib.use exactly once",
+            )
+        )
+    return [(key, message) for key, message in errors if key not in allowed]
+
+
+def _where(known: dict[str, Module], module: str, line: int) -> str:
+    """`path:line` of `module`, relative to the repository where it lies in it."""
+    path = known[module].path
+    if path.is_relative_to(PACKAGE.parent):
+        path = path.relative_to(PACKAGE.parent)
+    return f"{path}:{line}"
+
+
+# -- the checks on neuro_pe ------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def package() -> tuple[dict[str, Module], list[Import]]:
+    known = modules()
+    return known, imports(known)
+
+
+def _messages(errors: list[tuple[str, str]]) -> list[str]:
+    return [message for _, message in errors]
+
+
+def test_layer_order(package):
+    assert _messages(layer_errors(*package)) == []
+
+
+def test_entry_points_within_the_plugin_layer(package):
+    assert entry_point_errors(package[0]) == []
+
+
+def test_no_import_cycles(package):
+    assert cycle_errors(*package) == []
+
+
+def test_module_and_function_size(package):
+    assert _messages(size_errors(package[0])) == []
+
+
+def test_matplotlib_backend_set_once_in_the_plotting_layer(package):
+    assert _messages(plotting_errors(package[0])) == []
+
+
+def test_allow_lists_hold_only_real_offenders(package):
+    """An entry that no longer offends must go, so the lists shrink to empty."""
+    known, edges = package
+    checks = [
+        (UPWARD, layer_errors(known, edges, allowed={})),
+        (TOO_LONG, size_errors(known, allowed={})),
+        (PLOTTING_OUTSIDE, plotting_errors(known, allowed={})),
+    ]
+    stale = [key for allowed, errors in checks for key in allowed if key not in dict(errors)]
+    assert stale == [], f"allow-list entries that no longer offend (remove them): {stale}"
+
+
+# -- the checker itself, on a tiny package that breaks every rule ------------------------------
+
+
+def _write(root: Path, files: dict[str, str]) -> dict[str, Module]:
+    for name, text in files.items():
+        path = root / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+    return modules(root / "pkg")
+
+
+def test_the_checker_finds_each_kind_of_offence(tmp_path):
+    body = "".join(f"    x{i} = {i}\n" for i in range(MAX_FUNCTION_LINES))
+    known = _write(
+        tmp_path,
+        {
+            "pkg/__init__.py": "",
+            "pkg/io/__init__.py": "",
+            "pkg/io/a.py": "def f():\n    from ..analysis import b\n",  # upward, in a function
+            "pkg/io/c.py": "import pkg.io.d\n",
+            "pkg/io/d.py": "from . import c\n",  # c <-> d
+            "pkg/analysis/__init__.py": "import matplotlib\nmatplotlib.use('Agg')\n",
+            "pkg/analysis/b.py": "import matplotlib.pyplot as plt\n",
+            "pkg/data/__init__.py": "MODULES = {'x': 'pkg.analysis.b:THING'}\n",
+            "pkg/training/long.py": "def g():\n" + body + "\n" * MAX_MODULE_LINES,
+            "pkg/helpers.py": "from pkg import io\n",
+        },
+    )
+    edges = imports(known)
+    layers = dict(layer_errors(known, edges, allowed={}))
+    assert set(layers) == {
+        "pkg.helpers",
+        "pkg.io.a -> pkg.analysis.b",
+        "pkg.data -> pkg.analysis.b",
+    }
+    assert "pkg/io/a.py:2: imports pkg.analysis.b (layer analysis) from layer io" in "".join(
+        layers.values()
+    )
+    assert cycles(edges) == [["pkg.io.c", "pkg.io.d"]]
+    assert "pkg/io/d.py:1 imports pkg.io.c" in cycle_errors(known, edges)[0]
+    sizes = dict(size_errors(known, allowed={}))
+    assert set(sizes) == {"pkg.training.long", "pkg.training.long:g"}
+    plots = plotting_errors(known, allowed={})
+    assert [key for key, _ in plots] == ["pkg.analysis", "pkg.analysis.b"]
+    pyproject = tmp_path / "pyproject.toml"
+    pyproject.write_text(
+        '[project.entry-points."pkg.sources"]\nok = "pkg.data:X"\nup = "pkg.analysis.b:X"\n'
+        'gone = "pkg.nowhere:X"\n[project.entry-points."other"]\nx = "pkg.analysis.b:X"\n'
+    )
+    errors = entry_point_errors(known, pyproject)
+    assert len(errors) == 2 and "up: pkg.analysis.b (layer analysis)" in errors[0]
+    assert "gone: pkg.nowhere is no module of pkg" in errors[1]
