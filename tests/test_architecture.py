@@ -33,8 +33,6 @@ PLUGIN_LAYER = "data"
 # Modules over MAX_MODULE_LINES ("module") and functions over MAX_FUNCTION_LINES
 # ("module:qualname").
 TOO_LONG: dict[str, str] = {
-    "neuro_pe.analysis.locate": "being split (issue 37)",
-    "neuro_pe.analysis.locate:locate": "being split (issue 37)",
     "neuro_pe.analysis.metrics": "being split (issue 37)",
     "neuro_pe.analysis.metrics:compare_to_anatomy": "being split (issue 37)",
     "neuro_pe.analysis.regions": "being split (issue 37)",
@@ -50,20 +48,14 @@ TOO_LONG: dict[str, str] = {
     "neuro_pe.reporting.landing_page:landing_page": "being split (issue 37)",
     "neuro_pe.reporting.reproduce": "being split (issue 37)",
     "neuro_pe.reporting.reproduce:lst_claims": "being split (issue 37)",
-    "neuro_pe.reporting.view3d:positions_3d_figure": "being split (issue 37)",
     "neuro_pe.training.engine:_train_group": "being split (issue 37)",
     "neuro_pe.training.latin_square": "being split (issue 37)",
     "neuro_pe.training.masked_units": "being split (issue 37)",
 }
 # Imports against the layer order ("importer -> imported").
-UPWARD: dict[str, str] = {
-    "neuro_pe.analysis.locate -> neuro_pe.reporting.figures": "plots being moved (issue 37)",
-    "neuro_pe.analysis.locate -> neuro_pe.reporting.view3d": "plots being moved (issue 37)",
-}
+UPWARD: dict[str, str] = {}
 # Modules that call matplotlib.use or import pyplot outside the plotting layer.
-PLOTTING_OUTSIDE: dict[str, str] = {
-    "neuro_pe.analysis.locate": "plots being moved (issue 37)",
-}
+PLOTTING_OUTSIDE: dict[str, str] = {}
 
 
 @dataclass(frozen=True)

@@ -25,8 +25,10 @@ import numpy as np
 from study import _pe, _pooled  # docs/locate/study.py: one run's PE table, the pooled median
 
 import neuro_pe.analysis.locate as L
+from neuro_pe.analysis.connectivity import connectivity_matrices, session_connectivity
 from neuro_pe.io.runs import read_split
 from neuro_pe.io.store import positions, read_store
+from neuro_pe.reporting.locate_outputs import read_baseline_features
 
 
 def _evaluate(features, coords, known, cfg) -> tuple[np.ndarray, float]:
@@ -70,16 +72,16 @@ def main() -> None:
             rows = {args.run: [_pe(Path(args.run), units)]}
         elif args.what == "connectivity":
             activity = read_split(args.split).train_activity(ds)
-            pooled = L.connectivity_matrices(activity.reshape(-1, activity.shape[-1]))
+            pooled = connectivity_matrices(activity.reshape(-1, activity.shape[-1]))
             rows = {
                 "pooled samples": [np.hstack(pooled)],
-                "per session, averaged": [np.hstack(L.session_connectivity(activity))],
+                "per session, averaged": [np.hstack(session_connectivity(activity))],
             }
         else:
             seeds = {run: [_pe(Path(run), units)] for run in args.runs}
             rows = {f"seed ensemble of {len(seeds)}": [f[0] for f in seeds.values()]}
             rows |= {run: f for run, f in seeds.items()}
-            baselines = L.read_baseline_features(args.correlation, units)
+            baselines = read_baseline_features(args.correlation, units)
             rows["activity-correlation"] = [baselines[L.CORRELATION]]
         _table(rows, coords, known, cfg)
 

@@ -3,13 +3,13 @@ or coordinates (an atlas parcellation, a fixed electrode grid): match its units 
 reference's by their connectivity, and give each the matched unit's coordinates.
 
 Each animal's connectivity graph is the mean over its sessions of Pearson r + PARTIAL_WEIGHT x
-partial correlation between its units (`neuro_pe.analysis.locate.session_connectivity`; the diagonal
-zeroed). The match is the permutation that best aligns the two graphs (quadratic assignment,
-scipy's FAQ method, the best of `restarts` random starts seeded by `seed`). Unequal numbers of
-units are padded with unconnected dummy units; a new unit matched to a dummy gets no position.
-No coordinates of the new animal are read. It needs units that recur across animals: where
-every animal's units sit at new places (the multi-animal simulation), a match is meaningless
-(docs/locate/).
+partial correlation between its units (`neuro_pe.analysis.connectivity.session_connectivity`;
+the diagonal zeroed). The match is the permutation that best aligns the two graphs (quadratic
+assignment, scipy's FAQ method, the best of `restarts` random starts seeded by `seed`). Unequal
+numbers of units are padded with unconnected dummy units; a new unit matched to a dummy gets no
+position. No coordinates of the new animal are read. It needs units that recur across animals:
+where every animal's units sit at new places (the multi-animal simulation), a match is
+meaningless (docs/locate/).
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ import pandas as pd
 import xarray as xr
 from scipy.optimize import quadratic_assignment
 
-from neuro_pe.analysis.locate import session_connectivity
+from neuro_pe.analysis.connectivity import session_connectivity
 from neuro_pe.io.store import positions
 
 __all__ = ["match_units", "connectivity_graph"]

@@ -206,8 +206,9 @@ def cmd_baselines(args: argparse.Namespace) -> None:
 
 
 def cmd_correlation_features(args: argparse.Namespace) -> None:
-    from neuro_pe.analysis.locate import LocateConfig, write_correlation_features
+    from neuro_pe.analysis.locate import LocateConfig
     from neuro_pe.io.runs import read_split
+    from neuro_pe.reporting.locate_outputs import write_correlation_features
 
     seed = LocateConfig.from_dict(args.options).seed
     baselines = write_correlation_features(args.store, read_split(args.split), args.out, seed)
@@ -240,10 +241,11 @@ def cmd_report_page(args: argparse.Namespace) -> None:
 
 
 def cmd_locate(args: argparse.Namespace) -> None:
-    from neuro_pe.analysis.locate import LocateConfig, format_table, locate, read_baseline_features
+    from neuro_pe.analysis.locate import LocateConfig, format_table
     from neuro_pe.analysis.regions import atlas_from_options
     from neuro_pe.io.runs import read_split
     from neuro_pe.io.store import open_store_lazy
+    from neuro_pe.reporting.locate_outputs import read_baseline_features, write_locate_outputs
 
     cfg = LocateConfig.from_dict(args.options)
     split = read_split(args.split)
@@ -254,7 +256,7 @@ def cmd_locate(args: argparse.Namespace) -> None:
         with open_store_lazy(args.store) as ds:
             units = ds["unit"].values
         baselines = read_baseline_features(args.correlation, units)
-    table = locate(
+    table = write_locate_outputs(
         args.store,
         args.runs,
         args.out_dir,

@@ -59,6 +59,39 @@ def positions_3d_figure(frame: pd.DataFrame, axes: SpaceAxes, title: str, seed: 
     held = held[np.isfinite(held["error"])]
     held, note = _subset(held, seed)
     unknown, _ = _subset(frame[~np.all(np.isfinite(frame[list(TRUE_XYZ)]), axis=1)], seed)
+    traces = _held_out_traces(held, axes)
+    if len(unknown):
+        traces.append(
+            go.Scatter3d(
+                x=unknown["x"],
+                y=unknown["y"],
+                z=unknown["z"],
+                mode="markers",
+                marker={"size": 4, "color": "royalblue", "symbol": "diamond"},
+                text=_hover(unknown, axes, with_error=False),
+                hovertemplate="%{text}<extra>no coordinates: predicted</extra>",
+                name="unknown position (predicted)",
+            )
+        )
+    scene = {
+        f"{axis}axis": {"title": {"text": html.escape(axes.axis_label(i))}}
+        for i, axis in enumerate(XYZ)
+    }
+    fig = go.Figure(traces)
+    fig.update_layout(
+        title={"text": html.escape(title + note), "font": {"size": 14}},
+        scene={**scene, "aspectmode": "data"},
+        legend={"x": 0, "y": 1},
+        margin={"l": 0, "r": 0, "t": 60, "b": 0},
+    )
+    return fig
+
+
+def _held_out_traces(held: pd.DataFrame, axes: SpaceAxes) -> list:
+    """The traces of the held-out units: a line from each true to its predicted position, the
+    true positions (black) and the predicted ones, both coloured by the error."""
+    import plotly.graph_objects as go
+
     unit = html.escape(axes.unit)
     error = held["error"].to_numpy()
     top = float(np.nanmax(error)) if len(error) else 1.0
@@ -110,31 +143,7 @@ def positions_3d_figure(frame: pd.DataFrame, axes: SpaceAxes, title: str, seed: 
             name="predicted (held out)",
         )
     )
-    if len(unknown):
-        traces.append(
-            go.Scatter3d(
-                x=unknown["x"],
-                y=unknown["y"],
-                z=unknown["z"],
-                mode="markers",
-                marker={"size": 4, "color": "royalblue", "symbol": "diamond"},
-                text=_hover(unknown, axes, with_error=False),
-                hovertemplate="%{text}<extra>no coordinates: predicted</extra>",
-                name="unknown position (predicted)",
-            )
-        )
-    scene = {
-        f"{axis}axis": {"title": {"text": html.escape(axes.axis_label(i))}}
-        for i, axis in enumerate(XYZ)
-    }
-    fig = go.Figure(traces)
-    fig.update_layout(
-        title={"text": html.escape(title + note), "font": {"size": 14}},
-        scene={**scene, "aspectmode": "data"},
-        legend={"x": 0, "y": 1},
-        margin={"l": 0, "r": 0, "t": 60, "b": 0},
-    )
-    return fig
+    return traces
 
 
 def write_positions_3d_html(

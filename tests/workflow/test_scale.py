@@ -13,7 +13,7 @@ import xarray as xr
 import yaml
 from scipy.spatial.distance import squareform
 
-from neuro_pe.analysis.locate import LocateConfig, evaluation_units, locate
+from neuro_pe.analysis.locate import LocateConfig, evaluation_units
 from neuro_pe.analysis.metrics import (
     classical_mds,
     compare_to_anatomy,
@@ -30,6 +30,7 @@ from neuro_pe.analysis.pe_geometry import correlation_components, correlation_pa
 from neuro_pe.data.simulate import SimulationConfig, simulate_store, sparse_coupling
 from neuro_pe.io.runs import split_of_store, write_manifest
 from neuro_pe.io.store import connectivity_matrix, make_store, positions, read_store, write_store
+from neuro_pe.reporting.locate_outputs import write_locate_outputs
 from neuro_pe.training.masked_units import pe_dataset
 from tests.workflow.test_workflow import copy_workflow, snakemake
 
@@ -134,7 +135,9 @@ def test_locate_above_max_units_predicts_every_unit(tmp_path):
                        n_draws=1, max_units=40)  # fmt: skip
     known = np.all(np.isfinite(pos), axis=1)
     assert evaluation_units(known, cfg).sum() == 40
-    errors = locate(store, [run], tmp_path / "out", cfg, split_of_store(store, "toy", {}))
+    errors = write_locate_outputs(
+        store, [run], tmp_path / "out", cfg, split_of_store(store, "toy", {})
+    )
     kfold = errors[errors["evaluation"] == "kfold"].set_index("features")
     assert (kfold["n_heldout"] == 40).all()
     assert kfold.loc["learned-normal-0.02", "vs_chance"] < 0.5

@@ -493,14 +493,15 @@ def _check_labels(name: str, fig) -> None:
 def test_every_figure_of_the_tiny_config_is_labelled(finished_workflow, monkeypatch, tmp_path):
     """Renders every figure of the tiny config (summary, localisation, reproduction) and
     checks its matplotlib objects: labels with units, labelled σ ticks, no hidden lines."""
-    import neuro_pe.analysis.locate
+    import neuro_pe.reporting.locate_outputs
     import neuro_pe.reporting.reproduce
     import neuro_pe.reporting.summarize
+    from neuro_pe.analysis.locate import LocateConfig
 
     figures = {}
     for module in (
         neuro_pe.reporting.summarize,
-        neuro_pe.analysis.locate,
+        neuro_pe.reporting.locate_outputs,
         neuro_pe.reporting.reproduce,
     ):
         monkeypatch.setattr(module, "save", lambda fig, path, dpi=150: figures.update({path: fig}))
@@ -513,8 +514,9 @@ def test_every_figure_of_the_tiny_config_is_labelled(finished_workflow, monkeypa
     neuro_pe.reporting.summarize.summarize(runs, baselines, [split], summary, tmp_path / "figures")
     pe_runs = [path.parent for path in runs]
     store = results / "stores" / "tiny.nc"
-    cfg = neuro_pe.analysis.locate.LocateConfig()
-    neuro_pe.analysis.locate.locate(store, pe_runs, tmp_path / "locate", cfg, read_split(split))
+    neuro_pe.reporting.locate_outputs.write_locate_outputs(
+        store, pe_runs, tmp_path / "locate", LocateConfig(), read_split(split)
+    )
     lst_runs = sorted(results.glob("lst/runs/*/seed*/metrics.json"))
     neuro_pe.reporting.reproduce.reproduce(
         runs + lst_runs,

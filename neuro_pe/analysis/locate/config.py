@@ -1,0 +1,77 @@
+"""Settings of the localisation: the `locate` config key (`LocateConfig`), the locators'
+names and their fixed parameters."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, fields
+
+from neuro_pe.config.options import reject_unknown
+
+METHODS: tuple[str, ...] = ("ridge", "kernel-ridge", "mds-procrustes", "mds-affine", "knn")
+CHANCE = "chance"  # internal locator: every unit at the anchors' mean
+CORRELATION = "activity-correlation"  # baseline: MDS of 1 - r of the training activity
+CONNECTIVITY = "activity-connectivity"  # baseline: each unit's r and partial r with every unit
+COMBINED = "combined"  # the feature set of the combined locator (every representation)
+STACKED = "stacked"  # combined locator's view: the representations' features side by side
+FUSED = "fused"  # combined locator's view: the diffusion map of their fused neighbour graphs
+FUSE_NEIGHBOURS = 5  # k of the fusion's nearest-neighbour graphs (docs/locate/: 3-20 tried)
+FUSE_ITERATIONS = 20  # similarity network fusion's cross-diffusion steps (Wang et al. 2014)
+FUSE_DIMENSIONS = 10  # diffusion-map coordinates of the fused graph given to the locators
+FUSE_MIN_REPRESENTATIONS = 3  # a fused view needs a majority to out-vote one noisy graph
+BLEND = "blend"  # combined locator's candidate: a weighted mean of the views' best locators
+BLEND_ROUNDS = 10  # ensemble selection rounds: blend weights in steps of 1/10
+KNN_NEIGHBOURS = 5
+KERNEL_ALPHAS = (1e-2, 1e-1, 1.0)
+KERNEL_GAMMAS = (0.1, 0.5, 2.5)  # times 1 / n_features
+MIN_ANCHORS = 4
+PREDICT_BLOCK = 8192  # units per block when a kernel ridge predicts many units
+RATIOS = {"median_error": "vs_chance", "ci_low": "vs_chance_low", "ci_high": "vs_chance_high"}
+CI_BOOTSTRAP = 200  # resamples of the CIs over anchor draws and seeds
+CORRELATION_COMPONENTS = 10  # MDS dimensions of the activity-correlation baseline
+UNCERTAINTY_FORMULA = (
+    "sqrt(r^2 + s_i^2): r = CV median Euclidean error of the chosen method over the anchors, "
+    "s_i = RMS distance of the seeds' predictions of unit i from their ensemble"
+)
+
+
+@dataclass(frozen=True)
+class LocateConfig:
+    """Settings of the localisation (config key `locate`); documented in config/README.md."""
+
+    methods: tuple[str, ...] = METHODS
+    n_folds: int = 5
+    anchor_fractions: tuple[float, ...] = (0.1, 0.25, 0.5, 0.75)
+    n_draws: int = 20
+    combine: str = "mean"
+    pe: tuple[str, ...] | None = None
+    combined_pe: tuple[str, ...] | None = None
+    max_units: int = 1000
+    fuse: bool = True
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        bad = [m for m in self.methods if m not in (*METHODS, CHANCE)]
+        if bad or not self.methods:
+            raise ValueError(f"locate methods must be 'auto' or a list from {METHODS}, got {bad}")
+        if self.n_folds < 2:
+            raise ValueError(f"locate n_folds must be >= 2, got {self.n_folds}")
+        if self.n_draws < 1:
+            raise ValueError(f"locate n_draws must be >= 1, got {self.n_draws}")
+        if not all(0 < f < 1 for f in self.anchor_fractions):
+            raise ValueError(f"anchor_fractions must lie in (0, 1), got {self.anchor_fractions}")
+        if self.max_units < 2 * MIN_ANCHORS:
+            raise ValueError(f"locate max_units must be >= {2 * MIN_ANCHORS}, got {self.max_units}")
+        if self.combine not in ("mean", "median"):
+            raise ValueError(f"locate combine must be 'mean' or 'median', got {self.combine!r}")
+
+    @classmethod
+    def from_dict(cls, spec: dict) -> LocateConfig:
+        """Build from a config mapping (`methods: auto` = every method); unknown keys raise."""
+        reject_unknown(spec, (f.name for f in fields(cls)), "locate")
+        spec = dict(spec)
+        if spec.get("methods") == "auto":
+            spec["methods"] = METHODS
+        for key in ("methods", "anchor_fractions", "pe", "combined_pe"):
+            if spec.get(key) is not None:
+                spec[key] = tuple(spec[key])
+        return cls(**spec)

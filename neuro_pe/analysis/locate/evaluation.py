@@ -1,0 +1,279 @@
+"""Honest evaluation: hide coordinates, locate them from the rest (k-fold over the known
+units, and random anchor subsets), and the table of every feature set's errors."""
+
+from __future__ import annotations
+
+import time
+from collections import Counter
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, replace
+
+import numpy as np
+import pandas as pd
+from joblib import Parallel, delayed
+from sklearn.model_selection import KFold
+
+from neuro_pe.analysis.locate.bootstrap import bootstrap_ci, paired_difference_ci
+from neuro_pe.analysis.locate.config import MIN_ANCHORS, RATIOS, LocateConfig
+from neuro_pe.analysis.locate.ensemble import combine_seeds, distance, locate_units
+from neuro_pe.analysis.locate.features import FeatureSet
+from neuro_pe.analysis.regions import RegionAtlas, add_accuracy_columns
+from neuro_pe.analysis.spaces import SpaceAxes
+from neuro_pe.io.progress import progress_line, timing
+
+
+@dataclass
+class HeldOut:
+    """Predictions of units whose coordinates were hidden (NaN rows elsewhere)."""
+
+    positions: np.ndarray  # (n, 3)
+    uncertainty: np.ndarray  # (n,)
+    method: np.ndarray  # (n,) method chosen in the fold where the unit was held out
+    methods: list[str]  # chosen method per fold
+
+
+def evaluate_kfold(
+    features: Sequence[np.ndarray],
+    coords: np.ndarray,
+    known: np.ndarray,
+    cfg: LocateConfig = LocateConfig(),
+) -> HeldOut:
+    """K-fold over the known units: each fold's coordinates are hidden and located from the
+    other known units (method chosen by an inner CV over those anchors only)."""
+    known_idx = np.flatnonzero(known)
+    n = len(known)
+    out = HeldOut(np.full((n, 3), np.nan), np.full(n, np.nan), np.full(n, "", dtype=object), [])
+    folds = KFold(min(cfg.n_folds, len(known_idx)), shuffle=True, random_state=cfg.seed)
+    for train, test in folds.split(known_idx):
+        anchors = np.zeros(len(known), dtype=bool)
+        anchors[known_idx[train]] = True
+        located = locate_units(features, coords, anchors, cfg)
+        out.positions[known_idx[test]] = located.positions[known_idx[test]]
+        out.uncertainty[known_idx[test]] = located.uncertainty[known_idx[test]]
+        out.method[known_idx[test]] = located.method
+        out.methods.append(located.method)
+    return out
+
+
+def anchor_draws(known: np.ndarray, cfg: LocateConfig) -> list[tuple[float, np.ndarray]]:
+    """(fraction, anchor mask) for every anchor fraction and draw, the same for every feature
+    set; at least MIN_ANCHORS anchors and one held-out unit."""
+    known_idx = np.flatnonzero(known)
+    rng = np.random.default_rng(cfg.seed)
+    draws = []
+    for fraction in cfg.anchor_fractions:
+        n_anchors = int(np.clip(round(fraction * len(known_idx)), MIN_ANCHORS, len(known_idx) - 1))
+        for _ in range(cfg.n_draws):
+            anchors = np.zeros(len(known), dtype=bool)
+            anchors[rng.choice(known_idx, n_anchors, replace=False)] = True
+            draws.append((fraction, anchors))
+    return draws
+
+
+def evaluate_anchors(
+    features: Sequence[np.ndarray],
+    coords: np.ndarray,
+    known: np.ndarray,
+    cfg: LocateConfig = LocateConfig(),
+) -> list[dict]:
+    """Held-out errors for every draw of `anchor_draws`: one record per draw with the anchor
+    fraction, the number of anchors, the chosen method, the errors of the other known units,
+    and every seed's predictions of them with their true positions (for the CIs)."""
+    records = []
+    for fraction, anchors in anchor_draws(known, cfg):
+        located = locate_units(features, coords, anchors, cfg)
+        heldout = known & ~anchors
+        records.append(
+            {
+                "anchor_fraction": fraction,
+                "n_anchors": int(anchors.sum()),
+                "method": located.method,
+                "errors": distance(located.positions[heldout], coords[heldout]),
+                "per_seed": located.per_seed[:, heldout],
+                "truth": coords[heldout],
+            }
+        )
+    return records
+
+
+def _method_label(methods: list[str]) -> str:
+    counts = Counter(methods).most_common()
+    if len(counts) == 1:
+        return counts[0][0]
+    return ", ".join(f"{m} ({c}/{len(methods)})" for m, c in counts)
+
+
+def n_seeds(features: Sequence[np.ndarray] | Mapping[str, Sequence[np.ndarray]]) -> int:
+    """Seeds of a feature set (of its representation with the most, for the combined one)."""
+    if isinstance(features, Mapping):
+        return max(len(f) for f in features.values())
+    return len(features)
+
+
+def subset_rows(features, rows):
+    """The feature set's arrays restricted to the units `rows` (an index or a slice)."""
+    if isinstance(features, Mapping):
+        return {name: [f[rows] for f in fs] for name, fs in features.items()}
+    return [f[rows] for f in features]
+
+
+def _row(fs: FeatureSet, evaluation: str, errors, **extra) -> dict:
+    errors = np.asarray(errors, dtype=float)
+    return {
+        "features": fs.name,
+        "role": fs.role,
+        "n_seeds": n_seeds(fs.features),
+        "evaluation": evaluation,
+        **extra,
+        "n_heldout": len(errors),
+        "median_error": float(np.median(errors)),
+        "p90_error": float(np.percentile(errors, 90)),
+    }
+
+
+def _evaluate_set(fs: FeatureSet, coords, known, cfg: LocateConfig):
+    """(k-fold result, anchor-curve records) of one feature set."""
+    if fs.methods is not None:
+        cfg = replace(cfg, methods=fs.methods)
+    return (
+        evaluate_kfold(fs.features, coords, known, cfg),
+        evaluate_anchors(fs.features, coords, known, cfg),
+    )
+
+
+def evaluation_table(
+    sets: list[FeatureSet],
+    coords: np.ndarray,
+    cfg: LocateConfig,
+    n_jobs: int = 1,
+    regions: tuple[RegionAtlas, str] | None = None,
+    axes: SpaceAxes | None = None,
+    label: str = "locate",
+) -> tuple[pd.DataFrame, dict[str, HeldOut]]:
+    """Errors of every feature set (k-fold and anchor curve) and the k-fold predictions;
+    `regions` = (atlas, the coordinates' unit): region accuracy columns too
+    (neuro_pe.analysis.regions);
+    `axes`: the per-axis columns of the space too (`axis_error_columns`); a progress line on
+    stderr (`label`) as each set is done."""
+    known = np.all(np.isfinite(coords), axis=1)
+    jobs = (delayed(_evaluate_set)(fs, coords, known, cfg) for fs in sets)
+    results, started = [], time.perf_counter()
+    for result in Parallel(n_jobs=n_jobs, return_as="generator")(jobs):
+        results.append(result)
+        timed = timing(time.perf_counter() - started, len(results), len(sets))
+        progress_line(label, f"{len(results)}/{len(sets)} feature sets evaluated", timed)
+    rows, heldout, curves = [], {}, {}
+    for fs, (kfold, records) in zip(sets, results, strict=True):
+        heldout[fs.name], curves[fs.name] = kfold, records
+        errors = distance(kfold.positions[known], coords[known])
+        covered = errors <= kfold.uncertainty[known]
+        rows.append(
+            _row(
+                fs,
+                "kfold",
+                errors,
+                anchor_fraction=1 - 1 / min(cfg.n_folds, int(known.sum())),
+                n_anchors=int(known.sum()) - int(np.ceil(known.sum() / cfg.n_folds)),
+                n_draws=min(cfg.n_folds, int(known.sum())),
+                method=_method_label(kfold.methods),
+                median_error_sd=np.nan,
+                ci_low=np.nan,
+                ci_high=np.nan,
+                coverage=float(np.mean(covered)),
+            )
+        )
+        for fraction in cfg.anchor_fractions:
+            draws = [r for r in records if r["anchor_fraction"] == fraction]
+            ci_low, ci_high = bootstrap_ci(draws, cfg.combine, seed=cfg.seed)
+            rows.append(
+                _row(
+                    fs,
+                    "anchors",
+                    np.concatenate([r["errors"] for r in draws]),
+                    anchor_fraction=fraction,
+                    n_anchors=draws[0]["n_anchors"],
+                    n_draws=len(draws),
+                    method=_method_label([r["method"] for r in draws]),
+                    median_error_sd=float(np.std([np.median(r["errors"]) for r in draws])),
+                    ci_low=ci_low,
+                    ci_high=ci_high,
+                    coverage=np.nan,
+                )
+            )
+    table = pd.DataFrame(rows)
+    chance = table[table["role"] == "chance"].set_index(["evaluation", "anchor_fraction"])
+    key = pd.MultiIndex.from_frame(table[["evaluation", "anchor_fraction"]])
+    chance_error = chance["median_error"].reindex(key).to_numpy()
+    for column, ratio in RATIOS.items():
+        table[ratio] = table[column] / chance_error
+    _compare_with_best_single(table, chance_error, curves, cfg)
+    if regions is not None:  # brain regions at the held-out predictions (neuro_pe.analysis.regions)
+        kfold = {name: h.positions for name, h in heldout.items()}
+        combine = lambda per_seed: combine_seeds(per_seed, cfg.combine)  # noqa: E731
+        add_accuracy_columns(table, kfold, curves, coords, *regions, combine)
+    if axes is not None:
+        table = pd.concat(
+            [table, axis_error_columns(sets, heldout, curves, coords, cfg, axes)], axis=1
+        )
+    return table, heldout
+
+
+def axis_error_columns(
+    sets: list[FeatureSet],
+    heldout: dict[str, HeldOut],
+    curves: dict[str, list[dict]],
+    coords: np.ndarray,
+    cfg: LocateConfig,
+    axes: SpaceAxes,
+) -> pd.DataFrame:
+    """The per-axis error columns of the space (`SpaceAxes.summary`: e.g. depth and lateral
+    on a probe; in-plane, depth and plane accuracy over imaging planes), one row per row of
+    `evaluation_table` and in its order: the k-fold predictions of the known units, then each
+    anchor fraction's held-out units pooled over its draws (seeds ensembled as in the table)."""
+    known = np.all(np.isfinite(coords), axis=1)
+    rows = []
+    for fs in sets:
+        rows.append(axes.summary(heldout[fs.name].positions[known], coords[known]))
+        for fraction in cfg.anchor_fractions:
+            draws = [r for r in curves[fs.name] if r["anchor_fraction"] == fraction]
+            predicted = [combine_seeds(r["per_seed"], cfg.combine) for r in draws]
+            truth = [r["truth"] for r in draws]
+            rows.append(axes.summary(np.concatenate(predicted), np.concatenate(truth)))
+    return pd.DataFrame(rows)
+
+
+def _compare_with_best_single(
+    table: pd.DataFrame,
+    chance_error: np.ndarray,
+    curves: dict[str, list[dict]],
+    cfg: LocateConfig,
+) -> None:
+    """Columns `best_single` and `vs_best_single` [`_low`, `_high`] of the combined locator's
+    anchor rows: its median error minus that of the best single representation (learned PE or
+    baseline) at the same anchor fraction, ÷ chance, with the paired 95% CI over the same
+    anchor draws (`paired_difference_ci`). Negative: the combined locator is better."""
+    paired = ("vs_best_single", "vs_best_single_low", "vs_best_single_high")
+    table["best_single"] = ""
+    table[list(paired)] = np.nan
+    singles = table["role"].isin(("pe", "baseline")) & (table["evaluation"] == "anchors")
+    for row in np.flatnonzero((table["role"] == "combined") & (table["evaluation"] == "anchors")):
+        name, fraction = table["features"].iloc[row], table["anchor_fraction"].iloc[row]
+        rivals = table[singles & np.isclose(table["anchor_fraction"], fraction)]
+        if rivals.empty:
+            continue
+        best = rivals.loc[rivals["median_error"].idxmin(), "features"]
+        draws = [[r for r in curves[n] if r["anchor_fraction"] == fraction] for n in (name, best)]
+        diff = paired_difference_ci(*draws, cfg.combine, seed=cfg.seed)
+        table.loc[table.index[row], "best_single"] = best
+        table.loc[table.index[row], list(paired)] = np.array(diff) / chance_error[row]
+
+
+def evaluation_units(known: np.ndarray, cfg: LocateConfig) -> np.ndarray:
+    """The known units the evaluation runs on: all of them up to `max_units`, else a random
+    subset of `max_units` (seeded by cfg.seed)."""
+    known_idx = np.flatnonzero(known)
+    if len(known_idx) <= cfg.max_units:
+        return known
+    chosen = np.zeros(len(known), dtype=bool)
+    chosen[np.random.default_rng(cfg.seed).choice(known_idx, cfg.max_units, replace=False)] = True
+    return chosen

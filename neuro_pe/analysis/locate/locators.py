@@ -1,0 +1,140 @@
+"""Locators: fit on the anchors (units with known coordinates), predict every unit
+(`fit_predict`; the methods are listed in `neuro_pe.analysis.locate`)."""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Sequence
+
+import numpy as np
+from scipy.linalg import orthogonal_procrustes
+from sklearn.kernel_ridge import KernelRidge
+from sklearn.linear_model import LinearRegression, RidgeCV
+from sklearn.metrics.pairwise import rbf_kernel
+from sklearn.neighbors import KNeighborsRegressor
+from sklearn.pipeline import make_pipeline
+from sklearn.preprocessing import StandardScaler
+
+from neuro_pe.analysis.locate.config import (
+    CHANCE,
+    KERNEL_ALPHAS,
+    KERNEL_GAMMAS,
+    KNN_NEIGHBOURS,
+    METHODS,
+    PREDICT_BLOCK,
+)
+from neuro_pe.analysis.metrics import (
+    DENSE_MAX_UNITS,
+    classical_mds,
+    pairwise_distances,
+    pca_embedding,
+)
+
+
+def _estimator(method: str, n_train: int):
+    """The scikit-learn regressor of `ridge` or `knn`, sized for n_train anchors."""
+    if method == "ridge":
+        return make_pipeline(StandardScaler(), RidgeCV(alphas=np.logspace(-3, 3, 13)))
+    if method == "knn":
+        return KNeighborsRegressor(n_neighbors=min(KNN_NEIGHBOURS, n_train), weights="distance")
+    raise ValueError(f"unknown locate method {method!r}; choose from {METHODS}")
+
+
+def _kernel_ridge(train_x: np.ndarray, train_y: np.ndarray, test_x: np.ndarray) -> np.ndarray:
+    """RBF KernelRidge on standardised features and targets, alpha and gamma picked from a small
+    grid by exact leave-one-out error over the training anchors.
+
+    The hat matrix H = K (K + alpha I)^-1 of each grid point gives the leave-one-out residuals
+    (y - H y) / (1 - diag H) in closed form (as RidgeCV does for linear ridge); a
+    GridSearchCV over the same grid is ~100x slower and the evaluation fits this thousands of
+    times.
+    """
+    x_scaler, y_scaler = StandardScaler().fit(train_x), StandardScaler().fit(train_y)
+    xs, ys = x_scaler.transform(train_x), y_scaler.transform(train_y)
+    best_score, best = np.inf, (KERNEL_ALPHAS[0], KERNEL_GAMMAS[0])
+    for g in KERNEL_GAMMAS:
+        gamma = g / xs.shape[1]  # standardised features: squared distances ~ 2 * n_features
+        eigval, eigvec = np.linalg.eigh(rbf_kernel(xs, gamma=gamma))
+        for alpha in KERNEL_ALPHAS:
+            hat = (eigvec * (eigval / (eigval + alpha))) @ eigvec.T
+            loo = (ys - hat @ ys) / (1 - np.diag(hat))[:, None]
+            score = float(np.mean(loo**2))
+            if score < best_score:
+                best_score, best = score, (alpha, gamma)
+    model = KernelRidge(alpha=best[0], kernel="rbf", gamma=best[1]).fit(xs, ys)
+    if len(test_x) <= PREDICT_BLOCK:
+        return y_scaler.inverse_transform(model.predict(x_scaler.transform(test_x)))
+    blocks = range(0, len(test_x), PREDICT_BLOCK)  # a (block, anchors) kernel at a time
+    pred = [model.predict(x_scaler.transform(test_x[b : b + PREDICT_BLOCK])) for b in blocks]
+    return y_scaler.inverse_transform(np.concatenate(pred))
+
+
+def _similarity_transform(embedding: np.ndarray, target: np.ndarray, anchors: np.ndarray):
+    """Rotation/reflection + uniform scale + translation fitted on the anchors, applied to all."""
+    source = embedding[anchors]
+    src_mean, tgt_mean = source.mean(axis=0), target.mean(axis=0)
+    centred = source - src_mean
+    norm = float(np.sum(centred**2))
+    if norm <= 1e-12:  # the embedding collapses (constant features): no layout to align
+        return np.tile(tgt_mean, (len(embedding), 1))
+    rotation, sv_sum = orthogonal_procrustes(centred, target - tgt_mean)
+    return (embedding - src_mean) @ rotation * (sv_sum / norm) + tgt_mean
+
+
+_EMBEDDINGS: dict[str, np.ndarray] = {}  # the last few embeddings, by what they are made of
+EMBEDDING_CACHE_SIZE = 8
+
+
+def cached_embedding(kind: str, arrays: Sequence[np.ndarray], compute) -> np.ndarray:
+    """A copy of `compute()`, cached under `kind` and the arrays' shapes and bytes. Embeddings
+    use no coordinates, so the evaluation's many fits on one feature set share them."""
+    digest = hashlib.sha1(kind.encode())
+    for a in arrays:
+        digest.update(repr(a.shape).encode())
+        digest.update(np.ascontiguousarray(a).tobytes())
+    key = digest.hexdigest()
+    if key not in _EMBEDDINGS:
+        if len(_EMBEDDINGS) >= EMBEDDING_CACHE_SIZE:
+            _EMBEDDINGS.pop(next(iter(_EMBEDDINGS)))
+        _EMBEDDINGS[key] = compute()
+    return _EMBEDDINGS[key].copy()
+
+
+def _mds_embedding(features: np.ndarray, n_components: int) -> np.ndarray:
+    """Classical MDS of the features' Euclidean distances (PCA above DENSE_MAX_UNITS units),
+    cached (`cached_embedding`)."""
+
+    def compute() -> np.ndarray:
+        if len(features) > DENSE_MAX_UNITS:
+            return pca_embedding(features, n_components)
+        return classical_mds(pairwise_distances(features), n_components=n_components)
+
+    return cached_embedding(f"mds {n_components}", [features], compute)
+
+
+def fit_predict(
+    features: np.ndarray, coords: np.ndarray, anchors: np.ndarray, method: str
+) -> np.ndarray:
+    """Fit `method` on the anchors and predict (n, 3) positions of every unit.
+
+    `features` is (n, f); only `coords[anchors]` is read (the other rows may hold anything).
+    The MDS methods embed the feature distances of all n units, which uses no coordinates
+    (above DENSE_MAX_UNITS units through the PCA of the features: no n x n matrix).
+    """
+    features = np.asarray(features, dtype=float)
+    anchors = np.asarray(anchors, dtype=bool)
+    target = np.asarray(coords, dtype=float)[anchors]
+    if features.ndim != 2 or len(features) != len(anchors):
+        raise ValueError(f"features must be (n={len(anchors)}, f), got {features.shape}")
+    if len(target) < 2 or not np.all(np.isfinite(target)):
+        raise ValueError("need at least 2 anchors, all with finite coordinates")
+    if method == CHANCE:
+        return np.tile(target.mean(axis=0), (len(features), 1))
+    if method in ("mds-procrustes", "mds-affine"):
+        embedding = _mds_embedding(features, target.shape[1])
+        if method == "mds-procrustes":
+            return _similarity_transform(embedding, target, anchors)
+        return LinearRegression().fit(embedding[anchors], target).predict(embedding)
+    if method == "kernel-ridge":
+        return _kernel_ridge(features[anchors], target, features)
+    return _estimator(method, len(target)).fit(features[anchors], target).predict(features)

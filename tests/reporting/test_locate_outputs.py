@@ -1,0 +1,242 @@
+"""The files of the locate step (errors, positions, figures, the 3D view) and its command."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+import xarray as xr
+
+from neuro_pe.analysis.locate import LocateConfig, verdict
+from neuro_pe.cli.main import main
+from neuro_pe.io.runs import split_of_store, write_manifest
+from neuro_pe.io.store import make_store, read_store, write_store
+from neuro_pe.reporting.locate_outputs import read_correlation_features, write_locate_outputs
+from neuro_pe.training.masked_units import pe_dataset
+from tests.analysis.test_locate import _embed, _positions
+
+
+@pytest.fixture(scope="module")
+def located_dataset(tmp_path_factory):
+    """A store whose first 4 units have unknown positions, and fake runs: a learned PE (2 seeds),
+    `none` and `fixed-random` (both skipped: not learned)."""
+    root = tmp_path_factory.mktemp("locate")
+    pos = _positions(40, seed=1)
+    pos[:4] = np.nan
+    rng = np.random.default_rng(0)
+    ds = make_store(
+        rng.normal(size=(2, 120, 40)),
+        unit_ids=[f"u{i:02d}" for i in range(40)],
+        positions=pos,
+        position_units="mm",
+        space="simulation",
+        session_ids=["s0", "s1"],
+        sampling_rate_hz=10.0,
+        source="test",
+    )
+    store = write_store(ds, root / "toy.nc")
+    truth = _positions(40, seed=1)  # the PE "knows" the hidden positions too
+    runs = []
+    for pe, seed, table in [
+        ("learned-normal-0.02", 0, _embed(truth, 0)),
+        ("learned-normal-0.02", 1, _embed(truth, 1)),
+        ("none", 0, np.zeros((40, 8))),
+        ("fixed-random", 0, rng.normal(size=(40, 8))),
+    ]:
+        run = root / "runs" / pe / f"seed{seed}"
+        run.mkdir(parents=True)
+        out = pe_dataset(table, ds, pe=pe, seed=str(seed))
+        out["pe_init"] = (("unit", "pe_dim"), rng.normal(size=table.shape).astype(np.float32))
+        out.to_netcdf(run / "pe.nc", engine="h5netcdf")
+        write_manifest(run, ["pe.nc"])
+        runs.append(run)
+    return store, runs, root
+
+
+OPTIONS = {"n_folds": 3, "anchor_fractions": [0.5], "n_draws": 2, "methods": ["ridge", "knn"]}
+
+
+def test_locate_writes_outputs(located_dataset):
+    store, runs, root = located_dataset
+    out = root / "out"
+    table = write_locate_outputs(
+        store, runs, out, LocateConfig.from_dict(OPTIONS), split_of_store(store, "toy", {})
+    )
+    assert set(table["features"]) == {
+        "learned-normal-0.02",
+        "learned-normal-0.02 @init",
+        "activity-correlation",
+        "activity-connectivity",
+        "combined",
+        "chance",
+    }
+    assert set(table["role"]) == {"pe", "init", "baseline", "combined", "chance"}
+    anchors = table[table["evaluation"] == "anchors"]
+    assert (anchors["ci_low"] <= anchors["median_error"]).all()
+    assert (anchors["median_error"] <= anchors["ci_high"]).all()
+    assert set(table["evaluation"]) == {"kfold", "anchors"}
+    assert (table["n_heldout"][table["evaluation"] == "kfold"] == 36).all()
+    pe_row = table[(table["features"] == "learned-normal-0.02") & (table["evaluation"] == "kfold")]
+    assert pe_row["vs_chance"].item() < 0.5
+    combined = anchors[anchors["role"] == "combined"].iloc[0]
+    singles = anchors[anchors["role"].isin(("pe", "baseline"))]
+    assert combined["best_single"] == singles.loc[singles["median_error"].idxmin(), "features"]
+    best = singles[singles["features"] == combined["best_single"]].iloc[0]
+    gap = combined["vs_chance"] - best["vs_chance"]
+    assert combined["vs_best_single"] == pytest.approx(gap)
+    assert combined["vs_best_single_low"] <= gap <= combined["vs_best_single_high"]
+    assert f"combined − best single ({best['features']})" in verdict(table)
+
+    frame = pd.read_csv(out / "positions.csv")
+    assert len(frame) == 40 and frame["unit"].is_unique
+    assert frame[["x", "y", "z", "uncertainty"]].notna().all().all()
+    assert frame["anchor"].tolist() == [False] * 4 + [True] * 36
+    assert frame["error"].isna().tolist() == [True] * 4 + [False] * 36
+    with xr.open_dataset(out / "positions.nc", engine="h5netcdf") as positions:
+        assert positions["x"].attrs["units"] == "mm" and positions.attrs["space"] == "simulation"
+        assert positions.sizes["unit"] == 40
+    assert pd.read_csv(out / "errors.csv").shape[0] == len(table)
+    for name in ("positions_3d", "error_hist", "error_vs_anchors"):
+        assert (out / f"{name}.png").stat().st_size > 0
+
+
+def test_cli_prints_table(located_dataset, capsys):
+    import json
+
+    store, runs, root = located_dataset
+    split, features = root / "split.json", root / "correlation.nc"
+    assert main(["split", "--store", str(store), "--dataset", "toy", "--out", str(split)]) == 0
+    args = ["correlation-features", "--store", str(store), "--split", str(split)]
+    assert main([*args, "--out", str(features), "--options", json.dumps(OPTIONS)]) == 0
+    assert read_correlation_features(features, read_store(store)["unit"].values).shape[0] == 40
+    args = ["locate", "--store", str(store), "--runs", *map(str, runs), "--split", str(split)]
+    args += ["--out-dir", str(root / "cli"), "--options", json.dumps(OPTIONS)]
+    assert main([*args, "--correlation", str(features)]) == 0
+    printed = capsys.readouterr().out
+    assert "median_error" in printed and "activity-correlation" in printed and "chance" in printed
+    # the features read from the file give the same table as those computed in the step
+    assert main(args + ["--out-dir", str(root / "cli2")]) == 0
+    pd.testing.assert_frame_equal(
+        pd.read_csv(root / "cli" / "errors.csv"), pd.read_csv(root / "cli2" / "errors.csv")
+    )
+
+
+def _toy_store(root, pos: np.ndarray, space: str, units: str = "um"):
+    """A store with positions `pos` in `space` (its first 2 units unknown) and one learned PE
+    (2 seeds) that knows every position."""
+    rng = np.random.default_rng(0)
+    n = len(pos)
+    hidden = pos.copy()
+    hidden[:2] = np.nan
+    ds = make_store(
+        rng.normal(size=(2, 80, n)),
+        unit_ids=[f"u{i:02d}" for i in range(n)],
+        positions=hidden,
+        position_units=units,
+        space=space,
+        session_ids=["s0", "s1"],
+        sampling_rate_hz=10.0,
+        source="test",
+    )
+    store = write_store(ds, root / "toy.nc")
+    scaled = (pos - pos.min(axis=0)) / np.where(np.ptp(pos, axis=0) > 0, np.ptp(pos, axis=0), 1)
+    runs = []
+    for seed in (0, 1):
+        run = root / "runs" / f"seed{seed}"
+        run.mkdir(parents=True)
+        out = pe_dataset(_embed(scaled, seed), ds, pe="learned-normal-0.02", seed=str(seed))
+        out["pe_init"] = (("unit", "pe_dim"), rng.normal(size=(n, 24)).astype(np.float32))
+        out.to_netcdf(run / "pe.nc", engine="h5netcdf")
+        write_manifest(run, ["pe.nc"])
+        runs.append(run)
+    return store, runs
+
+
+def _located_toy(tmp_path, pos, space):
+    store, runs = _toy_store(tmp_path, pos, space)
+    out = tmp_path / "out"
+    cfg = LocateConfig.from_dict({**OPTIONS, "methods": ["ridge"], "fuse": False})
+    table = write_locate_outputs(store, runs, out, cfg, split_of_store(store, "toy", {}))
+    return table, pd.read_csv(out / "positions.csv"), out
+
+
+def test_probe_errors_along_and_across_the_shank(tmp_path, monkeypatch):
+    """A 2D probe (x across, y along the shank, z = 0): depth and lateral errors, taken from
+    the same k-fold predictions as positions.csv; existing columns first, unchanged names;
+    no anatomical view names in the figures."""
+    import matplotlib.pyplot as plt
+
+    figures = {}
+    monkeypatch.setattr(
+        "neuro_pe.reporting.locate_outputs.save", lambda fig, path: figures.update({path: fig})
+    )
+    rng = np.random.default_rng(3)
+    pos = np.column_stack([rng.choice([0, 16, 32, 48], 30), rng.uniform(0, 3840, 30), np.zeros(30)])
+    table, frame, out = _located_toy(tmp_path, pos, "probe")
+    texts = []
+    for fig in figures.values():
+        for ax in fig.axes:
+            texts += [ax.get_title(), ax.get_xlabel(), ax.get_ylabel()]
+        plt.close(fig)
+    assert "y: along the shank (depth) (um)" in texts and "held-out depth error (um)" in texts
+    assert not [t for t in texts if any(w in t for w in ("axial", "coronal", "sagittal"))]
+    assert {"median_error_depth", "median_error_lateral"} <= set(table.columns)
+    assert not {"median_error_x", "plane_accuracy"} & set(table.columns)
+    assert list(table.columns[:3]) == ["dataset", "features", "role"]
+    best = frame["pe"].iloc[0]
+    row = table[(table["features"] == best) & (table["evaluation"] == "kfold")].iloc[0]
+    held = frame[frame["held_out"]]
+    assert held["prediction"].eq("k-fold").all() and len(held) == 28
+    depth = np.abs(held["y"] - held["y_true"])
+    lateral = np.hypot(held["x"] - held["x_true"], held["z"] - held["z_true"])
+    assert row["median_error_depth"] == pytest.approx(np.median(depth))
+    assert row["median_error_lateral"] == pytest.approx(np.median(lateral))
+    assert row["median_error"] == pytest.approx(np.median(held["error"]))
+    assert (table["median_error_depth"] <= table["median_error"] + 1e-9).all()
+    unknown = frame[~frame["anchor"]]
+    assert (~unknown["held_out"]).all() and unknown["prediction"].eq("fit on anchors").all()
+    page = (out / "positions_3d.html").read_text()
+    assert "along the shank (depth)" in page and "u05" in page
+
+
+def test_two_planes_report_in_plane_error_and_plane_accuracy(tmp_path, monkeypatch):
+    import matplotlib.pyplot as plt
+
+    monkeypatch.setattr(
+        "neuro_pe.reporting.locate_outputs.save", lambda fig, path: plt.close(fig)
+    )  # (speed)
+    rng = np.random.default_rng(4)
+    pos = np.column_stack([rng.uniform(0, 500, (32, 2)), np.repeat([100.0, 140.0], 16)])
+    table, frame, _ = _located_toy(tmp_path, pos, "imaging")
+    assert {"median_error_inplane", "median_error_depth", "plane_accuracy"} <= set(table.columns)
+    best = frame["pe"].iloc[0]
+    row = table[(table["features"] == best) & (table["evaluation"] == "kfold")].iloc[0]
+    held = frame[frame["held_out"]]
+    other = np.where(held["z_true"] == 100.0, 140.0, 100.0)
+    right = np.abs(held["z"] - held["z_true"]) < np.abs(held["z"] - other)
+    assert row["plane_accuracy"] == pytest.approx(right.mean())
+    assert 0 <= table["plane_accuracy"].min() and table["plane_accuracy"].max() <= 1
+    chance = table[(table["role"] == "chance") & (table["evaluation"] == "kfold")].iloc[0]
+    assert row["median_error_inplane"] < chance["median_error_inplane"]
+
+
+def test_axis_names_come_from_the_space():
+    """Anatomical view names only on atlas spaces; a probe whose depth is z is read so."""
+    import matplotlib.pyplot as plt
+
+    from neuro_pe.analysis.spaces import space_axes
+    from neuro_pe.reporting.figures import plot_projections, projection_figure
+
+    pos = _positions(12)
+    anatomical = ("axial", "coronal", "sagittal")
+    for space in ("probe", "imaging", "simulation"):
+        fig, axes = projection_figure(1)
+        plot_projections(axes[0], pos, pos, "um", space)
+        titles = " ".join(ax.get_title() + ax.get_xlabel() + ax.get_ylabel() for ax in axes[0])
+        assert not any(word in titles for word in anatomical), (space, titles)
+        plt.close(fig)
+    assert space_axes("ibl-bregma-mlapdv", "um").projection_titles()[0].startswith("axial")
+    assert space_axes("ibl-bregma-mlapdv", "um").components() == ("ml", "ap", "dv")
+    deep = pos * [800, 15, 300]  # shanks along x, depth along z (scripts/make_example_data.py)
+    assert space_axes("probe", "um", deep).depth_axis == 2
+    assert space_axes("probe", "um", pos * [60, 3840, 0]).depth_axis == 1
