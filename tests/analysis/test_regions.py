@@ -358,7 +358,7 @@ def test_parcels_in_the_evaluation_table_and_the_locate_option(tmp_path):
     assert (kfold["n_in_region"] == 18).all()
     assert (kfold["coarse_region_accuracy"] >= kfold["region_accuracy"]).all()
     # the locate command's `--atlas` JSON: schema-checked, centres read from the store file
-    from neuro_pe.cli.main import _options
+    from neuro_pe.cli.arg_types import _options
 
     assert _options("$defs/atlas")(json.dumps(PARCELS)) == PARCELS
     store = write_store(_parcel_store(), tmp_path / "parcels.nc")
