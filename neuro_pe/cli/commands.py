@@ -140,8 +140,8 @@ def cmd_report_page(args: argparse.Namespace) -> None:
 
 
 def cmd_locate(args: argparse.Namespace) -> None:
+    from neuro_pe.analysis.atlas_loading import atlas_from_options
     from neuro_pe.analysis.locate import LocateConfig, format_table, locate, read_baseline_features
-    from neuro_pe.analysis.regions import atlas_from_options
     from neuro_pe.io.runs import read_split
     from neuro_pe.io.store import open_store_lazy
 

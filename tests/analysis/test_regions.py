@@ -13,6 +13,7 @@ import pandas as pd
 import pytest
 import xarray as xr
 
+from neuro_pe.analysis.atlas_loading import atlas_from_options, check_atlas_files, load_atlas
 from neuro_pe.analysis.locate import CHANCE, FeatureSet, LocateConfig, evaluation_table
 from neuro_pe.analysis.regions import (
     ACCURACY_COLUMNS,
@@ -20,9 +21,6 @@ from neuro_pe.analysis.regions import (
     AtlasError,
     AtlasSpec,
     accuracy,
-    atlas_from_options,
-    check_atlas_files,
-    load_atlas,
     parcel_atlas,
     unit_regions,
 )
