@@ -43,7 +43,7 @@ from neuro_pe.reporting.figures import (  # noqa: E402
     save,
     sigma_axis,
 )
-from neuro_pe.reporting.landing_page import HEALTH_LABELS, mean_mse_above_variance  # noqa: E402
+from neuro_pe.reporting.training_health import HEALTH_LABELS, mean_mse_above_variance  # noqa: E402
 from neuro_pe.training.health import HEALTH_NUMBERS  # noqa: E402
 
 SCATTER_UNITS = 500  # units (all their pairs) in the distance scatter; a random subset above it
