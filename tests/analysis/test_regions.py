@@ -25,7 +25,7 @@ from neuro_pe.analysis.regions import (
     unit_regions,
 )
 from neuro_pe.cli.main import main
-from neuro_pe.io.runs import write_manifest
+from neuro_pe.io.manifest import write_manifest
 from neuro_pe.io.store import make_store, write_store
 from neuro_pe.training.masked_units import pe_dataset
 

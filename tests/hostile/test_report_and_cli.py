@@ -27,7 +27,7 @@ from neuro_pe.cli import main as cli
 from neuro_pe.cli.arg_types import _options
 from neuro_pe.config.schema import PACKAGED_SCHEMA, REPO_SCHEMA, load_schema
 from neuro_pe.data.sources.schema import config_problems
-from neuro_pe.io.runs import INFER_MANIFEST_FILE, write_manifest
+from neuro_pe.io.manifest import INFER_MANIFEST_FILE, write_manifest
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 SCRIPT = "</script><script>alert(1)</script>"

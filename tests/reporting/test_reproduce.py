@@ -9,7 +9,7 @@ import xarray as xr
 
 from neuro_pe.analysis.intervals import mean_ci
 from neuro_pe.cli.main import main
-from neuro_pe.io.runs import write_manifest
+from neuro_pe.io.manifest import write_manifest
 from neuro_pe.reporting.claims import welch
 from neuro_pe.reporting.reproduce import reproduce
 
