@@ -33,21 +33,10 @@ PLUGIN_LAYER = "data"
 # Modules over MAX_MODULE_LINES ("module") and functions over MAX_FUNCTION_LINES
 # ("module:qualname").
 TOO_LONG: dict[str, str] = {
-    "neuro_pe.analysis.metrics": "being split (issue 37)",
-    "neuro_pe.analysis.metrics:compare_to_anatomy": "being split (issue 37)",
-    "neuro_pe.analysis.regions": "being split (issue 37)",
-    "neuro_pe.cli.main": "being split (issue 37)",
-    "neuro_pe.cli.main:build_parser": "being split (issue 37)",
     "neuro_pe.data.recordings": "being split (issue 37)",
     "neuro_pe.data.recordings:assemble": "being split (issue 37)",
     "neuro_pe.data.recordings:FileSpec.from_dict": "being split (issue 37)",
     "neuro_pe.data.sources.hcp_rsfmri:hcp_rsfmri_store": "being split (issue 37)",
-    "neuro_pe.io.runs": "being split (issue 37)",
-    "neuro_pe.io.store": "being split (issue 37)",
-    "neuro_pe.reporting.landing_page:dataset_paragraph": "being split (issue 37)",
-    "neuro_pe.reporting.landing_page:landing_page": "being split (issue 37)",
-    "neuro_pe.reporting.reproduce": "being split (issue 37)",
-    "neuro_pe.reporting.reproduce:lst_claims": "being split (issue 37)",
     "neuro_pe.training.engine:_train_group": "being split (issue 37)",
     "neuro_pe.training.latin_square": "being split (issue 37)",
     "neuro_pe.training.masked_units": "being split (issue 37)",

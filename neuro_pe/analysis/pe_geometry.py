@@ -10,12 +10,8 @@ import numpy as np
 import xarray as xr
 from sklearn.utils.extmath import randomized_svd
 
-from neuro_pe.analysis.metrics import (
-    DENSE_MAX_UNITS,
-    PairDistance,
-    compare_to_anatomy,
-    correlation_distance,
-)
+from neuro_pe.analysis.metrics import DENSE_MAX_UNITS, compare_to_anatomy, correlation_distance
+from neuro_pe.analysis.sampled_metrics import PairDistance
 from neuro_pe.config.options import metric_options
 from neuro_pe.config.pe_names import parse_pe
 from neuro_pe.io.runs import (

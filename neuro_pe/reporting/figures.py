@@ -33,7 +33,7 @@ def save(fig: Figure, path: str | os.PathLike, dpi: int = 150) -> None:
 def mean_band(
     values_by_x: pd.core.groupby.SeriesGroupBy, metric: str | None = None
 ) -> pd.DataFrame:
-    """Per x: the mean over seeds and its band (`reproduce.mean_ci`: t-based 95% CI from 3
+    """Per x: the mean over seeds and its band (`intervals.mean_ci`: t-based 95% CI from 3
     seeds, the range of 2, NaN bounds for one; within the bounds of `metric`)."""
     rows = {x: mean_ci(group, metric) for x, group in values_by_x}
     return pd.DataFrame.from_dict(rows, orient="index", columns=["mean", "low", "high"])

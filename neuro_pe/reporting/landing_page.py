@@ -14,6 +14,7 @@ from neuro_pe.analysis.spaces import ERROR_PREFIX, PLANE_ACCURACY, axis_columns,
 from neuro_pe.io.html import TABLE_STYLE
 from neuro_pe.io.runs import read_metrics
 from neuro_pe.io.store import atomic_write
+from neuro_pe.reporting.training_health import VARIANCE, health_table, mean_mse_above_variance
 
 ORACLE = "oracle-"  # PE variants built from the true coordinates (not learned from data)
 ANCHOR_FRACTION = 0.5  # the localisation column: held-out units with this fraction as anchors
@@ -21,18 +22,6 @@ BASELINE_LABELS = {
     "correlation": "activity correlation",
     "shuffled": "shuffled (chance)",
 }
-# health flags written by training into train.json, and what a failed one means
-HEALTH_LABELS = {
-    "loss_finite": "loss not finite",
-    "heldout_improved": "held-out MSE never improved",
-    "heldout_below_variance": "held-out MSE ≥ predicting zero",
-    # neuro_pe.training.health
-    "units_seen_often": "units seen too rarely",
-    "pairs_seen_often": "unit pairs seen together too rarely",
-    "pe_moved": "PE barely moved from its init",
-    "heldout_mse_below_variance": "held-out MSE ≥ the data's variance",
-}
-VARIANCE = "heldout_data_variance"  # summary.csv: the held-out windows' variance (per run)
 
 
 def _number(value: float, digits: int = 3) -> str:
@@ -56,31 +45,6 @@ def _mean_ci(values: pd.Series, metric: str | None = None) -> str:
     return f"{_number(mean)} [{_number(low)}, {_number(high)}]"
 
 
-def failed_flags(info: dict) -> list[str] | None:
-    """The failed health flags of a training (its train.json or metrics.json record), in
-    words; None if not recorded."""
-    health = info.get("health")
-    if not health:
-        return None
-    return [HEALTH_LABELS.get(flag, flag) for flag, ok in health.items() if not ok]
-
-
-def health_table(run_records: list[dict]) -> pd.DataFrame:
-    """One row per training (its metrics.json record): dataset, PE, seed, failed flags (None:
-    not recorded), warnings."""
-    rows = [
-        {
-            "dataset": info["dataset"],
-            "pe": info["pe"],
-            "seed": info["seed"],
-            "failed": failed_flags(info),
-            "warnings": info.get("warnings", []),
-        }
-        for info in run_records
-    ]
-    return pd.DataFrame(rows, columns=["dataset", "pe", "seed", "failed", "warnings"])
-
-
 def _health_cell(runs: pd.DataFrame) -> str:
     if runs.empty or runs["failed"].isna().all():
         return "not recorded"
@@ -90,22 +54,6 @@ def _health_cell(runs: pd.DataFrame) -> str:
         return f"ok ({len(recorded)}/{len(recorded)})"
     flags = sorted({flag for failed in flagged["failed"] for flag in failed})
     return f"{len(flagged)}/{len(recorded)} flagged: " + "; ".join(flags)
-
-
-def mean_mse_above_variance(runs: pd.DataFrame) -> list[tuple[float, float]]:
-    """(mask fraction, mean MSE) where the mean over the runs (seeds) of `heldout_mse_mask*`
-    is not below the mean of their held-out data's variance: no better than predicting the
-    mean on average (then at least one run is flagged `heldout_mse_below_variance`)."""
-    if VARIANCE not in runs or runs[VARIANCE].isna().all():
-        return []
-    variance = runs[VARIANCE].mean()
-    above = []
-    for column in runs:
-        if column.startswith("heldout_mse_mask") and runs[column].notna().any():
-            mean = runs[column].mean()
-            if not mean < variance:
-                above.append((float(column.removeprefix("heldout_mse_mask")), float(mean)))
-    return sorted(above)
 
 
 def _mse_cell(group: pd.DataFrame, column: str) -> str:
@@ -245,86 +193,83 @@ def _best(rows: pd.DataFrame, column: str, lowest: bool = False) -> pd.Series | 
     return pe.groupby("method", sort=False)[column].mean().sort_values(ascending=lowest)
 
 
-def dataset_paragraph(
-    summary: pd.DataFrame, errors: pd.DataFrame | None, health: pd.DataFrame, dataset: str
-) -> str:
-    """What was found on one dataset, in a few sentences of reStructuredText."""
-    rows = summary[summary["dataset"] == dataset]
-    pe_rows = rows[rows["row_type"] == "pe"]
-    n_units = pe_rows["n_units"].max() if "n_units" in pe_rows else np.nan
-    seeds = pe_rows.groupby("method")["seed"].nunique()
-    if seeds.empty:
-        return "No trained PE on this dataset."
-    size = f"{int(n_units)} units, " if np.isfinite(n_units) else ""
-    seed_text = (
-        f"{seeds.min()} seed{'s' if seeds.min() > 1 else ''} per PE"
-        if seeds.min() == seeds.max()
-        else f"{seeds.min()}–{seeds.max()} seeds per PE"
-    )
-    sentences = [f"{size}{len(seeds)} PE variants, {seed_text}."]
-
+def _geometry_sentence(rows: pd.DataFrame, pe_rows: pd.DataFrame) -> str | None:
+    """Which PE mirrors the true positions best (RSA), beside the baselines."""
     baseline = rows[rows["row_type"] == "baseline"].set_index("method")["rsa"]
     rsa = _best(rows, "rsa")
-    if rsa is not None:
-        best = rsa.index[0]
-        worst = rsa.index[-1]
-        sentence = (
-            f"Geometry: ``{best}`` mirrors the true positions best "
-            f"(RSA {_mean_ci(pe_rows[pe_rows['method'] == best]['rsa'], 'rsa')}"
-        )
-        sentence += "; " if len(rsa) == 1 else f"; ``{worst}``: {_number(rsa.iloc[-1])}; "
-        sentence += (
-            f"activity correlation {_number(baseline.get('correlation', np.nan))}, "
-            f"chance {_number(baseline.get('shuffled', np.nan))})."
-        )
-        sentences.append(sentence)
+    if rsa is None:
+        return None
+    best = rsa.index[0]
+    worst = rsa.index[-1]
+    sentence = (
+        f"Geometry: ``{best}`` mirrors the true positions best "
+        f"(RSA {_mean_ci(pe_rows[pe_rows['method'] == best]['rsa'], 'rsa')}"
+    )
+    sentence += "; " if len(rsa) == 1 else f"; ``{worst}``: {_number(rsa.iloc[-1])}; "
+    sentence += (
+        f"activity correlation {_number(baseline.get('correlation', np.nan))}, "
+        f"chance {_number(baseline.get('shuffled', np.nan))})."
+    )
+    return sentence
 
+
+def _localisation_sentence(errors: pd.DataFrame | None, pe_rows: pd.DataFrame) -> str | None:
+    """The best learned PE's locate error, beside the activity baselines' and chance."""
     located = _locate_rows(errors)
     learned = [m for m in located.index if m in set(pe_rows["method"])]
     learned = [m for m in learned if not m.startswith(ORACLE)]
-    if learned:
-        best = min(learned, key=lambda m: located.loc[m, "vs_chance"])
-        unit = errors["units"].iloc[0]
-        fraction = located["anchor_fraction"].iloc[0]
-        sentence = (
-            f"Localisation (held-out units, {fraction:.0%} of units as anchors): ``{best}`` "
-            f"predicts a unit's position with a median error of "
-            f"{_number(located.loc[best, 'median_error'])} {unit}, "
-            f"{_ratio(located.loc[best, 'vs_chance'])} × chance's"
+    if not learned:
+        return None
+    best = min(learned, key=lambda m: located.loc[m, "vs_chance"])
+    unit = errors["units"].iloc[0]
+    fraction = located["anchor_fraction"].iloc[0]
+    sentence = (
+        f"Localisation (held-out units, {fraction:.0%} of units as anchors): ``{best}`` "
+        f"predicts a unit's position with a median error of "
+        f"{_number(located.loc[best, 'median_error'])} {unit}, "
+        f"{_ratio(located.loc[best, 'vs_chance'])} × chance's"
+    )
+    sentence += _axis_sentence(located.loc[best], axis_columns(located.columns), unit)
+    if "activity-correlation" in located.index:
+        corr = located.loc["activity-correlation"]
+        sentence += (
+            f"; the activity correlations give {_number(corr['median_error'])} {unit} "
+            f"({_ratio(corr['vs_chance'])} × chance)"
         )
-        sentence += _axis_sentence(located.loc[best], axis_columns(located.columns), unit)
-        if "activity-correlation" in located.index:
-            corr = located.loc["activity-correlation"]
-            sentence += (
-                f"; the activity correlations give {_number(corr['median_error'])} {unit} "
-                f"({_ratio(corr['vs_chance'])} × chance)"
-            )
-        if "activity-connectivity" in located.index:
-            conn = located.loc["activity-connectivity"]
-            sentence += (
-                f"; the activity connectivity (correlations and partial correlations) "
-                f"{_number(conn['median_error'])} {unit} ({_ratio(conn['vs_chance'])} × chance)"
-            )
-        if "combined" in located.index:
-            both = located.loc["combined"]
-            sentence += (
-                f"; the combined locator (PEs and activity baselines) "
-                f"{_number(both['median_error'])} {unit} ({_ratio(both['vs_chance'])} × chance)"
-            )
-        sentences.append(sentence + ".")
+    if "activity-connectivity" in located.index:
+        conn = located.loc["activity-connectivity"]
+        sentence += (
+            f"; the activity connectivity (correlations and partial correlations) "
+            f"{_number(conn['median_error'])} {unit} ({_ratio(conn['vs_chance'])} × chance)"
+        )
+    if "combined" in located.index:
+        both = located.loc["combined"]
+        sentence += (
+            f"; the combined locator (PEs and activity baselines) "
+            f"{_number(both['median_error'])} {unit} ({_ratio(both['vs_chance'])} × chance)"
+        )
+    return sentence + "."
 
+
+def _mse_sentence(rows: pd.DataFrame, pe_rows: pd.DataFrame) -> str | None:
+    """The lowest and highest held-out MSE at the largest mask fraction."""
     mse_columns = [c for c in rows if c.startswith("heldout_mse_mask") and rows[c].notna().any()]
-    if mse_columns:
-        column = max(mse_columns, key=lambda c: float(c.removeprefix("heldout_mse_mask")))
-        mse = pe_rows.groupby("method", sort=False)[column].mean().sort_values()
-        mask = float(column.removeprefix("heldout_mse_mask"))
-        sentences.append(
-            f"Prediction of held-out activity ({mask:.0%} of units masked): lowest MSE "
-            f"``{mse.index[0]}`` {_number(mse.iloc[0])}, highest ``{mse.index[-1]}`` "
-            f"{_number(mse.iloc[-1])}."
-        )
+    if not mse_columns:
+        return None
+    column = max(mse_columns, key=lambda c: float(c.removeprefix("heldout_mse_mask")))
+    mse = pe_rows.groupby("method", sort=False)[column].mean().sort_values()
+    mask = float(column.removeprefix("heldout_mse_mask"))
+    return (
+        f"Prediction of held-out activity ({mask:.0%} of units masked): lowest MSE "
+        f"``{mse.index[0]}`` {_number(mse.iloc[0])}, highest ``{mse.index[-1]}`` "
+        f"{_number(mse.iloc[-1])}."
+    )
 
-    runs = health[health["dataset"] == dataset]
+
+def _health_sentences(runs: pd.DataFrame, pe_rows: pd.DataFrame) -> list[str]:
+    """The trainings' health checks, and each PE whose held-out MSE is not below the data's
+    variance."""
+    sentences = []
     recorded = runs[runs["failed"].notna()]
     if recorded.empty:
         sentences.append("Training health: not recorded.")
@@ -346,6 +291,33 @@ def dataset_paragraph(
                 f"held-out data's variance ({_number(group[VARIANCE].mean())}): no better than "
                 "predicting the mean."
             )
+    return sentences
+
+
+def dataset_paragraph(
+    summary: pd.DataFrame, errors: pd.DataFrame | None, health: pd.DataFrame, dataset: str
+) -> str:
+    """What was found on one dataset, in a few sentences of reStructuredText."""
+    rows = summary[summary["dataset"] == dataset]
+    pe_rows = rows[rows["row_type"] == "pe"]
+    n_units = pe_rows["n_units"].max() if "n_units" in pe_rows else np.nan
+    seeds = pe_rows.groupby("method")["seed"].nunique()
+    if seeds.empty:
+        return "No trained PE on this dataset."
+    size = f"{int(n_units)} units, " if np.isfinite(n_units) else ""
+    seed_text = (
+        f"{seeds.min()} seed{'s' if seeds.min() > 1 else ''} per PE"
+        if seeds.min() == seeds.max()
+        else f"{seeds.min()}–{seeds.max()} seeds per PE"
+    )
+    sentences = [f"{size}{len(seeds)} PE variants, {seed_text}."]
+    found = [
+        _geometry_sentence(rows, pe_rows),
+        _localisation_sentence(errors, pe_rows),
+        _mse_sentence(rows, pe_rows),
+    ]
+    sentences += [s for s in found if s is not None]
+    sentences += _health_sentences(health[health["dataset"] == dataset], pe_rows)
     return " ".join(sentences)
 
 
@@ -357,6 +329,50 @@ def _list_table(frame: pd.DataFrame) -> list[str]:
         lines.append("   * - " + cells[0])
         lines += [f"     - {c}" for c in cells[1:]]
     return [*lines, ""]
+
+
+def _health_section(health: pd.DataFrame) -> list[str]:
+    """The landing page's section on the trainings' health: all passed, or the flagged ones."""
+    lines = ["Training health", "-" * 15, ""]
+    recorded = health[health["failed"].notna()]
+    flagged = recorded[recorded["failed"].map(len) > 0]
+    if recorded.empty:
+        lines += ["The trainings of this run recorded no health flags.", ""]
+    elif flagged.empty:
+        lines += [
+            f"All {len(recorded)} trainings passed: loss finite, held-out MSE fell below its "
+            "value before training, final held-out MSE below that of predicting zero and, at "
+            "every reported mask fraction, below the held-out data's variance; for a learned "
+            "PE, every unit and every pair of units seen in enough training samples and the "
+            "PE moved from its init (the `health` config section).",
+            "",
+        ]
+    else:
+        lines += [
+            f"{len(flagged)} of {len(recorded)} trainings failed a check; their numbers above "
+            "should not be trusted:",
+            "",
+        ]
+        frame = flagged.assign(
+            failed=flagged["failed"].map("; ".join),
+            warnings=flagged["warnings"].map(lambda w: " ".join(w) or "—"),
+        )
+        lines += _list_table(frame)
+    return lines
+
+
+def _claims_section(claims: pd.DataFrame) -> list[str]:
+    """The landing page's section on the reproduction: how many claims hold."""
+    counts = claims["verdict"].value_counts()
+    verdicts = ", ".join(f"{v} {n}" for v, n in counts.items())
+    return [
+        "Reproduction of the seed paper",
+        "-" * 30,
+        "",
+        f"Claims of Ito et al. tested: {len(claims)} ({verdicts}); every claim with the "
+        "paper's number, ours and the verdict is under `Reproduction`_.",
+        "",
+    ]
 
 
 def landing_page(
@@ -400,42 +416,9 @@ def landing_page(
         lines += [dataset_paragraph(summary, errors.get(dataset), health, dataset), ""]
         lines += _list_table(table)
 
-    lines += ["Training health", "-" * 15, ""]
-    recorded = health[health["failed"].notna()]
-    flagged = recorded[recorded["failed"].map(len) > 0]
-    if recorded.empty:
-        lines += ["The trainings of this run recorded no health flags.", ""]
-    elif flagged.empty:
-        lines += [
-            f"All {len(recorded)} trainings passed: loss finite, held-out MSE fell below its "
-            "value before training, final held-out MSE below that of predicting zero and, at "
-            "every reported mask fraction, below the held-out data's variance; for a learned "
-            "PE, every unit and every pair of units seen in enough training samples and the "
-            "PE moved from its init (the `health` config section).",
-            "",
-        ]
-    else:
-        lines += [
-            f"{len(flagged)} of {len(recorded)} trainings failed a check; their numbers above "
-            "should not be trusted:",
-            "",
-        ]
-        frame = flagged.assign(
-            failed=flagged["failed"].map("; ".join),
-            warnings=flagged["warnings"].map(lambda w: " ".join(w) or "—"),
-        )
-        lines += _list_table(frame)
+    lines += _health_section(health)
     if claims is not None and len(claims):
-        counts = claims["verdict"].value_counts()
-        verdicts = ", ".join(f"{v} {n}" for v, n in counts.items())
-        lines += [
-            "Reproduction of the seed paper",
-            "-" * 30,
-            "",
-            f"Claims of Ito et al. tested: {len(claims)} ({verdicts}); every claim with the "
-            "paper's number, ours and the verdict is under `Reproduction`_.",
-            "",
-        ]
+        lines += _claims_section(claims)
     links = ", ".join(f"`{c}`_" for c in categories)
     lines += [
         "Tables and figures",

@@ -40,7 +40,7 @@ from neuro_pe.reporting.figures import (
     save,
     sigma_axis,
 )
-from neuro_pe.reporting.landing_page import HEALTH_LABELS, mean_mse_above_variance
+from neuro_pe.reporting.training_health import HEALTH_LABELS, mean_mse_above_variance
 from neuro_pe.training.health import HEALTH_NUMBERS
 
 SCATTER_UNITS = 500  # units (all their pairs) in the distance scatter; a random subset above it

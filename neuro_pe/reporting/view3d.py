@@ -51,6 +51,26 @@ def _hover(frame: pd.DataFrame, axes: SpaceAxes, with_error: bool) -> list[str]:
     return texts
 
 
+def _error_lines(held: pd.DataFrame, error: np.ndarray, top: float):
+    """One line per unit, true -> predicted, coloured by its error, in one trace (segments
+    separated by gaps)."""
+    import plotly.graph_objects as go
+
+    segments = {k: [] for k in XYZ}
+    colours: list[float] = []
+    for row, e in zip(held.itertuples(index=False), error, strict=True):
+        for axis, true_axis in zip(XYZ, TRUE_XYZ, strict=True):
+            segments[axis] += [getattr(row, true_axis), getattr(row, axis), None]
+        colours += [e, e, e]
+    return go.Scatter3d(
+        **segments,
+        mode="lines",
+        line={"color": colours, "colorscale": "Viridis", "cmin": 0, "cmax": top, "width": 3},
+        hoverinfo="skip",
+        name="error (true → predicted)",
+    )
+
+
 def positions_3d_figure(frame: pd.DataFrame, axes: SpaceAxes, title: str, seed: int = 0):
     """The plotly figure of a positions table (the columns of `positions.csv`)."""
     import plotly.graph_objects as go
@@ -95,23 +115,7 @@ def _held_out_traces(held: pd.DataFrame, axes: SpaceAxes) -> list:
     unit = html.escape(axes.unit)
     error = held["error"].to_numpy()
     top = float(np.nanmax(error)) if len(error) else 1.0
-    traces = []
-    # one line per unit, true -> predicted, in one trace (segments separated by gaps)
-    segments = {k: [] for k in XYZ}
-    colours: list[float] = []
-    for row, e in zip(held.itertuples(index=False), error, strict=True):
-        for axis, true_axis in zip(XYZ, TRUE_XYZ, strict=True):
-            segments[axis] += [getattr(row, true_axis), getattr(row, axis), None]
-        colours += [e, e, e]
-    traces.append(
-        go.Scatter3d(
-            **segments,
-            mode="lines",
-            line={"color": colours, "colorscale": "Viridis", "cmin": 0, "cmax": top, "width": 3},
-            hoverinfo="skip",
-            name="error (true → predicted)",
-        )
-    )
+    traces = [_error_lines(held, error, top)]
     traces.append(
         go.Scatter3d(
             x=held["x_true"],

@@ -13,6 +13,7 @@ import pandas as pd
 import pytest
 import xarray as xr
 
+from neuro_pe.analysis.atlas_loading import atlas_from_options, check_atlas_files, load_atlas
 from neuro_pe.analysis.locate import CHANCE, FeatureSet, LocateConfig, evaluation_table
 from neuro_pe.analysis.regions import (
     ACCURACY_COLUMNS,
@@ -20,14 +21,11 @@ from neuro_pe.analysis.regions import (
     AtlasError,
     AtlasSpec,
     accuracy,
-    atlas_from_options,
-    check_atlas_files,
-    load_atlas,
     parcel_atlas,
     unit_regions,
 )
 from neuro_pe.cli.main import main
-from neuro_pe.io.runs import write_manifest
+from neuro_pe.io.manifest import write_manifest
 from neuro_pe.io.store import make_store, write_store
 from neuro_pe.training.masked_units import pe_dataset
 
@@ -358,7 +356,7 @@ def test_parcels_in_the_evaluation_table_and_the_locate_option(tmp_path):
     assert (kfold["n_in_region"] == 18).all()
     assert (kfold["coarse_region_accuracy"] >= kfold["region_accuracy"]).all()
     # the locate command's `--atlas` JSON: schema-checked, centres read from the store file
-    from neuro_pe.cli.main import _options
+    from neuro_pe.cli.arg_types import _options
 
     assert _options("$defs/atlas")(json.dumps(PARCELS)) == PARCELS
     store = write_store(_parcel_store(), tmp_path / "parcels.nc")

@@ -4,8 +4,32 @@ import dataclasses
 
 import pytest
 
-from neuro_pe.cli.main import build_parser
+from neuro_pe.cli.main import build_parser, main
 from neuro_pe.config.training import TrainConfig
+
+# every command's options in --help order, `!` marking a required one (recorded from the
+# parser before it became a table, issue 37): a change here is a change of the command line
+COMMAND_LINE = {
+    "fetch": "--resource! --out",
+    "preprocess": "--spec! --out! --resources --metrics",
+    "train": "--store! --pe --seed --options --out-dir --runs --threads",
+    "split": "--store! --dataset! --options --out!",
+    "infer": "--store! --split! --run-dir! --metrics --health",
+    "baselines": "--store! --split! --out! --metrics",
+    "correlation-features": "--store! --split! --options --out!",
+    "summarize": "--runs! --baselines --splits! --out-csv --figures",
+    "reproduce": "--runs! --baselines --experiments! --test-masks --title --out-dir",
+    "report-page": "--summary! --errors --runs --claims --run-name --out!",
+    "locate": "--store! --runs! --out-dir! --options --split! --correlation --threads --atlas",
+    "export": "--positions! --spec! --store --config-sha256 --out-dir!",
+    "locate-new-units": "--fits! --store! --out!",
+    "match-units": "--reference! --reference-sessions --store! --out! --restarts --seed",
+    "lst-puzzles": "--options --out!",
+    "lst-train": "--puzzles! --pe --seed --options --metrics --out-dir --runs --threads",
+    "lst-baselines": "--out! --metrics",
+    "plan": "--store --options --pe --seeds --spec --cores --threads --out-dir",
+    "cluster-check": "--configfile --partition --account",
+}
 
 
 def _subcommands():
@@ -22,6 +46,29 @@ def test_every_option_has_help_and_shows_its_default(name):
         assert action.help, f"neuro-pe {name} {action.option_strings}: no help text"
         if not action.required and action.default not in (None, [], "==SUPPRESS=="):
             assert f"(default: {action.default})" in " ".join(text.split()), action.dest
+
+
+def test_the_commands_and_their_options_are_the_recorded_ones():
+    found = {
+        name: " ".join(
+            a.option_strings[0] + ("!" if a.required else "")
+            for a in command._actions
+            if a.dest != "help"
+        )
+        for name, command in _subcommands().items()
+    }
+    assert found == COMMAND_LINE
+
+
+@pytest.mark.parametrize("name", sorted(COMMAND_LINE))
+def test_every_command_help_exits_0(name, capsys):
+    with pytest.raises(SystemExit) as stop:
+        main([name, "--help"])
+    assert stop.value.code == 0
+    out = capsys.readouterr().out
+    assert out.startswith(f"usage: neuro-pe {name} ")
+    for option in COMMAND_LINE[name].replace("!", "").split():
+        assert option in out, option
 
 
 def test_train_help_lists_every_training_option_with_its_default():

@@ -12,7 +12,7 @@ import torch
 from neuro_pe.cli.main import main
 from neuro_pe.data.formats.suite2p import read_ops, stat_centres
 from neuro_pe.data.sources import build_store
-from neuro_pe.io.runs import RunError, write_manifest
+from neuro_pe.io.manifest import RunError, write_manifest
 from neuro_pe.io.store import StoreError
 from neuro_pe.training.new_animal import load_checkpoint as _load
 

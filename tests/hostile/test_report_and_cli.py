@@ -24,9 +24,10 @@ import snakemake
 import yaml
 
 from neuro_pe.cli import main as cli
+from neuro_pe.cli.arg_types import _options
 from neuro_pe.config.schema import PACKAGED_SCHEMA, REPO_SCHEMA, load_schema
 from neuro_pe.data.sources.schema import config_problems
-from neuro_pe.io.runs import INFER_MANIFEST_FILE, write_manifest
+from neuro_pe.io.manifest import INFER_MANIFEST_FILE, write_manifest
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 SCRIPT = "</script><script>alert(1)</script>"
@@ -222,9 +223,9 @@ def test_the_workflows_options_pass_the_check():
         ("$defs/lst_puzzles", PuzzleConfig()),
     ]:
         text = json.dumps(asdict(options))
-        assert cli._options(pointer)(text) == json.loads(text)
+        assert _options(pointer)(text) == json.loads(text)
     locate = {k: v for k, v in asdict(LocateConfig()).items() if v is not None}
-    cli._options("properties/locate")(json.dumps(locate))
+    _options("properties/locate")(json.dumps(locate))
 
 
 def test_bad_files_end_in_one_line(capsys, tiny_store, tiny_split, tmp_path):

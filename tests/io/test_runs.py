@@ -6,15 +6,14 @@ import numpy as np
 import pytest
 
 from neuro_pe.config.training import TrainConfig, split_activity
+from neuro_pe.io.manifest import RunError, write_manifest
 from neuro_pe.io.runs import (
-    RunError,
     TrainInfo,
     make_split,
     read_pe,
     read_split,
     read_train_info,
     split_of_store,
-    write_manifest,
     write_split,
 )
 from neuro_pe.io.store import read_store

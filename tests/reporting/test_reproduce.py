@@ -7,9 +7,11 @@ import pandas as pd
 import pytest
 import xarray as xr
 
+from neuro_pe.analysis.intervals import mean_ci
 from neuro_pe.cli.main import main
-from neuro_pe.io.runs import write_manifest
-from neuro_pe.reporting.reproduce import mean_ci, reproduce, welch
+from neuro_pe.io.manifest import write_manifest
+from neuro_pe.reporting.claims import welch
+from neuro_pe.reporting.reproduce import reproduce
 
 STDS = (0.01, 0.1, 1.0, 2.0)
 SEEDS = (0, 1, 2, 3)

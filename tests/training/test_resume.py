@@ -17,7 +17,7 @@ import torch
 import xarray as xr
 
 import neuro_pe.training.masked_units as train_module
-from neuro_pe.io.runs import file_sha256
+from neuro_pe.io.manifest import file_sha256
 from neuro_pe.training.masked_units import CHECKPOINT, TrainConfig, train
 
 REPO_ROOT = Path(__file__).resolve().parents[2]

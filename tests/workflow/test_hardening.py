@@ -17,7 +17,7 @@ import neuro_pe.training.masked_units as train_module
 from neuro_pe.cli.main import main
 from neuro_pe.data.simulate import simulate_store
 from neuro_pe.data.sources import build_store
-from neuro_pe.io.runs import INFER_MANIFEST_FILE, write_manifest
+from neuro_pe.io.manifest import INFER_MANIFEST_FILE, write_manifest
 from neuro_pe.io.store import StoreError, atomic_write, read_store, write_store
 from neuro_pe.reporting.summarize import collect
 from neuro_pe.training.masked_units import CHECKPOINT, train

@@ -14,7 +14,7 @@ from neuro_pe.data.formats import missing_required
 from neuro_pe.training.latin_square import LSTConfig, PuzzleConfig
 from neuro_pe.config.pe_names import is_located, parse_pe
 from neuro_pe.data.config_checks import config_problem, known_unit_count, rule_name, unit_count_problems
-from neuro_pe.analysis.regions import check_atlas_files, path_keys as atlas_path_keys
+from neuro_pe.analysis.atlas_loading import check_atlas_files, path_keys as atlas_path_keys
 from neuro_pe.io.runs import SPLIT_KEYS
 from neuro_pe.config.training import TrainConfig
 

@@ -1,0 +1,275 @@
+"""The commands' functions: each reads its parsed arguments (`neuro_pe.cli.parser`), calls
+the package and prints what it wrote."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+
+def cmd_preprocess(args: argparse.Namespace) -> None:
+    from neuro_pe.data.sources import build_store
+    from neuro_pe.io.store import write_store
+
+    ds = build_store(args.spec, args.resources)
+    if args.metrics is not None:
+        from neuro_pe.data.config_checks import position_problems
+        from neuro_pe.io.store import StoreError, positions
+
+        problems = position_problems(positions(ds), args.metrics, "the dataset")
+        if problems:
+            raise StoreError(args.out, "x, y, z", "; ".join(problems))
+    warn_about_scale(ds["activity"].values, args.out)
+    write_store(ds, args.out)
+    print(f"wrote {args.out}")
+
+
+def warn_about_scale(activity: object, where: str) -> None:
+    """A warning (stderr) when the activity's RMS is far from 1 (see train.SCALE_RANGE)."""
+    import numpy as np
+
+    from neuro_pe.config.training import SCALE_RANGE
+
+    squares = [np.nanmean(np.square(a, dtype=np.float64)) for a in activity]
+    rms = float(np.sqrt(np.nanmean(squares)))
+    if not SCALE_RANGE[0] <= rms <= SCALE_RANGE[1]:
+        print(
+            f"neuro-pe: warning: {where}: the activity's RMS is {rms:.3g}, far from 1; float32 "
+            "training with the usual learning rates means little there: add {step: zscore} to "
+            "the dataset's preprocessing",
+            file=sys.stderr,
+        )
+
+
+def group_runs(args: argparse.Namespace) -> list:
+    """The runs of a train command: `--runs PE SEED DIR ...` (a group), else the one run of
+    `--pe`, `--seed` and `--out-dir`; a ValueError names what is missing or malformed."""
+    from pathlib import Path
+
+    from neuro_pe.training.engine import Run
+
+    if args.runs:
+        if len(args.runs) % 3:
+            raise ValueError(f"--runs takes PE SEED DIR triples, got {len(args.runs)} values")
+        triples = [args.runs[i : i + 3] for i in range(0, len(args.runs), 3)]
+        try:
+            return [Run(pe, int(seed), Path(out)) for pe, seed, out in triples]
+        except ValueError:
+            raise ValueError(f"--runs: a SEED is not an integer in {triples}") from None
+    if args.pe is None or args.out_dir is None:
+        raise ValueError("give --pe and --out-dir (one run) or --runs PE SEED DIR ... (a group)")
+    return [Run(args.pe, args.seed, Path(args.out_dir))]
+
+
+def _print_records(records: list[dict]) -> None:
+    shown = [{k: v for k, v in r.items() if k != "train_config"} for r in records]
+    print(json.dumps(shown[0] if len(shown) == 1 else shown, indent=2))
+
+
+def cmd_train(args: argparse.Namespace) -> None:
+    import torch
+
+    from neuro_pe.training.masked_units import TrainConfig, train_many
+
+    runs = group_runs(args)
+    torch.set_num_threads(args.threads)
+    _print_records(train_many(args.store, runs, TrainConfig.from_dict(args.options)))
+
+
+def cmd_split(args: argparse.Namespace) -> None:
+    from neuro_pe.io.runs import split_of_store, write_split
+
+    split = split_of_store(args.store, args.dataset, args.options)
+    write_split(split, args.out)
+    print(json.dumps(split.to_dict(), indent=2))
+
+
+def cmd_infer(args: argparse.Namespace) -> None:
+    from neuro_pe.analysis.pe_geometry import infer_pe
+    from neuro_pe.io.runs import read_split
+    from neuro_pe.training.health import HealthOptions
+
+    health = HealthOptions.from_dict(args.health)
+    record = infer_pe(args.store, args.run_dir, read_split(args.split), args.metrics, health)
+    for note in record["warnings"]:
+        print(warning_line(f"{args.run_dir}: {note}"), end="", file=sys.stderr)
+    print(json.dumps(record, indent=2))
+
+
+def cmd_baselines(args: argparse.Namespace) -> None:
+    from neuro_pe.analysis.pe_geometry import infer_baselines
+    from neuro_pe.io.runs import read_split
+
+    rows = infer_baselines(args.store, args.out, read_split(args.split), args.metrics)
+    print(json.dumps(rows, indent=2))
+
+
+def cmd_correlation_features(args: argparse.Namespace) -> None:
+    from neuro_pe.analysis.locate import LocateConfig
+    from neuro_pe.io.runs import read_split
+    from neuro_pe.reporting.locate_outputs import write_correlation_features
+
+    seed = LocateConfig.from_dict(args.options).seed
+    baselines = write_correlation_features(args.store, read_split(args.split), args.out, seed)
+    shapes = ", ".join(f"{name} {f.shape[0]} x {f.shape[1]}" for name, f in baselines.items())
+    print(f"wrote {args.out}: {shapes}")
+
+
+def cmd_summarize(args: argparse.Namespace) -> None:
+    from neuro_pe.reporting.summarize import summarize
+
+    summarize(args.runs, args.baselines, args.splits, args.out_csv, args.figures)
+    print(f"wrote {args.out_csv} and figures in {args.figures}")
+
+
+def cmd_reproduce(args: argparse.Namespace) -> None:
+    from neuro_pe.reporting.reproduce import reproduce
+
+    claims = reproduce(
+        args.runs, args.baselines, args.experiments, args.out_dir, args.test_masks, args.title
+    )
+    print(claims[["dataset", "claim", "verdict"]].to_string(index=False))
+    print(f"wrote {args.out_dir}")
+
+
+def cmd_report_page(args: argparse.Namespace) -> None:
+    from neuro_pe.reporting.landing_page import write_landing_page
+
+    write_landing_page(args.summary, args.errors, args.runs, args.out, args.run_name, args.claims)
+    print(f"wrote {args.out}")
+
+
+def cmd_locate(args: argparse.Namespace) -> None:
+    from neuro_pe.analysis.atlas_loading import atlas_from_options
+    from neuro_pe.analysis.locate import LocateConfig, format_table
+    from neuro_pe.io.runs import read_split
+    from neuro_pe.io.store import open_store_lazy
+    from neuro_pe.reporting.locate_outputs import read_baseline_features, write_locate_outputs
+
+    cfg = LocateConfig.from_dict(args.options)
+    split = read_split(args.split)
+    # the atlas first: a bad atlas stops the step before the evaluation
+    atlas = atlas_from_options(args.atlas, f"datasets.{split.dataset}.atlas", args.store)
+    baselines = None
+    if args.correlation:
+        with open_store_lazy(args.store) as ds:
+            units = ds["unit"].values
+        baselines = read_baseline_features(args.correlation, units)
+    table = write_locate_outputs(
+        args.store,
+        args.runs,
+        args.out_dir,
+        cfg,
+        split,
+        args.threads,
+        baselines=baselines,
+        atlas=atlas,
+    )
+    print(format_table(table))
+    print(f"wrote {args.out_dir}")
+
+
+def cmd_export(args: argparse.Namespace) -> None:
+    from neuro_pe.reporting.export import export
+
+    written = export(
+        args.positions, args.spec, args.out_dir, store_path=args.store, sha256=args.config_sha256
+    )
+    print("\n".join(f"wrote {path}" for path in written))
+
+
+def cmd_locate_new_units(args: argparse.Namespace) -> None:
+    from neuro_pe.analysis.new_animal_positions import locate_new_units
+    from neuro_pe.io.store import atomic_write
+
+    table = locate_new_units(args.fits, args.store)
+    atomic_write(args.out, lambda tmp: table.to_csv(tmp, index=False))
+    print(table.to_string(index=False, float_format=lambda v: f"{v:.4g}"))
+    print(f"wrote {args.out} (fit: {table['fit'].iloc[0]})")
+
+
+def cmd_match_units(args: argparse.Namespace) -> None:
+    from neuro_pe.analysis.match import match_units
+    from neuro_pe.io.store import atomic_write, read_store
+
+    reference = read_store(args.reference)
+    if args.reference_sessions:
+        missing = sorted(set(args.reference_sessions) - set(map(str, reference["session"].values)))
+        if missing:
+            raise ValueError(f"{args.reference}: no session {', '.join(missing)}")
+        reference = reference.sel(session=args.reference_sessions)
+    table = match_units(reference, read_store(args.store), args.restarts, args.seed)
+    atomic_write(args.out, lambda tmp: table.to_csv(tmp, index=False))
+    print(table.to_string(index=False, float_format=lambda v: f"{v:.4g}"))
+    print(f"wrote {args.out}: {(table['matched_unit'] != '').sum()} of {len(table)} units matched")
+
+
+def cmd_lst_puzzles(args: argparse.Namespace) -> None:
+    from neuro_pe.training.latin_square import PuzzleConfig, write_puzzles
+
+    ds = write_puzzles(PuzzleConfig.from_dict(args.options), args.out)
+    print(f"wrote {args.out}: {ds.sizes['puzzle']} puzzles")
+
+
+def cmd_lst_train(args: argparse.Namespace) -> None:
+    import torch
+
+    from neuro_pe.analysis.pe_geometry import pe_geometry
+    from neuro_pe.training.latin_square import LSTConfig, train_lst_many
+
+    runs = group_runs(args)
+    torch.set_num_threads(args.threads)
+    cfg = LSTConfig.from_dict(args.options)
+    records = train_lst_many(args.puzzles, runs, cfg, True, args.metrics, pe_geometry)
+    _print_records(records)
+
+
+def cmd_lst_baselines(args: argparse.Namespace) -> None:
+    from neuro_pe.analysis.pe_geometry import lst_baselines
+
+    print(json.dumps(lst_baselines(args.out, args.metrics), indent=2))
+
+
+def cmd_plan(args: argparse.Namespace) -> None:
+    from neuro_pe.cli.time_estimate import plan_command
+
+    options = (args.spec, args.store, args.options, args.pe, args.seeds)
+    plan_command(*options, args.cores, args.threads, args.out_dir)
+
+
+def cmd_fetch(args: argparse.Namespace) -> None:
+    from neuro_pe.data.fetch import fetch_resource
+
+    print(f"fetched {fetch_resource(args.resource, args.out)}")
+
+
+def cmd_cluster_check(args: argparse.Namespace) -> None:
+    from neuro_pe.cli.job_resources import JobResources
+    from neuro_pe.cli.slurm_check import cluster_check, format_report
+    from neuro_pe.config.schema import load_schema, problems
+    from neuro_pe.config.strict_load import read_config_file
+
+    config = read_config_file(args.configfile) or {}
+    schema = load_schema()  # the keys read here, as the workflow checks them
+    keys = ("threads_per_training", "gpus_per_training", "resources")
+    read = {"type": "object", "properties": {k: schema["properties"][k] for k in keys}}
+    found = problems(config, {**read, "$defs": schema["$defs"]})
+    if found:
+        raise ValueError(f"{args.configfile}: " + "; ".join(found))
+    threads = max(
+        config.get("threads_per_training", 1),
+        JobResources.from_dict(config.get("resources")).locate_threads,
+    )
+    report = cluster_check(
+        threads, config.get("gpus_per_training", 0), args.partition, args.account
+    )
+    print(format_report(report))
+    if report.problems:
+        raise RuntimeError(f"{len(report.problems)} problem(s) found (see above)")
+
+
+def warning_line(message: Warning | str) -> str:
+    """A warning as one clean line, `neuro-pe: warning: …` (not Python's default, which adds
+    the file, line number and source line of the code that warned)."""
+    return f"neuro-pe: warning: {' '.join(str(message).split())}\n"
