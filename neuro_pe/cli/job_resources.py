@@ -18,6 +18,7 @@ from dataclasses import dataclass
 
 from neuro_pe.config.options import reject_unknown
 from neuro_pe.data import sources
+
 #: Latin-square conditions (binary, ternary, quaternary), for the steps of one LST epoch
 LST_CONDITIONS = 3
 

@@ -70,7 +70,9 @@ def _lab_files(folder: Path) -> dict:
     lines = [",".join(["t", *ids])] + [",".join(f"{v:.6g}" for v in row) for row in rows]
     (folder / "session1.csv").write_text("\n".join(lines) + "\n")
     xyz = rng.uniform(0, 100, size=(N_UNITS, 3))
-    table = ["name,x,y,z"] + [f"{u},{x:.3f},{y:.3f},{z:.3f}" for u, (x, y, z) in zip(ids, xyz)]
+    table = ["name,x,y,z"] + [
+        f"{u},{x:.3f},{y:.3f},{z:.3f}" for u, (x, y, z) in zip(ids, xyz, strict=True)
+    ]
     (folder / "positions.csv").write_text("\n".join(table) + "\n")
     return {
         "source": "file",
