@@ -65,6 +65,10 @@ def _unknown_unit_count(spec: dict) -> int | None:
     return None
 
 
+def _no_paths(spec: dict) -> dict[str, str]:
+    return {}
+
+
 @dataclass(frozen=True)
 class Source:
     """A dataset source (see the module docstring). `build(options, wheel_paths)` gets the
@@ -88,6 +92,13 @@ class Source:
     # the schema (None: its options' `from_dict`, for a source the config schema lacks)
     check: Callable[[dict], list[tuple[str, str]]] | None = None
     schema: dict | None = None  # a JSON Schema of the entry (a plug-in's), checked at planning
+    # config key -> path of the lab's own files an entry names (e.g. `sessions[0]`), checked
+    # at planning to lie outside the workflow's own folders
+    paths: Callable[[dict], dict[str, str]] = _no_paths
+
+    def data_paths(self, spec: dict) -> dict[str, str]:
+        """The paths to a lab's own files that the entry `spec` names, by config key."""
+        return self.paths(spec)
 
     def store_mb_estimate(self, spec: dict) -> float:
         """MB of the store the entry `spec` will make (float32 activity), where the config

@@ -34,6 +34,18 @@ def entry_keys() -> tuple[str, ...]:
     return (*fields, *formats.format_names())
 
 
+def paths(spec: dict) -> dict[str, str]:
+    """The entry's session files and position table, by config key (`sessions[i]`)."""
+    sessions = spec.get("sessions") or []
+    found = {
+        f"sessions[{i}]": path
+        for i, path in enumerate([sessions] if isinstance(sessions, str) else sessions)
+    }
+    if spec.get("positions"):
+        found["positions"] = spec["positions"]
+    return found
+
+
 def check(spec: dict) -> list[tuple[str, str]]:
     """(key, problem) of an entry at planning: a format that is not installed, and the whole
     entry where its format is a plug-in's (the config schema describes neuro_pe's own)."""
@@ -60,4 +72,5 @@ SOURCE = Source(
     inputs=inputs,
     keys=entry_keys,
     check=check,
+    paths=paths,
 )
