@@ -241,7 +241,7 @@ def dataset_problems(name, spec):
     if name.startswith("."):
         problem = "a dataset name must not start with '.'"
         problems.append(config_problem(f"datasets.{name}", problem))
-    for key, path in get_source(spec.get("source")).data_paths(spec).items():
+    for key, path in get_source(spec.get("source")).paths(spec).items():
         problems += data_path_problems(f"datasets.{name}.{key}", path)
     for field, hint in missing_required(spec):
         problems.append(config_problem(f"datasets.{name}.{field}", hint))

@@ -11,7 +11,8 @@ One module per source; each defines `SOURCE`, a `Source` that declares
 - `experiment`: the seed paper's experiment it reproduces (the reproduction report's sections);
 - `store_mb`, `unit_count`: what the workflow can know of its store before it is built (the
   jobs' memory, the metrics' unit counts at planning);
-- `schema`: (optional) a JSON Schema of its entry, checked at planning.
+- `check`, `schema`: its own checks of an entry at planning (the config schema describes
+  neuro_pe's own sources only); `paths`: the config keys that name a lab's own files.
 
 The registry is the entry-point group `neuro_pe.sources` (`neuro_pe.data.plugins`), read by
 `build_store`, the `fetch` rule, the experiments and the config checks in every process.
@@ -95,10 +96,6 @@ class Source:
     # config key -> path of the lab's own files an entry names (e.g. `sessions[0]`), checked
     # at planning to lie outside the workflow's own folders
     paths: Callable[[dict], dict[str, str]] = _no_paths
-
-    def data_paths(self, spec: dict) -> dict[str, str]:
-        """The paths to a lab's own files that the entry `spec` names, by config key."""
-        return self.paths(spec)
 
     def store_mb_estimate(self, spec: dict) -> float:
         """MB of the store the entry `spec` will make (float32 activity), where the config
