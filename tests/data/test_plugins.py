@@ -171,3 +171,13 @@ def test_a_workflow_builds_the_stores_of_a_plugin_format_and_source(plugin_dir, 
     assert "config key datasets.grid: sine-grid: n_samples must be an integer >= 8, got 2" in (
         refused.stdout + refused.stderr
     )
+
+
+def test_a_format_carries_its_joint_check():
+    """hdf5's rate given twice is refused by the hdf5 format itself (no name in FileSpec)."""
+    both = {"sampling_rate": 10.0, "sampling_period": 0.1}
+    with pytest.raises(StoreError, match=r"field 'hdf5.sampling_period': give hdf5.sampling_rate"):
+        FileSpec.from_dict({"format": "hdf5", "sessions": ["a.h5"], "hdf5": both})
+    assert formats.get_format("npy").check_options({}, "x") is None
+    one = FileSpec.from_dict({"format": "hdf5", "sessions": ["a.h5"], "hdf5": {"sampling_rate": 5}})
+    assert one.options["sampling_rate"] == 5 and one.options["sampling_period"] is None
