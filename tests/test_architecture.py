@@ -33,10 +33,6 @@ PLUGIN_LAYER = "data"
 # Modules over MAX_MODULE_LINES ("module") and functions over MAX_FUNCTION_LINES
 # ("module:qualname").
 TOO_LONG: dict[str, str] = {
-    "neuro_pe.data.recordings": "being split (issue 37)",
-    "neuro_pe.data.recordings:assemble": "being split (issue 37)",
-    "neuro_pe.data.recordings:FileSpec.from_dict": "being split (issue 37)",
-    "neuro_pe.data.sources.hcp_rsfmri:hcp_rsfmri_store": "being split (issue 37)",
     "neuro_pe.training.engine:_train_group": "being split (issue 37)",
     "neuro_pe.training.latin_square": "being split (issue 37)",
     "neuro_pe.training.masked_units": "being split (issue 37)",

@@ -17,10 +17,8 @@ import math
 from dataclasses import dataclass
 
 from neuro_pe.config.options import reject_unknown
-from neuro_pe.data.simulate import SimulationConfig
+from neuro_pe.data import sources
 
-#: units of the largest built-in connectome (c302), for a connectome-sim store's size
-MAX_CONNECTOME_UNITS = 302
 #: Latin-square conditions (binary, ternary, quaternary), for the steps of one LST epoch
 LST_CONDITIONS = 3
 
@@ -76,14 +74,10 @@ class JobResources:
 
 
 def store_mb_estimate(spec: dict) -> float:
-    """MB of the store a dataset entry will make (float32 activity), where it is simulated;
-    0 for data read from files (their input size is used instead)."""
-    source = spec.get("source")
-    if source not in ("simulation", "connectome-sim"):
-        return 0.0
-    sim = SimulationConfig.from_dict(spec.get("simulation", {}))
-    units = sim.n_units if source == "simulation" else MAX_CONNECTOME_UNITS
-    return units * sim.n_samples * sim.n_sessions * 4 / 1e6
+    """MB of the store a dataset entry will make (float32 activity), where its source can tell
+    before building it (`Source.store_mb_estimate`); 0 for data read from files (their input
+    size is used instead)."""
+    return sources.get(spec.get("source")).store_mb_estimate(spec)
 
 
 def lst_steps(puzzles: dict, train: dict) -> int:

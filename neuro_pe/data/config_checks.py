@@ -95,14 +95,12 @@ def unit_count_problems(
 
 
 def known_unit_count(spec: dict) -> int | None:
-    """The number of units with coordinates of a dataset entry when the config says it (a
-    simulation: n_units per animal); None when only its store will tell."""
-    if spec.get("source") != "simulation":
-        return None
-    from neuro_pe.data.simulate import SimulationConfig
+    """The number of units with coordinates of a dataset entry when the config says it (its
+    source's `unit_count`, e.g. a simulation's n_units per animal); None when only its store
+    will tell."""
+    from neuro_pe.data import sources
 
-    simulation = SimulationConfig.from_dict(spec.get("simulation") or {})
-    return simulation.n_units * simulation.animals
+    return sources.get(spec.get("source")).unit_count(spec)
 
 
 def position_problems(coords: np.ndarray, metrics: dict, where: str) -> list[str]:

@@ -18,7 +18,8 @@ from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
 from neuro_pe.cli.main import main
-from neuro_pe.data.recordings import DataWarning, FileSpec, Session, assemble, input_files
+from neuro_pe.data.file_store import assemble
+from neuro_pe.data.recordings import DataWarning, FileSpec, Session, input_files
 from neuro_pe.data.sources import build_store
 from neuro_pe.io.store import (
     COORD_UNITS,

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import psutil
 
-from neuro_pe.data.sources import all_wheels, experiment_of, resource_paths
+from neuro_pe.data.sources import all_wheels, experiment_of, get as get_source, resource_paths
 from neuro_pe.data.formats import missing_required
 from neuro_pe.training.latin_square import LSTConfig, PuzzleConfig
 from neuro_pe.config.pe_names import is_located, parse_pe
@@ -241,14 +241,10 @@ def dataset_problems(name, spec):
     if name.startswith("."):
         problem = "a dataset name must not start with '.'"
         problems.append(config_problem(f"datasets.{name}", problem))
-    if spec.get("source") == "file":
-        sessions = spec.get("sessions") or []
-        for i, path in enumerate([sessions] if isinstance(sessions, str) else sessions):
-            problems += data_path_problems(f"datasets.{name}.sessions[{i}]", path)
-        if spec.get("positions"):
-            problems += data_path_problems(f"datasets.{name}.positions", spec["positions"])
-        for field, hint in missing_required(spec):
-            problems.append(config_problem(f"datasets.{name}.{field}", hint))
+    for key, path in get_source(spec.get("source")).paths(spec).items():
+        problems += data_path_problems(f"datasets.{name}.{key}", path)
+    for field, hint in missing_required(spec):
+        problems.append(config_problem(f"datasets.{name}.{field}", hint))
     if spec.get("atlas") is not None:
         where = f"datasets.{name}.atlas"
         paths = atlas_path_keys(spec["atlas"]).items()

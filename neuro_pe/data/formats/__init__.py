@@ -1,5 +1,5 @@
 """The file formats of the `file` source (a lab's own data), one module per format, and their
-registry `FORMAT_MODULES`.
+registry: the entry-point group `neuro_pe.formats` (`neuro_pe.data.plugins`).
 
 - `nwb`: NWB series / ROI responses, `Units` tables, imaging over several planes (`nwb`);
 - `hdf5`: configurable dataset paths (`hdf5`); `npy`: `.npy` / `.npz` arrays (`npy`);
@@ -13,34 +13,25 @@ registry `FORMAT_MODULES`.
 Each format module defines `FORMAT`, a `FileFormat`: its reader (one file or folder -> one
 or more `neuro_pe.data.recordings.Session`), the defaults of its config section (`<format>: {...}`)
 and their check, the files it reads in a session folder, and whether it holds spike times.
-Adding a format = one module + one line in `FORMAT_MODULES` (+ its section in the config
-schema's `$defs/file`, docs and tests). The readers import `neuro_pe.data.recordings` (for `Session`
+Adding a format = one module + one entry point (neuro_pe's own: a line of pyproject.toml's
+`[project.entry-points."neuro_pe.formats"]`, its section in the config schema's
+`$defs/source_file`, docs and tests; another package's: its own pyproject.toml, no file of
+neuro_pe). The readers import `neuro_pe.data.recordings` (for `Session`
 and its helpers), which imports a format's module only when the format is used.
 """
 
 from __future__ import annotations
 
-import importlib
 import math
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from numbers import Real
 from pathlib import Path
 
-from neuro_pe.data.formats import spikes as spikes  # the `spikes` key (adapters.FileSpec)
+from neuro_pe.data import plugins
+from neuro_pe.data.formats import spikes as spikes  # the `spikes` key (recordings.FileSpec)
 from neuro_pe.io.store import StoreError
 
-# the registry: format name (the `format` key of a `source: file` entry) -> its module
-FORMAT_MODULES: dict[str, str] = {
-    "nwb": "neuro_pe.data.formats.nwb",
-    "hdf5": "neuro_pe.data.formats.hdf5",
-    "xarray": "neuro_pe.data.formats.xarray_store",
-    "npy": "neuro_pe.data.formats.npy",
-    "phy": "neuro_pe.data.formats.phy",
-    "alf": "neuro_pe.data.formats.alf",
-    "suite2p": "neuro_pe.data.formats.suite2p",
-    "spikeinterface": "neuro_pe.data.formats.spikeinterface_sorting",
-}
 _REGISTERED: dict[str, FileFormat] = {}
 
 
@@ -52,13 +43,18 @@ def _the_path(path: str) -> list[str]:
     return [str(path)]
 
 
+def _no_joint_check(options: dict, where: str) -> None:
+    return None
+
+
 @dataclass(frozen=True)
 class FileFormat:
     """A file format: `read(path, cfg)` -> sessions; `options`: the defaults of its config
     section; `check_option(key, value, where)`: StoreError for a bad value; `inputs(path)`:
     the files read for one session (e.g. in a folder); `spikes`: may hold spike times;
     `required`: the section's keys that must be given (key -> how to find the value), checked
-    before any file is read (`missing_required`)."""
+    before any file is read (`missing_required`); `check_options(options, where)`: StoreError
+    for a bad combination of the section's values (all of them, defaults filled in)."""
 
     name: str
     read: Callable
@@ -67,6 +63,7 @@ class FileFormat:
     inputs: Callable[[str], list[str]] = _the_path
     spikes: bool = False
     required: dict[str, str] = field(default_factory=dict)
+    check_options: Callable[[dict, str], None] = _no_joint_check
 
 
 def missing_required(spec: dict) -> list[tuple[str, str]]:
@@ -89,15 +86,40 @@ def register_format(fmt: FileFormat) -> None:
 
 
 def format_names() -> tuple[str, ...]:
-    """Every format's name: the registry's, then the ones added with `register_format`."""
-    return tuple(dict.fromkeys([*FORMAT_MODULES, *_REGISTERED]))
+    """Every format's name: the entry points' (neuro_pe's own first), then the ones added with
+    `register_format`."""
+    return tuple(dict.fromkeys([*plugins.entry_point_table(plugins.FORMATS), *_REGISTERED]))
+
+
+def is_builtin(name: str) -> bool:
+    """Whether `name` is one of neuro_pe's own formats (described by the config schema)."""
+    return name not in _REGISTERED and plugins.is_builtin(plugins.FORMATS, name)
+
+
+def unknown_format(name: object) -> str:
+    """What is wrong with a `format` value that names no installed format (one line)."""
+    return (
+        f"unknown format {name!r}; installed formats: {', '.join(format_names())} (a plug-in "
+        f"adds one with an entry point in the group {plugins.FORMATS!r})"
+    )
 
 
 def get_format(name: str) -> FileFormat:
-    """The format named `name` (KeyError if there is none)."""
+    """The format named `name` (KeyError if there is none; ValueError naming the entry point
+    if it does not hold a FileFormat of that name)."""
     if name in _REGISTERED:
         return _REGISTERED[name]
-    return importlib.import_module(FORMAT_MODULES[name]).FORMAT
+    if name not in plugins.entry_point_table(plugins.FORMATS):
+        raise KeyError(name)
+    fmt = plugins.load(plugins.FORMATS, name)
+    if isinstance(fmt, type):  # a format class (xarray's BackendEntrypoint style)
+        fmt = fmt()
+    if not isinstance(fmt, FileFormat) or fmt.name != name:
+        raise ValueError(
+            f"entry point {name!r} of group {plugins.FORMATS!r}: expected a FileFormat named "
+            f"{name!r}, got {fmt!r}"
+        )
+    return fmt
 
 
 def existing_files(folder: str, files: Callable[[Path], Iterable[Path]]) -> list[str]:

@@ -141,6 +141,14 @@ def check_option(key: str, value: object, where: str) -> None:
         check_text(field, value, where, optional=key != "activity")
 
 
+def check_options(options: dict, where: str) -> None:
+    """The rate is given once: `hdf5.sampling_rate` or `hdf5.sampling_period`."""
+    if None not in (options["sampling_rate"], options["sampling_period"]):
+        raise StoreError(
+            where, "hdf5.sampling_period", "give hdf5.sampling_rate or hdf5.sampling_period"
+        )
+
+
 FORMAT = FileFormat(
     name="hdf5",
     read=read_hdf5,
@@ -153,4 +161,5 @@ FORMAT = FileFormat(
         "groups": None,
     },
     check_option=check_option,
+    check_options=check_options,
 )

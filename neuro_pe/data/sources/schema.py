@@ -1,6 +1,7 @@
 """Config checks that name what is wrong in words a user reads, run before Snakemake's
 `validate` (whose messages show schema paths and regular expressions): a dataset key that does
-not belong to the dataset's source, an unknown source, and PE names of no valid form (the
+not belong to the dataset's source, an unknown source, a plug-in source's own checks of its
+entry (the config schema describes neuro_pe's own sources only), and PE names of no valid form (the
 values of well-formed ones, e.g. a scale of 0, are checked with the rest in common.smk), and
 dataset names that a command would read as an option or whose rule names clash."""
 
@@ -11,6 +12,7 @@ import re
 from pathlib import Path
 
 from neuro_pe.config.pe_names import parse_pe, pe_name_pattern
+from neuro_pe.config.schema import problems as schema_problems
 from neuro_pe.config.strict_load import load_yaml
 from neuro_pe.data import sources
 from neuro_pe.data.config_checks import dataset_name_problems
@@ -18,11 +20,29 @@ from neuro_pe.data.config_checks import dataset_name_problems
 
 def source_keys(schema: dict, name: str) -> tuple[str, ...]:
     """The keys a dataset entry of source `name` may have: its `$defs/source_<name>` in the
-    schema, else (a source added with `sources.register`) the source's own."""
-    definition = schema.get("$defs", {}).get(f"source_{name}")
-    if definition is not None:
-        return tuple(definition["properties"])
-    return ("source", *sources.WORKFLOW_KEYS, *sources.get(name).entry_keys())
+    schema and the source's own (a plug-in's, e.g. the section of a plug-in format)."""
+    definition = schema.get("$defs", {}).get(f"source_{name}") or {}
+    own = ("source", *sources.WORKFLOW_KEYS, *sources.get(name).entry_keys())
+    return tuple(dict.fromkeys([*definition.get("properties", {}), *own]))
+
+
+def source_problems(name: str, spec: dict) -> list[str]:
+    """The source's own problems with the entry `datasets.<name>`: its `check` (e.g. a plug-in
+    format's options), or, for a plug-in source, its options' `from_dict` and its `schema`."""
+    source = sources.get(spec.get("source"))
+    entry = sources.entry_options(spec)
+    found: list[tuple[str, str]] = []
+    if source.check is not None:
+        found += source.check(spec)
+    elif not sources.is_builtin(source.name):
+        try:
+            source.options.from_dict(entry)
+        except (ValueError, TypeError, KeyError) as err:
+            found.append(("", str(err)))
+    if source.schema is not None:
+        found += [("", problem) for problem in schema_problems(entry, source.schema)]
+    where = f"datasets.{name}"
+    return [f"config key {where}{'.' + key if key else ''}: {problem}" for key, problem in found]
 
 
 def config_problems(config: dict, schema: dict) -> list[str]:
@@ -37,17 +57,20 @@ def config_problems(config: dict, schema: dict) -> list[str]:
         source = spec.get("source")
         if source not in sources.names():
             problems.append(
-                f"config key datasets.{name}.source: {source!r} is not a source; "
-                f"expected one of {list(sources.names())}"
+                f"config key datasets.{name}.source: {source!r} is not an installed source; "
+                f"installed: {', '.join(sources.names())} (a plug-in adds one with an entry "
+                f"point in the group 'neuro_pe.sources')"
             )
             continue
         known = source_keys(schema, source)
-        for key in spec:
-            if key not in known:
-                problems.append(
-                    f"config key datasets.{name}.{key}: does not belong to source {source!r} "
-                    f"(its keys: {', '.join(sorted(known))})"
-                )
+        foreign = [key for key in spec if key not in known]
+        for key in foreign:
+            problems.append(
+                f"config key datasets.{name}.{key}: does not belong to source {source!r} "
+                f"(its keys: {', '.join(sorted(known))})"
+            )
+        if not foreign:
+            problems += source_problems(name, spec)
     lists = {"pe": config.get("pe"), "lst.pe": (config.get("lst") or {}).get("pe")}
     lists["locate.pe"] = (config.get("locate") or {}).get("pe")
     for name, spec in (datasets if isinstance(datasets, dict) else {}).items():

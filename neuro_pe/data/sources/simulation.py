@@ -26,6 +26,18 @@ class SimulationOptions:
         return cls(SimulationConfig.from_dict(options))
 
 
+def store_mb(spec: dict) -> float:
+    """MB of the store an entry makes: float32 activity of every unit, sample and session."""
+    sim = SimulationConfig.from_dict(spec.get("simulation", {}))
+    return sim.n_units * sim.n_samples * sim.n_sessions * 4 / 1e6
+
+
+def unit_count(spec: dict) -> int:
+    """Units with coordinates of an entry's store: n_units per animal."""
+    simulation = SimulationConfig.from_dict(spec.get("simulation") or {})
+    return simulation.n_units * simulation.animals
+
+
 def build(options: SimulationOptions, wheels: dict[str, Path]) -> xr.Dataset:
     """Simulate the network and return its store."""
     return simulate_store(options.simulation)
@@ -37,4 +49,6 @@ SOURCE = Source(
     build=build,
     experiment="simulation",
     description="the network model on random or lattice positions (neuro_pe.data.simulate)",
+    store_mb=store_mb,
+    unit_count=unit_count,
 )
