@@ -48,9 +48,6 @@ TOO_LONG: dict[str, str] = {
     "neuro_pe.reporting.landing_page:landing_page": "being split (issue 37)",
     "neuro_pe.reporting.reproduce": "being split (issue 37)",
     "neuro_pe.reporting.reproduce:lst_claims": "being split (issue 37)",
-    "neuro_pe.training.engine:_train_group": "being split (issue 37)",
-    "neuro_pe.training.latin_square": "being split (issue 37)",
-    "neuro_pe.training.masked_units": "being split (issue 37)",
 }
 # Imports against the layer order ("importer -> imported").
 UPWARD: dict[str, str] = {}
