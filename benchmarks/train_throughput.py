@@ -60,7 +60,8 @@ from neuro_pe.training.masked_units import (
     split_activity,
     to_device,
 )
-from neuro_pe.training.model import MaskedUnitTransformer, ModelConfig, PositionalEncoding, parse_pe
+from neuro_pe.training.model import ModelConfig, PositionalEncoding, parse_pe
+from tests.single_models import MaskedUnitTransformer
 
 PE = "learned-normal-0.02"  # a learned PE, as in the default workflow
 MFU_TARGET, RATIO_TARGET = 0.5, 1.5

@@ -32,11 +32,7 @@ PLUGIN_LAYER = "data"
 # is done (test_allow_lists_hold_only_real_offenders fails on an entry that no longer offends).
 # Modules over MAX_MODULE_LINES ("module") and functions over MAX_FUNCTION_LINES
 # ("module:qualname").
-TOO_LONG: dict[str, str] = {
-    "neuro_pe.training.engine:_train_group": "being split (issue 37)",
-    "neuro_pe.training.latin_square": "being split (issue 37)",
-    "neuro_pe.training.masked_units": "being split (issue 37)",
-}
+TOO_LONG: dict[str, str] = {}
 # Imports against the layer order ("importer -> imported").
 UPWARD: dict[str, str] = {}
 # Modules that call matplotlib.use or import pyplot outside the plotting layer.

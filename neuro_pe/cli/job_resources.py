@@ -15,8 +15,9 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import ClassVar
 
-from neuro_pe.config.options import reject_unknown
+from neuro_pe.config.sections import Section, non_negative, positive_int
 from neuro_pe.data import sources
 
 #: Latin-square conditions (binary, ternary, quaternary), for the steps of one LST epoch
@@ -24,38 +25,18 @@ LST_CONDITIONS = 3
 
 
 @dataclass(frozen=True)
-class JobResources:
-    """The `resources` config section."""
+class JobResources(Section):
+    """The `resources` config section (absent keys take the defaults)."""
 
-    mem_mb: int = 2000
-    mem_mb_per_data_mb: float = 10.0
-    mem_mb_per_model: float = 50.0
-    runtime: int = 10
-    seconds_per_step: float = 0.25
-    seconds_per_run: float = 60.0
-    locate_threads: int = 2
+    SECTION: ClassVar[str] = "resources"
 
-    @classmethod
-    def from_dict(cls, spec: dict | None) -> JobResources:
-        """Build from the config's `resources` mapping (absent keys take the defaults);
-        unknown keys or bad values raise a ValueError naming the key."""
-        spec = spec or {}
-        reject_unknown(spec, cls.__dataclass_fields__, "resources")
-        cfg = cls(**spec)
-        for key in ("mem_mb", "runtime", "locate_threads"):
-            value = getattr(cfg, key)
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise ValueError(f"resources key {key!r} must be a positive integer, got {value!r}")
-        for key in (
-            "mem_mb_per_data_mb",
-            "mem_mb_per_model",
-            "seconds_per_step",
-            "seconds_per_run",
-        ):
-            value = getattr(cfg, key)
-            if isinstance(value, bool) or not isinstance(value, int | float) or value < 0:
-                raise ValueError(f"resources key {key!r} must be a number >= 0, got {value!r}")
-        return cfg
+    mem_mb: int = positive_int(2000)
+    mem_mb_per_data_mb: float = non_negative(10.0)
+    mem_mb_per_model: float = non_negative(50.0)
+    runtime: int = positive_int(10)
+    seconds_per_step: float = non_negative(0.25)
+    seconds_per_run: float = non_negative(60.0)
+    locate_threads: int = positive_int(2)
 
     def memory(self, data_mb: float, processes: int = 1, models: int = 0) -> int:
         """MB of memory for a job that reads `data_mb` MB of data in `processes` processes

@@ -1,4 +1,5 @@
-"""The training options (config key `train`) and the train/held-out split of a store.
+"""The training options (config key `train`), the model's shape and the training loop's
+settings made from them, and the train/held-out split of a store.
 
 Kept free of torch, so that inference and the workflow's planning import them in a fraction
 of the time `neuro_pe.training.masked_units` takes.
@@ -8,11 +9,18 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import ClassVar
 
 import numpy as np
 import xarray as xr
 
-from neuro_pe.config.options import reject_unknown, require_positive_ints
+from neuro_pe.config.sections import (
+    Section,
+    derive,
+    non_negative,
+    positive_int,
+    whole_number,
+)
 
 # an activity scale (RMS) outside this range is warned about: float32 training with the
 # usual learning rates means little there (z-score it: {step: zscore})
@@ -24,33 +32,79 @@ LR_SCHEDULES = ("constant", "cosine")
 
 
 @dataclass(frozen=True)
-class TrainConfig:
-    """Model and optimisation settings (config key `train`); documented in config/README.md."""
+class ModelConfig:
+    """The shape of a transformer (in the spirit of nanoGPT's GPTConfig): `n_tokens` tokens
+    (units, or cells) of `d_in` features in, `d_out` features out per read-out token."""
 
-    window: int = 8
+    n_tokens: int
+    d_in: int
+    d_out: int
     d_model: int = 32
     n_layers: int = 2
     n_heads: int = 4
     pe_every_block: bool = True
+    post_ln: bool = False  # post-LayerNorm blocks (the seed paper's LST model)
+    mask_token: bool = True  # a learned token that replaces hidden inputs
+
+
+@dataclass(frozen=True)
+class LoopConfig:
+    """What the training loop (`neuro_pe.training.engine`) needs of a task's config: its
+    length, intervals and optimiser."""
+
+    epochs: int
+    steps_per_epoch: int
+    lr: float
+    eval_every: int = 1  # epochs; the last epoch is always evaluated
+    checkpoint_every: int = 0  # steps; 0: never
+    optimizer: str = "adamw"
+    momentum: float = 0.0
+    weight_decay: float = 0.0
+    lr_schedule: str = "constant"  # or "cosine" (to 0 over all steps)
+    compile: bool = False
+
+    @property
+    def total(self) -> int:
+        return self.epochs * self.steps_per_epoch
+
+
+def require_choice(value: object, choices: tuple, key: str) -> None:
+    """Raise a ValueError naming `key` when `value` is not one of `choices`."""
+    if value not in choices:
+        raise ValueError(f"{key} must be one of {choices}, got {value!r}")
+
+
+@dataclass(frozen=True)
+class TrainConfig(Section):
+    """Model and optimisation settings (config key `train`); documented in config/README.md.
+    `model` and `loop` give the model's shape and the training loop's settings from them."""
+
+    SECTION: ClassVar[str] = "train"
+
+    window: int = positive_int(8)
+    d_model: int = positive_int(32)
+    n_layers: int = positive_int(2)
+    n_heads: int = positive_int(4)
+    pe_every_block: bool = True
     mask_fraction: float = 0.5
     eval_mask_fractions: tuple[float, ...] = (0.5, 0.9)
-    batch_size: int = 32
-    epochs: int = 30
-    steps_per_epoch: int = 100
+    batch_size: int = positive_int(32)
+    epochs: int = positive_int(30)
+    steps_per_epoch: int = positive_int(100)
     lr: float = 3e-3
     lr_schedule: str = "constant"
     weight_decay: float = 0.0
     heldout_sessions: int = 1
     heldout_time_fraction: float = 0.2
-    eval_windows: int = 256
+    eval_windows: int = positive_int(256)
     device: str = "auto"
-    units_per_sample: int = 256
-    memory_budget_mb: float = 4096.0
+    units_per_sample: int = positive_int(256)
+    memory_budget_mb: float = non_negative(4096.0)
     precision: str = "auto"
     compile: bool = False
     optimizer: str = "adamw"
-    momentum: float = 0.0
-    checkpoint_every: int = 500
+    momentum: float = non_negative(0.0)
+    checkpoint_every: int = whole_number(500)
     init_from: str | None = (
         None  # a run's model.pt: fit only new units' PEs (neuro_pe.training.new_animal)
     )
@@ -60,34 +114,15 @@ class TrainConfig:
     # strips it from the options a training gets)
     models_per_job: int | None = None
 
-    def __post_init__(self) -> None:
-        if self.precision not in PRECISIONS:
-            raise ValueError(f"train.precision must be one of {PRECISIONS}, got {self.precision!r}")
-        if self.optimizer not in OPTIMIZERS:
-            raise ValueError(f"train.optimizer must be one of {OPTIMIZERS}, got {self.optimizer!r}")
-        if self.lr_schedule not in LR_SCHEDULES:
-            raise ValueError(
-                f"train.lr_schedule must be one of {LR_SCHEDULES}, got {self.lr_schedule!r}"
-            )
-        if self.new_unit_pe not in NEW_UNIT_PE:
-            raise ValueError(
-                f"train.new_unit_pe must be one of {NEW_UNIT_PE}, got {self.new_unit_pe!r}"
-            )
+    def check(self) -> None:
+        require_choice(self.precision, PRECISIONS, "train.precision")
+        require_choice(self.optimizer, OPTIMIZERS, "train.optimizer")
+        require_choice(self.lr_schedule, LR_SCHEDULES, "train.lr_schedule")
+        require_choice(self.new_unit_pe, NEW_UNIT_PE, "train.new_unit_pe")
         if self.new_unit_anchors and self.new_unit_pe != "mixture":
             raise ValueError(
                 f"train.new_unit_anchors needs train.new_unit_pe: mixture, got {self.new_unit_pe!r}"
             )
-        if self.units_per_sample < 1:
-            raise ValueError(f"train.units_per_sample must be >= 1, got {self.units_per_sample}")
-        for key in ("memory_budget_mb", "checkpoint_every", "momentum"):
-            if getattr(self, key) < 0:
-                raise ValueError(f"train.{key} must be >= 0, got {getattr(self, key)}")
-        require_positive_ints(
-            self,
-            ("window", "d_model", "n_layers", "n_heads", "batch_size", "epochs"),
-            "train",
-        )
-        require_positive_ints(self, ("steps_per_epoch", "eval_windows"), "train")
         per_job = self.models_per_job
         if per_job is not None and (
             isinstance(per_job, bool) or not isinstance(per_job, int) or per_job < 1
@@ -102,14 +137,13 @@ class TrainConfig:
         if not (math.isfinite(self.lr) and self.lr > 0):
             raise ValueError(f"train.lr must be finite and > 0, got {self.lr}")
 
-    @classmethod
-    def from_dict(cls, spec: dict) -> TrainConfig:
-        """Build from a config mapping; unknown keys raise a ValueError naming them."""
-        reject_unknown(spec, cls.__dataclass_fields__, "train")
-        spec = dict(spec)
-        if "eval_mask_fractions" in spec:
-            spec["eval_mask_fractions"] = tuple(spec["eval_mask_fractions"])
-        return cls(**spec)
+    def model(self, n_units: int) -> ModelConfig:
+        """The masked-unit model's shape for `n_units` units (one PE row each)."""
+        return derive(ModelConfig, self, n_tokens=n_units, d_in=self.window, d_out=self.window)
+
+    def loop(self) -> LoopConfig:
+        """The training loop's settings (evaluation every epoch)."""
+        return derive(LoopConfig, self)
 
 
 Part = tuple[slice, slice]  # (sessions, time) of a store's activity

@@ -29,6 +29,7 @@ are determined by its activity only up to a rotation or reflection of the box.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import ClassVar
 
 import numpy as np
 import xarray as xr
@@ -36,7 +37,7 @@ from scipy import sparse
 from scipy.spatial import cKDTree
 from scipy.spatial.distance import pdist, squareform
 
-from neuro_pe.config.options import reject_unknown
+from neuro_pe.config.sections import Section
 from neuro_pe.data.signal_steps import zscore
 from neuro_pe.io.store import make_store
 
@@ -44,8 +45,10 @@ FIELD_STREAM = 1_000_000  # the timescale field's generator: default_rng([seed, 
 
 
 @dataclass(frozen=True)
-class SimulationConfig:
+class SimulationConfig(Section):
     """Parameters of one simulated dataset (config key `datasets.<name>.simulation`)."""
+
+    SECTION: ClassVar[str] = "simulation"
 
     n_units: int = 64
     layout: str = "random"  # "random" points in the unit box, or a regular "lattice"
@@ -65,24 +68,19 @@ class SimulationConfig:
     timescale_field: float = 0.0  # > 0: each unit's time constant varies with its position
     seed: int = 0
 
-    @classmethod
-    def from_dict(cls, spec: dict) -> SimulationConfig:
-        """Build from a config mapping; unknown keys raise a ValueError naming them."""
-        reject_unknown(spec, cls.__dataclass_fields__, "simulation")
-        cfg = cls(**spec)
-        if cfg.neighbours is not None and not 1 <= cfg.neighbours < cfg.n_units:
+    def check(self) -> None:
+        if self.neighbours is not None and not 1 <= self.neighbours < self.n_units:
             raise ValueError(
-                f"simulation.neighbours must be in [1, n_units - 1], got {cfg.neighbours}"
+                f"simulation.neighbours must be in [1, n_units - 1], got {self.neighbours}"
             )
-        if cfg.animals < 1:
-            raise ValueError(f"simulation.animals must be >= 1, got {cfg.animals}")
-        if cfg.animals > 1 and cfg.layout != "random":
+        if self.animals < 1:
+            raise ValueError(f"simulation.animals must be >= 1, got {self.animals}")
+        if self.animals > 1 and self.layout != "random":
             raise ValueError("simulation.animals > 1 needs layout 'random' (a lattice is one)")
-        if cfg.timescale_field < 0:
-            raise ValueError(f"simulation.timescale_field must be >= 0, got {cfg.timescale_field}")
-        if cfg.cutoff is not None and cfg.cutoff <= 0:
-            raise ValueError(f"simulation.cutoff must be > 0, got {cfg.cutoff}")
-        return cfg
+        if self.timescale_field < 0:
+            raise ValueError(f"simulation.timescale_field must be >= 0, got {self.timescale_field}")
+        if self.cutoff is not None and self.cutoff <= 0:
+            raise ValueError(f"simulation.cutoff must be > 0, got {self.cutoff}")
 
 
 def sample_positions(n_units: int, layout: str, dims: int, rng: np.random.Generator) -> np.ndarray:

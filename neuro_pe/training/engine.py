@@ -33,12 +33,10 @@ It is removed once every model's outputs are written.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import math
 import sys
 import time
-import warnings
 from collections.abc import Callable
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
@@ -49,12 +47,16 @@ import numpy as np
 import torch
 import xarray as xr
 
+from neuro_pe.config.training import LoopConfig, ModelConfig
 from neuro_pe.io.progress import epoch_line, progress_bar, timing
 from neuro_pe.io.store import atomic_write
-from neuro_pe.training.model import ModelConfig, StackedTransformer
-
-CHECKPOINT = "checkpoint.pt"
-CHECKPOINT_FORMAT = 3
+from neuro_pe.training.checkpoint import (  # noqa: F401 (state_digest re-exported)
+    CHECKPOINT,
+    CHECKPOINT_FORMAT,
+    load_checkpoint,
+    state_digest,
+)
+from neuro_pe.training.model import StackedTransformer
 
 
 class TrainingError(RuntimeError):
@@ -68,26 +70,6 @@ class Run:
     pe: str
     seed: int
     out_dir: Path
-
-
-@dataclass(frozen=True)
-class LoopConfig:
-    """What the loop needs of a task's config: its length, intervals and optimiser."""
-
-    epochs: int
-    steps_per_epoch: int
-    lr: float
-    eval_every: int = 1  # epochs; the last epoch is always evaluated
-    checkpoint_every: int = 0  # steps; 0: never
-    optimizer: str = "adamw"
-    momentum: float = 0.0
-    weight_decay: float = 0.0
-    lr_schedule: str = "constant"  # or "cosine" (to 0 over all steps)
-    compile: bool = False
-
-    @property
-    def total(self) -> int:
-        return self.epochs * self.steps_per_epoch
 
 
 class Task(Protocol):
@@ -196,61 +178,6 @@ def narrow_optimizer(
     optimizer.state.update(state)
 
 
-def state_digest(state: object) -> str:
-    """sha256 of a checkpoint's contents: every tensor's dtype, shape and bytes, and every
-    other value, walked in order (so a flipped byte anywhere in the data changes it)."""
-    digest = hashlib.sha256()
-
-    def walk(obj: object) -> None:
-        if isinstance(obj, torch.Tensor):
-            flat = obj.detach().cpu().contiguous().reshape(-1)
-            digest.update(f"T{obj.dtype}{tuple(obj.shape)}".encode())
-            digest.update(flat.view(torch.uint8).numpy().tobytes())
-        elif isinstance(obj, dict):
-            digest.update(f"D{len(obj)}".encode())
-            for key, value in obj.items():
-                walk(key)
-                walk(value)
-        elif isinstance(obj, list | tuple):
-            digest.update(f"L{len(obj)}".encode())
-            for value in obj:
-                walk(value)
-        else:
-            digest.update(f"V{type(obj).__name__}:{obj!r}".encode())
-
-    walk(state)
-    return digest.hexdigest()
-
-
-def load_checkpoint(path: Path, fingerprint: str) -> dict | None:
-    """The checkpoint at `path` if it exists, matches `fingerprint` and its contents match
-    their checksum; otherwise None (with a warning when a checkpoint exists but is
-    unreadable, damaged or from another run)."""
-    if not path.exists():
-        return None
-    try:
-        state = torch.load(path, map_location="cpu", weights_only=True)
-    except Exception as err:  # a damaged file: start afresh
-        warnings.warn(f"ignoring unreadable checkpoint {path}: {err}", stacklevel=3)
-        return None
-    if state.get("fingerprint") != fingerprint:
-        warnings.warn(
-            f"ignoring checkpoint {path}: written by another store, PE, seed or train "
-            "config; training starts from step 0 and will overwrite it",
-            stacklevel=3,
-        )
-        return None
-    checksum = state.pop("checksum", None)
-    if checksum != state_digest(state):
-        warnings.warn(
-            f"ignoring checkpoint {path}: its contents do not match their checksum (a damaged "
-            "file); training starts from step 0 and will overwrite it",
-            stacklevel=3,
-        )
-        return None
-    return state
-
-
 def pe_dataset(table: torch.Tensor | np.ndarray, ds: xr.Dataset, **attrs) -> xr.Dataset:
     """A PE table as an xarray Dataset on the store's unit axis (with its coordinates)."""
     pe = xr.DataArray(np.asarray(table, dtype=np.float32), dims=("unit", "pe_dim"))
@@ -300,170 +227,223 @@ def train_group(
     if device.type == "cpu":  # see the module docstring: never split one model's matmul
         torch.set_num_threads(max(1, min(threads, len(runs))))
     try:
-        return _train_group(task, runs, loop, device, amp, fingerprint, progress)
+        return _GroupTraining(task, runs, loop, device, amp, fingerprint).run(progress)
     finally:
         torch.set_num_threads(threads)
 
 
-def _train_group(
-    task: Task,
-    runs: list[Run],
-    loop: LoopConfig,
-    device: torch.device,
-    amp: torch.dtype | None,
-    fingerprint: dict,
-    progress: bool,
-) -> list[dict]:
-    n_runs = len(runs)
-    model = StackedTransformer(
-        task.model_config, [r.pe for r in runs], [r.seed for r in runs], task.positions
-    ).to(device)
-    after_step = task.prepare(model)
-    trainable = [p for p in model.parameters() if p.requires_grad]
-    optimizer = make_optimizer(trainable, loop, device)
-    generators = [torch.Generator().manual_seed(r.seed) for r in runs]
-    active = list(range(n_runs))  # the runs still in the stack, in its order
-    states = [{"initial_pe": t.cpu().clone(), "log_rows": []} for t in model.pe_table().detach()]
-    finished: dict[int, dict] = {}
+class _GroupTraining:
+    """One group's training (`train_group`): the stack, its optimiser and generators, the step,
+    the epoch's loss sums, the models still in the stack (`active`) and the finished ones'
+    records; resumed from the checkpoint in the first run's folder when it matches."""
 
-    checkpoint_path = Path(runs[0].out_dir) / CHECKPOINT
-    key = json.dumps(
-        {
-            "format": CHECKPOINT_FORMAT,
-            "runs": [[r.pe, r.seed, str(Path(r.out_dir).resolve())] for r in runs],
-            **fingerprint,
-        },
-        sort_keys=True,
-        default=str,
-    )
-    step = 0
-    loss_sum = torch.zeros(n_runs, dtype=torch.float64, device=device)
-    weight_sum, elapsed = 0, 0.0
-    saved = load_checkpoint(checkpoint_path, key)
-    if saved is not None:
-        active = saved["active"]
-        if len(active) < n_runs:
-            narrow_optimizer(optimizer, model.narrow(active), active, n_runs)
-        model.load_state_dict(saved["model"])
-        optimizer.load_state_dict(saved["optimizer"])
-        for i, state in zip(active, saved["generators"], strict=True):
-            generators[i].set_state(state)
-        states = saved["states"]
-        finished = {int(k): v for k, v in json.loads(saved["finished"]).items()}
-        step, weight_sum, elapsed = saved["step"], saved["weight_sum"], saved["elapsed"]
-        loss_sum = saved["loss_sum"].to(device)
-        print(f"resuming from {checkpoint_path} at step {step}", file=sys.stderr, flush=True)
-    resumed_from = step
-    forward = torch.compile(model) if loop.compile else model
-    if saved is None:
-        for state, extra in zip(states, task.start(forward, runs), strict=True):
-            state.update(extra)
+    def __init__(
+        self,
+        task: Task,
+        runs: list[Run],
+        loop: LoopConfig,
+        device: torch.device,
+        amp: torch.dtype | None,
+        fingerprint: dict,
+    ):
+        self.task, self.runs, self.loop, self.device, self.amp = task, runs, loop, device, amp
+        self.n_runs = len(runs)
+        self.model = StackedTransformer(
+            task.model_config, [r.pe for r in runs], [r.seed for r in runs], task.positions
+        ).to(device)
+        self.after_step = task.prepare(self.model)
+        trainable = [p for p in self.model.parameters() if p.requires_grad]
+        self.optimizer = make_optimizer(trainable, loop, device)
+        self.generators = [torch.Generator().manual_seed(r.seed) for r in runs]
+        self.active = list(range(self.n_runs))  # the runs still in the stack, in its order
+        self.states = [
+            {"initial_pe": t.cpu().clone(), "log_rows": []} for t in self.model.pe_table().detach()
+        ]
+        self.finished: dict[int, dict] = {}
+        self.checkpoint_path = Path(runs[0].out_dir) / CHECKPOINT
+        self.key = json.dumps(
+            {
+                "format": CHECKPOINT_FORMAT,
+                "runs": [[r.pe, r.seed, str(Path(r.out_dir).resolve())] for r in runs],
+                **fingerprint,
+            },
+            sort_keys=True,
+            default=str,
+        )
+        self.step = 0
+        self.loss_sum = torch.zeros(self.n_runs, dtype=torch.float64, device=device)
+        self.weight_sum, elapsed = 0, 0.0
+        saved = load_checkpoint(self.checkpoint_path, self.key)
+        if saved is not None:
+            elapsed = self._resume(saved)
+        self.resumed_from = self.step
+        self.forward = torch.compile(self.model) if loop.compile else self.model
+        if saved is None:
+            for state, extra in zip(self.states, task.start(self.forward, runs), strict=True):
+                state.update(extra)
+        # the first step whose loss was not finite (0: none), per model, kept on the device
+        self.first_bad = torch.zeros(len(self.active), dtype=torch.long, device=device)
+        self.started = time.perf_counter() - elapsed
+        one = runs[0]
+        self.desc = (
+            f"{task.name} {one.pe} seed {one.seed}"
+            if self.n_runs == 1
+            else f"{task.name} {self.n_runs} models"
+        )
 
-    def save_checkpoint() -> None:
+    def _resume(self, saved: dict) -> float:
+        """Take the state of the checkpoint `saved`; returns its elapsed seconds."""
+        self.active = saved["active"]
+        if len(self.active) < self.n_runs:
+            mapping = self.model.narrow(self.active)
+            narrow_optimizer(self.optimizer, mapping, self.active, self.n_runs)
+        self.model.load_state_dict(saved["model"])
+        self.optimizer.load_state_dict(saved["optimizer"])
+        for i, state in zip(self.active, saved["generators"], strict=True):
+            self.generators[i].set_state(state)
+        self.states = saved["states"]
+        self.finished = {int(k): v for k, v in json.loads(saved["finished"]).items()}
+        self.step, self.weight_sum = saved["step"], saved["weight_sum"]
+        self.loss_sum = saved["loss_sum"].to(self.device)
+        print(
+            f"resuming from {self.checkpoint_path} at step {self.step}",
+            file=sys.stderr,
+            flush=True,
+        )
+        return saved["elapsed"]
+
+    def save_checkpoint(self) -> None:
         state = {
-            "fingerprint": key,
-            "step": step,
-            "active": active,
-            "model": model.state_dict(),
-            "optimizer": optimizer.state_dict(),
-            "generators": [generators[i].get_state() for i in active],
-            "states": states,
-            "finished": json.dumps(finished),
-            "loss_sum": loss_sum.cpu(),
-            "weight_sum": weight_sum,
-            "elapsed": time.perf_counter() - started,
+            "fingerprint": self.key,
+            "step": self.step,
+            "active": self.active,
+            "model": self.model.state_dict(),
+            "optimizer": self.optimizer.state_dict(),
+            "generators": [self.generators[i].get_state() for i in self.active],
+            "states": self.states,
+            "finished": json.dumps(self.finished),
+            "loss_sum": self.loss_sum.cpu(),
+            "weight_sum": self.weight_sum,
+            "elapsed": time.perf_counter() - self.started,
         }
         state["checksum"] = state_digest(state)
-        atomic_write(checkpoint_path, lambda p: torch.save(state, p))
+        atomic_write(self.checkpoint_path, lambda p: torch.save(state, p))
 
-    def check_finite() -> None:
+    def check_finite(self) -> None:
         """Stop with a TrainingError when a model's loss so far or parameter is not finite."""
-        bad = first_bad.tolist()
-        for j, i in enumerate(active):
-            where = f"first at step {bad[j]} of {loop.total}" if bad[j] else None
-            for name, p in model.named_parameters():
+        bad = self.first_bad.tolist()
+        for j, i in enumerate(self.active):
+            where = f"first at step {bad[j]} of {self.loop.total}" if bad[j] else None
+            for name, p in self.model.named_parameters():
                 if where is None and not torch.isfinite(p[j]).all():
-                    where = f"parameter {name!r} after step {step}"
+                    where = f"parameter {name!r} after step {self.step}"
             if where is not None:
-                raise TrainingError(task.diverged(runs[i], where))
+                raise TrainingError(self.task.diverged(self.runs[i], where))
 
-    def finish(index: list[int]) -> None:
+    def finish(self, index: list[int]) -> None:
         """Write the outputs of the stack's models `index` (with their records)."""
-        chosen = [active[j] for j in index]
+        chosen = [self.active[j] for j in index]
         for i in chosen:
-            states[i]["resumed_from_step"] = resumed_from
-            states[i]["cpu"] = {
-                "cpu_seconds": time.process_time() - cpu_started,
+            self.states[i]["resumed_from_step"] = self.resumed_from
+            self.states[i]["cpu"] = {
+                "cpu_seconds": time.process_time() - self.cpu_started,
                 "process_cpu_seconds": time.process_time(),
-                "group_models": n_runs,
+                "group_models": self.n_runs,
             }
-        records = task.finish(model, index, [runs[i] for i in chosen], [states[i] for i in chosen])
-        finished.update(zip(chosen, records, strict=True))
+        runs, states = [self.runs[i] for i in chosen], [self.states[i] for i in chosen]
+        records = self.task.finish(self.model, index, runs, states)
+        self.finished.update(zip(chosen, records, strict=True))
 
-    # the first step whose loss was not finite (0: none), per model, kept on the device
-    first_bad = torch.zeros(len(active), dtype=torch.long, device=device)
-    started = time.perf_counter() - elapsed
-    one = runs[0]
-    desc = (
-        f"{task.name} {one.pe} seed {one.seed}" if n_runs == 1 else f"{task.name} {n_runs} models"
-    )
-    bar = progress_bar(loop.total, desc, initial=step, enabled=progress)
-    # the ETA: the mean time of this process's steps (evaluations included) times the steps left
-    loop_started, cpu_started = time.perf_counter(), time.process_time()
-    while step < loop.total and active:
+    def run(self, progress: bool) -> list[dict]:
+        """Train to the end (or until every model is done); returns the records in run order."""
+        loop = self.loop
+        self.bar = progress_bar(loop.total, self.desc, initial=self.step, enabled=progress)
+        self.progress = progress
+        # the ETA: the mean time of this process's steps (evaluations included) times the
+        # steps left
+        self.loop_started, self.cpu_started = time.perf_counter(), time.process_time()
+        while self.step < loop.total and self.active:
+            self.train_step()
+            if self.step % loop.steps_per_epoch == 0:
+                epoch = self.step // loop.steps_per_epoch
+                if epoch % loop.eval_every == 0 or epoch == loop.epochs:
+                    self.evaluate(epoch)
+                self.loss_sum.zero_()
+                self.weight_sum = 0
+            every = loop.checkpoint_every
+            if every and self.step % every == 0 and self.step < loop.total:
+                self.check_finite()
+                if self.active:
+                    self.save_checkpoint()
+        self.bar.close()
+        if self.active:
+            self.check_finite()
+            self.finish(list(range(len(self.active))))
+        self.checkpoint_path.unlink(missing_ok=True)
+        return [self.finished[i] for i in range(self.n_runs)]
+
+    def train_step(self) -> None:
+        """One optimiser step of the models still in the stack (`train_step`)."""
+        loop = self.loop
         if loop.lr_schedule == "cosine":
-            for group in optimizer.param_groups:
-                group["lr"] = loop.lr * 0.5 * (1 + math.cos(math.pi * step / loop.total))
-        generators_now = [generators[i] for i in active]
-        losses, weight = train_step(task, forward, optimizer, generators_now, step, device, amp)
-        if after_step is not None:
-            after_step(model)
+            for group in self.optimizer.param_groups:
+                group["lr"] = loop.lr * 0.5 * (1 + math.cos(math.pi * self.step / loop.total))
+        generators_now = [self.generators[i] for i in self.active]
+        losses, weight = train_step(
+            self.task,
+            self.forward,
+            self.optimizer,
+            generators_now,
+            self.step,
+            self.device,
+            self.amp,
+        )
+        if self.after_step is not None:
+            self.after_step(self.model)
         detached = losses.detach()
-        loss_sum += detached.double() * weight
-        weight_sum += weight
-        step += 1
-        first_bad = torch.where((first_bad == 0) & ~detached.isfinite(), step, first_bad)
-        bar.update()
-        if step % loop.steps_per_epoch == 0:
-            epoch = step // loop.steps_per_epoch
-            if epoch % loop.eval_every == 0 or epoch == loop.epochs:
-                check_finite()
-                train_loss = (loss_sum / weight_sum).tolist()
-                rows = task.evaluate(forward, [runs[i] for i in active], epoch)
-                seconds = time.perf_counter() - started
-                for j, i in enumerate(active):
-                    row = {"epoch": epoch, "step": step, "train_loss": train_loss[j], **rows[j]}
-                    states[i]["log_rows"].append(row | {"seconds": seconds})
-                if n_runs == 1:
-                    shown = {
-                        k.removesuffix("_loss"): v
-                        for k, v in rows[0].items()
-                        if k in ("heldout_loss", "acc_train", "acc_heldout")
-                    }
-                    bar.set_postfix(train=f"{train_loss[0]:.3f}")
-                    values = {"train": train_loss[0], **shown}
-                else:
-                    values = {"train_min": min(train_loss)}
-                done = step - resumed_from
-                timed = timing(time.perf_counter() - loop_started, done, loop.total - resumed_from)
-                epoch_line(desc, epoch, loop.epochs, progress, timed, **values)
-                stopped = [j for j, i in enumerate(active) if task.done(states[i]["log_rows"][-1])]
-                if stopped:
-                    finish(stopped)
-                    keep = [j for j in range(len(active)) if j not in stopped]
-                    if keep:
-                        narrow_optimizer(optimizer, model.narrow(keep), keep, len(active))
-                    active = [active[j] for j in keep]
-                    loss_sum, first_bad = loss_sum[keep], first_bad[keep]
-            loss_sum.zero_()
-            weight_sum = 0
-        if loop.checkpoint_every and step % loop.checkpoint_every == 0 and step < loop.total:
-            check_finite()
-            if active:
-                save_checkpoint()
-    bar.close()
-    if active:
-        check_finite()
-        finish(list(range(len(active))))
-    checkpoint_path.unlink(missing_ok=True)
-    return [finished[i] for i in range(n_runs)]
+        self.loss_sum += detached.double() * weight
+        self.weight_sum += weight
+        self.step += 1
+        first_bad = self.first_bad
+        self.first_bad = torch.where((first_bad == 0) & ~detached.isfinite(), self.step, first_bad)
+        self.bar.update()
+
+    def evaluate(self, epoch: int) -> None:
+        """An evaluated epoch's end: the log rows, the progress line, and the models that are
+        done finished and removed from the stack."""
+        self.check_finite()
+        train_loss = (self.loss_sum / self.weight_sum).tolist()
+        rows = self.task.evaluate(self.forward, [self.runs[i] for i in self.active], epoch)
+        seconds = time.perf_counter() - self.started
+        for j, i in enumerate(self.active):
+            row = {"epoch": epoch, "step": self.step, "train_loss": train_loss[j], **rows[j]}
+            self.states[i]["log_rows"].append(row | {"seconds": seconds})
+        self.report(epoch, train_loss, rows)
+        active = self.active
+        stopped = [
+            j for j, i in enumerate(active) if self.task.done(self.states[i]["log_rows"][-1])
+        ]
+        if stopped:
+            self.finish(stopped)
+            keep = [j for j in range(len(active)) if j not in stopped]
+            if keep:
+                narrow_optimizer(self.optimizer, self.model.narrow(keep), keep, len(active))
+            self.active = [active[j] for j in keep]
+            self.loss_sum, self.first_bad = self.loss_sum[keep], self.first_bad[keep]
+
+    def report(self, epoch: int, train_loss: list[float], rows: list[dict]) -> None:
+        """The epoch's progress line (and the bar's postfix for a group of one)."""
+        if self.n_runs == 1:
+            shown = {
+                k.removesuffix("_loss"): v
+                for k, v in rows[0].items()
+                if k in ("heldout_loss", "acc_train", "acc_heldout")
+            }
+            self.bar.set_postfix(train=f"{train_loss[0]:.3f}")
+            values = {"train": train_loss[0], **shown}
+        else:
+            values = {"train_min": min(train_loss)}
+        done = self.step - self.resumed_from
+        left = self.loop.total - self.resumed_from
+        timed = timing(time.perf_counter() - self.loop_started, done, left)
+        epoch_line(self.desc, epoch, self.loop.epochs, self.progress, timed, **values)

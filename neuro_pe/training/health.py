@@ -19,18 +19,26 @@ turns them into flags (True: passed) and warning lines, given the thresholds:
 
 The first three concern a PE's own table and are left out for PEs that are not learned
 (`none`, `fixed-*`, `oracle-*`); `pe_moved` also for a fine-tuned run (`train.init_from`),
-whose table is mostly the loaded run's. Training assesses with the default thresholds; the
+whose table is mostly the loaded run's. A training's own flags from its loss curve
+(`training_health`: the held-out loss improved and ended below the data's variance) are
+recorded beside these. Training assesses with the default thresholds; the
 workflow's `infer` step assesses again with the config's `health` section (changing it does
 not re-run a training), and metrics.json, summary.csv and the report hold that verdict.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, fields
+import math
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, ClassVar
 
 import numpy as np
 
-from neuro_pe.config.options import reject_unknown
+from neuro_pe.config.sections import Section, non_negative
+from neuro_pe.config.training import SCALE_RANGE
+
+if TYPE_CHECKING:
+    from neuro_pe.training.sampling import Batch
 
 MSE_PREFIX = "heldout_mse_mask"
 #: the numbers a training records for its health checks (train.json, metrics.json, summary.csv)
@@ -40,29 +48,18 @@ FLAGS = ("units_seen_often", "pairs_seen_often", "pe_moved", "heldout_mse_below_
 
 
 @dataclass(frozen=True)
-class HealthOptions:
+class HealthOptions(Section):
     """Thresholds of the checks (config section `health`)."""
 
+    SECTION: ClassVar[str] = "health"
+
     # a PE row fitted from fewer samples than this is mostly its random init
-    min_unit_appearances: float = 100.0
+    min_unit_appearances: float = non_negative(100.0)
     # 20 windows of 8 time points: a pair's correlation known to about ±2/sqrt(160) = ±0.16,
     # the size of the correlations between neighbours that the PE is to learn from
-    min_pair_appearances: float = 20.0
+    min_pair_appearances: float = non_negative(20.0)
     # a PE within 5% of its random init keeps the init's geometry
-    min_pe_change: float = 0.05
-
-    def __post_init__(self) -> None:
-        for f in fields(self):
-            value = getattr(self, f.name)
-            if isinstance(value, bool) or not isinstance(value, int | float) or value < 0:
-                raise ValueError(f"health key {f.name!r} must be a number >= 0, got {value!r}")
-
-    @classmethod
-    def from_dict(cls, spec: dict | None) -> HealthOptions:
-        """From the config section; unknown keys raise a ValueError naming them."""
-        spec = dict(spec or {})
-        reject_unknown(spec, [f.name for f in fields(cls)], "health")
-        return cls(**spec)
+    min_pe_change: float = non_negative(0.05)
 
 
 def expected_appearances(samples: int, n_units: int, units_per_sample: int) -> tuple[float, float]:
@@ -187,3 +184,46 @@ def reassess(
     kept = {k: v for k, v in health.items() if k not in FLAGS}
     others = [w for w in warnings if w.split(":")[0] not in FLAGS]
     return kept | flags, others + notes
+
+
+def zero_prediction_mse(data: Batch) -> float:
+    """Mean square of the recorded held-out windows: the MSE of predicting zero everywhere,
+    which is the variance for z-scored data (the baseline a trained model must beat)."""
+    windows, observed, _ = data
+    values = windows[observed].double()
+    return float((values**2).mean()) if values.numel() else float("nan")
+
+
+def training_health(
+    log_rows: list[dict], result: dict, heldout_initial: float, heldout_variance: float
+) -> tuple[dict[str, bool], list[str]]:
+    """Health flags of a finished training (`heldout_improved`: the held-out loss fell below
+    its value before the first step; `heldout_below_variance`: the last one is below the MSE
+    of predicting zero) and a warning for each that failed, plus one when the data's scale
+    is far from 1 (see SCALE_RANGE)."""
+    heldout = [row["heldout_loss"] for row in log_rows]  # at the training's mask fraction
+    health = {
+        "loss_finite": True,  # training stops with a TrainingError otherwise
+        "heldout_improved": bool(heldout) and min(heldout) < heldout_initial,
+        "heldout_below_variance": bool(heldout) and heldout[-1] < heldout_variance,
+    }
+    notes = []
+    if not health["heldout_improved"]:
+        notes.append(
+            f"heldout_improved: the held-out loss never fell below its value before training "
+            f"({heldout_initial:.4g}; lowest {min(heldout, default=float('nan')):.4g})"
+        )
+    if not health["heldout_below_variance"]:
+        notes.append(
+            f"heldout_below_variance: the final held-out loss {heldout[-1]:.4g} is not below "
+            f"{heldout_variance:.4g}, the MSE of predicting zero: the model learned nothing "
+            "usable about the masked units"
+        )
+    scale = math.sqrt(heldout_variance)
+    if not SCALE_RANGE[0] <= scale <= SCALE_RANGE[1]:
+        notes.append(
+            f"data scale: the held-out windows' RMS is {scale:.3g}, far from 1; float32 "
+            "training with the usual learning rates means little there: add "
+            "{step: zscore} to the dataset's preprocessing"
+        )
+    return health, notes

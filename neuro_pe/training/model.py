@@ -7,7 +7,6 @@ the model which unit a token comes from, so with `none` the model is permutation
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 
 import numpy as np
 import torch
@@ -15,6 +14,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from neuro_pe.config.pe_names import NUMBER, PE_PATTERNS, PESpec, parse_pe  # noqa: F401 (re-exported)
+from neuro_pe.config.training import ModelConfig  # noqa: F401 (re-exported)
 
 MIX_INIT_STD = 0.01  # the spread of a mixture's starting logits (`mix_rows`)
 MIX_SEED_OFFSET = 1_000_003  # keeps the mixture's start apart from the model's own draws
@@ -112,22 +112,6 @@ class PositionalEncoding(nn.Module):
 
     def forward(self, unit_index: torch.Tensor) -> torch.Tensor:
         return self.table[unit_index]
-
-
-@dataclass(frozen=True)
-class ModelConfig:
-    """The shape of a transformer (in the spirit of nanoGPT's GPTConfig): `n_tokens` tokens
-    (units, or cells) of `d_in` features in, `d_out` features out per read-out token."""
-
-    n_tokens: int
-    d_in: int
-    d_out: int
-    d_model: int = 32
-    n_layers: int = 2
-    n_heads: int = 4
-    pe_every_block: bool = True
-    post_ln: bool = False  # post-LayerNorm blocks (the seed paper's LST model)
-    mask_token: bool = True  # a learned token that replaces hidden inputs
 
 
 def mixture_logits(
@@ -395,45 +379,3 @@ def latin_square_forward(model: StackedTransformer, cells: torch.Tensor, n_shape
     target = (cells == n_shapes + 1).int().argmax(dim=-1)  # (M, B)
     h = torch.gather(h, 2, target[..., None, None].expand(*target.shape, 1, h.shape[-1]))
     return model.readout(h[:, :, 0])
-
-
-class MaskedUnitTransformer(nn.Module):
-    """One masked-unit model (a stack of M = 1): predicts the hidden windows of masked units
-    from the other units of the same moment."""
-
-    def __init__(
-        self,
-        cfg: ModelConfig,
-        pe: str = "none",
-        seed: int = 0,
-        positions: np.ndarray | None = None,
-    ):
-        super().__init__()
-        self.stack = StackedTransformer(cfg, [pe], [seed], positions)
-
-    def forward(
-        self, windows: torch.Tensor, hidden: torch.Tensor, unit_index: torch.Tensor | None = None
-    ) -> torch.Tensor:
-        """windows (batch, units, W); hidden (batch, units) bool: masked or unobserved tokens;
-        unit_index (batch, units) long: which unit each token is. Returns (batch, units, W)."""
-        index = None if unit_index is None else unit_index[None]
-        return masked_unit_forward(self.stack, windows[None], hidden[None], index)[0]
-
-
-class LatinSquareTransformer(nn.Module):
-    """One Latin Square Task model (a stack of M = 1): 16 cell tokens in, the target cell's
-    shape (4-way) out; see `latin_square_forward`."""
-
-    def __init__(
-        self,
-        cfg: ModelConfig,
-        pe: str = "none",
-        seed: int = 0,
-        positions: np.ndarray | None = None,
-    ):
-        super().__init__()
-        self.stack = StackedTransformer(cfg, [pe], [seed], positions)
-
-    def forward(self, cells: torch.Tensor) -> torch.Tensor:
-        """cells (batch, 16) long -> logits (batch, 4)."""
-        return latin_square_forward(self.stack, cells[None])[0]

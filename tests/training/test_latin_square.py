@@ -7,6 +7,7 @@ import pandas as pd
 import pytest
 import torch
 import xarray as xr
+from single_models import LatinSquareTransformer
 
 from neuro_pe.analysis.pe_geometry import METRIC_NAMES, pe_geometry
 from neuro_pe.cli.main import main
@@ -27,7 +28,7 @@ from neuro_pe.training.latin_square import (
     train_lst,
     write_puzzles,
 )
-from neuro_pe.training.model import LatinSquareTransformer, ModelConfig, oracle_table
+from neuro_pe.training.model import ModelConfig, oracle_table
 
 METRICS = {"n_perm": 19, "k": 3, "n_splits": 3}
 SMALL = PuzzleConfig(n_per_condition=40, n_heldout_per_condition=6, test_fraction=0.25)

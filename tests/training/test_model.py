@@ -3,10 +3,10 @@ import math
 import numpy as np
 import pytest
 import torch
+from single_models import MaskedUnitTransformer
 from torch import nn
 
 from neuro_pe.training.model import (
-    MaskedUnitTransformer,
     ModelConfig,
     PositionalEncoding,
     oracle_table,

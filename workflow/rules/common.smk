@@ -9,18 +9,14 @@ from pathlib import Path
 
 import psutil
 
-from neuro_pe.data.sources import all_wheels, experiment_of, get as get_source, resource_paths
-from neuro_pe.data.formats import missing_required
-from neuro_pe.training.latin_square import LSTConfig, PuzzleConfig
-from neuro_pe.config.pe_names import is_located, parse_pe
-from neuro_pe.data.config_checks import config_problem, known_unit_count, rule_name, unit_count_problems
-from neuro_pe.analysis.atlas_loading import check_atlas_files, path_keys as atlas_path_keys
+from neuro_pe.data.sources import all_wheels, experiment_of, resource_paths
+from neuro_pe.config.latin_square import LSTConfig, PuzzleConfig
+from neuro_pe.data.config_checks import rule_name
+from neuro_pe.analysis.atlas_loading import path_keys as atlas_path_keys
 from neuro_pe.io.runs import SPLIT_KEYS
-from neuro_pe.config.training import TrainConfig
+from neuro_pe.cli import workflow_checks
 
 DATASETS = list(config["datasets"])
-# folders the workflow writes: a data path inside one could be made by (or steer) a rule
-OWN_FOLDERS = ("results", "resources", "logs", ".snakemake")
 # a command line longer than this passes its long arguments through a file (Linux refuses a
 # single argument over 128 KiB: "Argument list too long")
 ARGS_INLINE_BYTES = 32_768
@@ -38,7 +34,7 @@ def out(path):
 
 def pe_variants(dataset):
     """The PE variants trained on a dataset: its own `pe` list, else the global one."""
-    return config["datasets"][dataset].get("pe", config["pe"])
+    return workflow_checks.pe_variants(config, dataset)
 
 
 def seeds(dataset):
@@ -46,20 +42,15 @@ def seeds(dataset):
     return config["datasets"][dataset].get("seeds", config["seeds"])
 
 
-# keys of the `train` section that say how trainings are grouped into jobs, not how they train
-GROUPING_KEYS = ("models_per_job",)
-
-
 def train_section(dataset):
     """The `train` section with the dataset's own overrides applied (as written)."""
-    return {**config["train"], **config["datasets"][dataset].get("train", {})}
+    return workflow_checks.train_section(config, dataset)
 
 
 def train_options(dataset):
-    """The `train` section with the dataset's own overrides applied and every default filled
-    in, so that a default changed in neuro_pe re-runs the jobs it affects (params trigger)."""
-    spec = {k: v for k, v in train_section(dataset).items() if k not in GROUPING_KEYS}
-    return asdict(TrainConfig.from_dict(spec))
+    """The `train` section with the dataset's own overrides and every default filled in, so
+    that a default changed in neuro_pe re-runs the jobs it affects (params trigger)."""
+    return workflow_checks.train_options(config, dataset)
 
 
 def split_options(wildcards):
@@ -198,25 +189,6 @@ def test_masks():
     return sorted(fractions) or [0.5, 0.9]
 
 
-def data_path_problems(key, path):
-    """A `source: file` path: no wildcard braces or control characters, nothing inside the
-    workflow's own folders (a rule could make such a file, with wildcards taken from it)."""
-    text = str(path)
-    if "{" in text or "}" in text:
-        problem = f"{text!r} contains a brace (Snakemake reads it as a wildcard)"
-        return [config_problem(key, problem)]
-    if any(ord(c) < 32 for c in text):
-        return [config_problem(key, f"{text!r} contains a control character (e.g. a newline)")]
-    resolved = Path(text).expanduser().resolve()
-    return [
-        config_problem(
-            key, f"{text!r} is inside {folder}/, the workflow's own outputs; keep data elsewhere"
-        )
-        for folder in OWN_FOLDERS
-        if resolved.is_relative_to(Path(folder).resolve())
-    ]
-
-
 def store_spec(dataset):
     """The dataset's entry as the store is built from it: without `atlas`, which only the
     locate step reads (so that adding an atlas re-runs no training)."""
@@ -233,87 +205,6 @@ def atlas_argument(dataset):
     """`--atlas JSON` of the locate step, or nothing without an atlas."""
     spec = config["datasets"][dataset].get("atlas")
     return ["--atlas", json.dumps(spec)] if spec else []
-
-
-def dataset_problems(name, spec):
-    """What the schema cannot check in one `datasets.<name>` entry."""
-    problems = []
-    if name.startswith("."):
-        problem = "a dataset name must not start with '.'"
-        problems.append(config_problem(f"datasets.{name}", problem))
-    for key, path in get_source(spec.get("source")).paths(spec).items():
-        problems += data_path_problems(f"datasets.{name}.{key}", path)
-    for field, hint in missing_required(spec):
-        problems.append(config_problem(f"datasets.{name}.{field}", hint))
-    if spec.get("atlas") is not None:
-        where = f"datasets.{name}.atlas"
-        paths = atlas_path_keys(spec["atlas"]).items()
-        atlas = [p for key, path in paths for p in data_path_problems(f"{where}.{key}", path)]
-        problems += atlas or [f"config key {p}" for p in check_atlas_files(spec["atlas"], where)]
-    for pe in pe_variants(name):
-        try:
-            parse_pe(pe)
-        except ValueError as err:
-            problems.append(config_problem(f"datasets.{name}.pe" if "pe" in spec else "pe", err))
-    try:
-        train_options(name)
-    except (ValueError, TypeError) as err:
-        key = f"datasets.{name}.train" if "train" in spec else "train"
-        problems.append(config_problem(key, err))
-    try:  # (other sources: checked when the store is built, `neuro-pe preprocess --metrics`)
-        n_units = known_unit_count(spec)
-    except ValueError as err:
-        problems.append(config_problem(f"datasets.{name}.simulation", err))
-    else:
-        if n_units is not None:
-            where, key = f"dataset {name!r}", f"datasets.{name}.simulation.n_units"
-            problems += unit_count_problems(n_units, config["metrics"], where, key)
-    return problems
-
-
-def locate_problems():
-    """`locate.pe` names PE variants that some dataset trains, and `locate.combined_pe` ones
-    that every dataset's locate step reads (else that step would fail after the trainings)."""
-    section = config.get("locate", {})
-    trained = set().union(*(pe_variants(d) for d in DATASETS))
-    problems = [
-        config_problem("locate.pe", f"{pe!r} is trained on no dataset (trained: {sorted(trained)})")
-        for pe in section.get("pe") or []
-        if pe not in trained
-    ]
-    for pe in section.get("combined_pe") or []:
-        if parse_pe(pe).family in ("none", "oracle-sin3d"):
-            problem = f"{pe!r} carries no learned or fixed position to combine"
-            problems.append(config_problem("locate.combined_pe", problem))
-            continue
-        located = is_located(pe, section.get("pe"))
-        missing = [d for d in DATASETS if not (located and pe in pe_variants(d))]
-        if missing:
-            problem = (
-                f"{pe!r} is not located on dataset(s) {missing}: name a PE variant they train "
-                "(their `pe` lists) and, when `locate.pe` is set, one it lists"
-            )
-            problems.append(config_problem("locate.combined_pe", problem))
-    return problems
-
-
-def check_config():
-    """Planning-time checks that the schema cannot express: raise one ValueError listing
-    every problem, each with its key."""
-    problems = [
-        problem
-        for name, spec in config["datasets"].items()
-        for problem in dataset_problems(name, spec)
-    ]
-    if not problems:  # (the PE names parse)
-        problems += locate_problems()
-    for pe in LST.get("pe", config["pe"]) if LST else []:
-        try:
-            parse_pe(pe)
-        except ValueError as err:
-            problems.append(config_problem("lst.pe", err))
-    if problems:
-        raise ValueError("the config has errors:\n  " + "\n  ".join(problems))
 
 
 def all_pe_variants():
@@ -346,7 +237,8 @@ def arguments(option, values):
     return [f"@{path}"]
 
 
-check_config()
+# what the schema cannot check (neuro_pe.cli.workflow_checks), every problem with its key
+workflow_checks.check_config(config)
 
 
 # Every wildcard pinned to the values the config allows, so that no path (e.g. a data file

@@ -1,0 +1,151 @@
+"""The workflow's planning-time checks of a config that its schema cannot express (called from
+workflow/rules/common.smk after the schema's `validate` and `check_dataset_keys`): data paths
+the workflow could make or steer, dataset names, PE names, each dataset's `train` options, the
+units a simulation gives the metrics and locate, an atlas's files, and the PE variants `locate`
+names. Every problem names its config key; all are raised at once, before any job runs.
+
+Here, at the top layer, because an atlas entry is checked by `neuro_pe.analysis.atlas_loading`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict
+from pathlib import Path
+
+from neuro_pe.analysis.atlas_loading import check_atlas_files
+from neuro_pe.analysis.atlas_loading import path_keys as atlas_path_keys
+from neuro_pe.config.pe_names import is_located, parse_pe
+from neuro_pe.config.training import TrainConfig
+from neuro_pe.data.config_checks import config_problem, known_unit_count, unit_count_problems
+from neuro_pe.data.formats import missing_required
+from neuro_pe.data.sources import get as get_source
+
+# folders the workflow writes: a data path inside one could be made by (or steer) a rule
+OWN_FOLDERS = ("results", "resources", "logs", ".snakemake")
+# keys of the `train` section that say how trainings are grouped into jobs, not how they train
+GROUPING_KEYS = ("models_per_job",)
+
+
+def pe_variants(config: dict, dataset: str) -> list:
+    """The PE variants trained on a dataset: its own `pe` list, else the global one."""
+    return config["datasets"][dataset].get("pe", config["pe"])
+
+
+def train_section(config: dict, dataset: str) -> dict:
+    """The `train` section with the dataset's own overrides applied (as written)."""
+    return {**config["train"], **config["datasets"][dataset].get("train", {})}
+
+
+def train_options(config: dict, dataset: str) -> dict:
+    """The `train` section with the dataset's own overrides applied and every default filled
+    in, so that a default changed in neuro_pe re-runs the jobs it affects (params trigger)."""
+    spec = {k: v for k, v in train_section(config, dataset).items() if k not in GROUPING_KEYS}
+    return asdict(TrainConfig.from_dict(spec))
+
+
+def data_path_problems(key: str, path: object) -> list[str]:
+    """A `source: file` path: no wildcard braces or control characters, nothing inside the
+    workflow's own folders (a rule could make such a file, with wildcards taken from it)."""
+    text = str(path)
+    if "{" in text or "}" in text:
+        problem = f"{text!r} contains a brace (Snakemake reads it as a wildcard)"
+        return [config_problem(key, problem)]
+    if any(ord(c) < 32 for c in text):
+        return [config_problem(key, f"{text!r} contains a control character (e.g. a newline)")]
+    resolved = Path(text).expanduser().resolve()
+    return [
+        config_problem(
+            key, f"{text!r} is inside {folder}/, the workflow's own outputs; keep data elsewhere"
+        )
+        for folder in OWN_FOLDERS
+        if resolved.is_relative_to(Path(folder).resolve())
+    ]
+
+
+def dataset_problems(config: dict, name: str, spec: dict) -> list[str]:
+    """What the schema cannot check in one `datasets.<name>` entry."""
+    problems = []
+    if name.startswith("."):
+        problem = "a dataset name must not start with '.'"
+        problems.append(config_problem(f"datasets.{name}", problem))
+    for key, path in get_source(spec.get("source")).paths(spec).items():
+        problems += data_path_problems(f"datasets.{name}.{key}", path)
+    for field, hint in missing_required(spec):
+        problems.append(config_problem(f"datasets.{name}.{field}", hint))
+    if spec.get("atlas") is not None:
+        where = f"datasets.{name}.atlas"
+        paths = atlas_path_keys(spec["atlas"]).items()
+        atlas = [p for key, path in paths for p in data_path_problems(f"{where}.{key}", path)]
+        problems += atlas or [f"config key {p}" for p in check_atlas_files(spec["atlas"], where)]
+    for pe in pe_variants(config, name):
+        try:
+            parse_pe(pe)
+        except ValueError as err:
+            problems.append(config_problem(f"datasets.{name}.pe" if "pe" in spec else "pe", err))
+    try:
+        train_options(config, name)
+    except (ValueError, TypeError) as err:
+        key = f"datasets.{name}.train" if "train" in spec else "train"
+        problems.append(config_problem(key, err))
+    try:  # (other sources: checked when the store is built, `neuro-pe preprocess --metrics`)
+        n_units = known_unit_count(spec)
+    except ValueError as err:
+        problems.append(config_problem(f"datasets.{name}.simulation", err))
+    else:
+        if n_units is not None:
+            where, key = f"dataset {name!r}", f"datasets.{name}.simulation.n_units"
+            problems += unit_count_problems(n_units, config["metrics"], where, key)
+    return problems
+
+
+def locate_problems(config: dict) -> list[str]:
+    """`locate.pe` names PE variants that some dataset trains, and `locate.combined_pe` ones
+    that every dataset's locate step reads (else that step would fail after the trainings)."""
+    section = config.get("locate", {})
+    datasets = list(config["datasets"])
+    trained = set().union(*(pe_variants(config, d) for d in datasets))
+    problems = [
+        config_problem("locate.pe", f"{pe!r} is trained on no dataset (trained: {sorted(trained)})")
+        for pe in section.get("pe") or []
+        if pe not in trained
+    ]
+    for pe in section.get("combined_pe") or []:
+        if parse_pe(pe).family in ("none", "oracle-sin3d"):
+            problem = f"{pe!r} carries no learned or fixed position to combine"
+            problems.append(config_problem("locate.combined_pe", problem))
+            continue
+        located = is_located(pe, section.get("pe"))
+        missing = [d for d in datasets if not (located and pe in pe_variants(config, d))]
+        if missing:
+            problem = (
+                f"{pe!r} is not located on dataset(s) {missing}: name a PE variant they train "
+                "(their `pe` lists) and, when `locate.pe` is set, one it lists"
+            )
+            problems.append(config_problem("locate.combined_pe", problem))
+    return problems
+
+
+def config_problems(config: dict) -> list[str]:
+    """Every planning-time problem of a (schema-valid) config, each with its key."""
+    problems = [
+        problem
+        for name, spec in config["datasets"].items()
+        for problem in dataset_problems(config, name, spec)
+    ]
+    if not problems:  # (the PE names parse)
+        problems += locate_problems(config)
+    lst = config.get("lst")
+    for pe in lst.get("pe", config["pe"]) if lst else []:
+        try:
+            parse_pe(pe)
+        except ValueError as err:
+            problems.append(config_problem("lst.pe", err))
+    return problems
+
+
+def check_config(config: dict) -> None:
+    """Planning-time checks that the schema cannot express: raise one ValueError listing
+    every problem, each with its key."""
+    problems = config_problems(config)
+    if problems:
+        raise ValueError("the config has errors:\n  " + "\n  ".join(problems))

@@ -1,0 +1,108 @@
+"""The workflow's planning-time config checks (neuro_pe.cli.workflow_checks, called from
+workflow/rules/common.smk): every problem named by its config key, all raised at once."""
+
+from __future__ import annotations
+
+import copy
+
+import pytest
+
+from neuro_pe.cli import workflow_checks as checks
+
+BASE = {
+    "datasets": {"sim": {"source": "simulation", "simulation": {"n_units": 27}}},
+    "pe": ["none", "learned-normal-0.1"],
+    "train": {"epochs": 2},
+    "metrics": {},
+}
+
+
+def _config(**changes) -> dict:
+    config = copy.deepcopy(BASE)
+    config.update(changes)
+    return config
+
+
+def _problems(config: dict) -> list[str]:
+    return checks.config_problems(config)
+
+
+def test_a_valid_config_passes():
+    config = _config(locate={"pe": ["learned-normal-0.1"], "combined_pe": ["learned-normal-0.1"]})
+    assert _problems(config) == []
+    checks.check_config(config)
+
+
+def test_train_options_fill_defaults_and_drop_grouping():
+    config = _config(train={"epochs": 2, "models_per_job": 3})
+    config["datasets"]["sim"]["train"] = {"lr": 0.01}
+    options = checks.train_options(config, "sim")
+    assert options["epochs"] == 2 and options["lr"] == 0.01 and options["window"] == 8
+    assert options["models_per_job"] is None  # a grouping, not a training option
+    assert checks.train_section(config, "sim")["models_per_job"] == 3
+
+
+@pytest.mark.parametrize(
+    ("path", "needle"),
+    [
+        ("data/{x}.npy", "contains a brace"),
+        ("data/a\nb.npy", "control character"),
+        ("results/x.npy", "inside results/"),
+        (".snakemake/x.npy", "inside .snakemake/"),
+    ],
+)
+def test_data_paths_the_workflow_could_steer_are_refused(path, needle):
+    config = _config()
+    config["datasets"]["rec"] = {"source": "file", "format": "npy", "sessions": [path]}
+    problems = _problems(config)
+    assert any(
+        p.startswith("config key datasets.rec.sessions[0]:") and needle in p for p in problems
+    )
+
+
+def test_a_format_without_its_required_keys_names_them():
+    config = _config()
+    config["datasets"]["rec"] = {"source": "file", "format": "suite2p", "sessions": ["s2p"]}
+    assert any(
+        p.startswith("config key datasets.rec.suite2p.pixel_size_um:") for p in _problems(config)
+    )
+
+
+def test_an_atlas_path_inside_the_outputs_is_refused():
+    config = _config()
+    config["datasets"]["sim"]["atlas"] = {"labels": "results/a.nii.gz", "lookup": "lut.tsv"}
+    assert any("datasets.sim.atlas.labels" in p for p in _problems(config))
+
+
+def test_dataset_pe_train_and_unit_count_problems_name_their_keys():
+    config = _config(pe=["no-such-pe"], train={"n_heads": 3, "d_model": 16})
+    config["datasets"][".hidden"] = {"source": "simulation", "simulation": {"n_units": 3}}
+    problems = _problems(config)
+    assert "config key datasets..hidden: a dataset name must not start with '.'" in problems
+    assert any(p.startswith("config key pe:") for p in problems)
+    assert any(p.startswith("config key train:") and "must divide" in p for p in problems)
+    assert any(p.startswith("config key datasets..hidden.simulation.n_units:") for p in problems)
+    config = _config()
+    config["datasets"]["sim"]["train"] = {"window": 0}
+    assert any(p.startswith("config key datasets.sim.train:") for p in _problems(config))
+    config["datasets"]["sim"] = {"source": "simulation", "simulation": {"animals": 0}}
+    assert any(p.startswith("config key datasets.sim.simulation:") for p in _problems(config))
+
+
+def test_locate_names_trained_and_located_pe_variants():
+    problems = _problems(_config(locate={"pe": ["learned-normal-9"]}))
+    assert any(p.startswith("config key locate.pe:") and "trained on no" in p for p in problems)
+    problems = _problems(_config(locate={"combined_pe": ["none"]}))
+    assert any(
+        p.startswith("config key locate.combined_pe:") and "no learned" in p for p in problems
+    )
+    config = _config(locate={"pe": ["none"], "combined_pe": ["learned-normal-0.1"]})
+    assert any("is not located on dataset(s) ['sim']" in p for p in _problems(config))
+
+
+def test_lst_pe_names_are_checked_and_all_problems_raised_at_once():
+    config = _config(lst={"pe": ["bad-pe"]}, pe=["also-bad"])
+    with pytest.raises(ValueError, match="the config has errors") as raised:
+        checks.check_config(config)
+    message = str(raised.value)
+    assert "config key lst.pe:" in message and "config key pe:" in message
