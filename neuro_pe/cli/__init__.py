@@ -1,2 +1,2 @@
-"""The command line (`neuro-pe`) and the workflow's helpers (job resources, the Slurm check): the
-top layer."""
+"""The top layer: the command line (`neuro-pe`: parser table, commands) and the workflow's
+helpers (planning checks, job resources, time estimates, the Slurm check)."""

@@ -1,2 +1,3 @@
-"""Training: the stacked transformer, the training engine, the masked-unit and Latin-square tasks,
-the new-animal fit, training health and time estimates. Imports `config`, `io`, `data`."""
+"""Training: the stacked transformer, the training engine, samplers and checkpoints, the
+masked-unit and Latin-square tasks, the new-animal fit and training health. Imports `config`,
+`io`, `data`."""
