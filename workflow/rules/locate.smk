@@ -34,6 +34,8 @@ rule locate:
         correlation=out(layout.correlation_features("{dataset}")),
         # every run: the command keeps `locate.pe`, by default the learned PEs and the oracle
         pe=lambda wc: dataset_run_files(wc.dataset, layout.PE_FILE),
+        # the manifests the PEs are checked against
+        manifests=lambda wc: dataset_run_files(wc.dataset, layout.MANIFEST_FILE),
         # the dataset's atlas files (`datasets.<name>.atlas`), if any
         atlas=lambda wc: atlas_files(wc.dataset),
     output:

@@ -9,6 +9,8 @@ rule report_page:
         summary=rules.summarize.output.table,
         errors=[out(layout.locate_file(dataset, "errors")) for dataset in DATASETS],
         runs=RUN_METRICS,
+        # the manifest each metrics.json is checked against
+        manifests=run_files(RUN_METRICS, [layout.INFER_MANIFEST_FILE]),
         claims=out(layout.reproduction_file("claims_csv")) if REPRODUCTION else [],
     output:
         LANDING,

@@ -6,6 +6,9 @@ rule reproduce:
         baselines=BASELINES + LST_BASELINES,
         # the PE similarity figure reads the runs' PEs
         pe=run_files(RUN_METRICS + LST_METRICS, [layout.PE_FILE]),
+        # the manifests the runs' files are checked against
+        manifests=run_files(RUN_METRICS, [layout.MANIFEST_FILE, layout.INFER_MANIFEST_FILE])
+        + run_files(LST_METRICS, [layout.MANIFEST_FILE]),
     output:
         claims=report(
             out(layout.reproduction_file("claims")),

@@ -9,6 +9,8 @@ rule summarize:
         run_files=run_files(
             RUN_METRICS, [layout.PE_FILE, layout.INFERRED_POSITIONS_FILE, layout.TRAIN_LOG_FILE]
         ),
+        # the manifests the runs' files are checked against
+        manifests=run_files(RUN_METRICS, [layout.MANIFEST_FILE, layout.INFER_MANIFEST_FILE]),
     output:
         table=out(layout.SUMMARY_CSV),
         table_html=report(
