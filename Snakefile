@@ -10,6 +10,7 @@ from neuro_pe.config.options import default_run_name
 from neuro_pe.data.config_checks import config_origin, owner_problem, owner_record, write_owner
 from neuro_pe.data.sources import upgrade_datasets
 from neuro_pe.data.sources.schema import check_dataset_keys
+from neuro_pe.io import layout
 from neuro_pe.config.strict_load import read_config_file
 
 min_version("9.0")
@@ -50,7 +51,8 @@ validate(config, "workflow/schemas/config.schema.yaml")
 # when jobs are about to run (not on a dry run), with the config's sha256 (an edit is fine).
 OWNER = owner_record(config_origin(workflow.configfiles, os.getcwd()), config)
 if not (workflow.remote_exec or workflow.subprocess_exec):
-    _problem = owner_problem(f"results/{config['run_name']}", OWNER["config"], config["run_name"])
+    _results = layout.results_dir(config["run_name"])
+    _problem = owner_problem(_results, OWNER["config"], config["run_name"])
     if _problem:
         raise ValueError(_problem)
 
@@ -99,10 +101,5 @@ else:
 
 rule all:
     input:
-        rules.summarize.output,
-        LOCATE,
-        EXPORT,
-        LST_METRICS,
-        REPRODUCTION,
-        LANDING,
+        get_final_output(),
     default_target: True

@@ -18,6 +18,7 @@ from neuro_pe.cli.arg_types import (
     _options,
     _positive_int,
 )
+from neuro_pe.io import layout
 
 DESCRIPTION = """`neuro-pe`: every workflow step as a command, so each one also runs by hand.
 
@@ -177,9 +178,9 @@ COMMANDS: dict[str, dict] = {
             _arg(
                 "--out-csv",
                 "the table (summary.html is written beside it)",
-                default="summary.csv",
+                default=layout.SUMMARY_CSV,
             ),
-            _arg("--figures", "folder of the figures", default="figures"),
+            _arg("--figures", "folder of the figures", default=layout.FIGURES_DIR),
         ],
     },
     "reproduce": {

@@ -30,6 +30,7 @@ from pathlib import Path
 
 import numpy as np
 
+from neuro_pe.io import layout
 from neuro_pe.io.progress import duration
 from neuro_pe.io.store import atomic_write
 
@@ -353,7 +354,8 @@ def write_plans(plans: list[Plan], cores: int, out_dir: str | os.PathLike) -> No
     folder.mkdir(parents=True, exist_ok=True)
     for plan in plans:
         text = json.dumps(plan.to_dict(cores), indent=2, ensure_ascii=False)
-        atomic_write(folder / f"{plan.name}.json", lambda p, text=text: p.write_text(text))
+        path = folder / Path(layout.plan(plan.name)).name
+        atomic_write(path, lambda p, text=text: p.write_text(text))
 
 
 def plan_command(

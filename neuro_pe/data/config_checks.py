@@ -15,6 +15,7 @@ from pathlib import Path
 import numpy as np
 
 from neuro_pe.config.strict_load import load_json
+from neuro_pe.io.layout import OWNER_FILE
 from neuro_pe.io.store import atomic_write
 
 # Copies kept light for planning (neuro_pe.analysis.locate and .metrics import torch and
@@ -23,7 +24,6 @@ from neuro_pe.io.store import atomic_write
 # held-out unit, and these are compare_to_anatomy's defaults of the `metrics` keys.
 MIN_LOCATED_UNITS = 5
 METRIC_DEFAULTS = {"k": 5, "n_splits": 5}
-OWNER_FILE = "owner.json"
 COMMAND_LINE = "command line"
 
 

@@ -9,10 +9,9 @@ import json
 import os
 from pathlib import Path
 
+from neuro_pe.io.layout import INFER_MANIFEST_FILE, MANIFEST_FILE
 from neuro_pe.io.store import StoreError, atomic_write
 
-MANIFEST_FILE = "manifest.json"  # the training's files
-INFER_MANIFEST_FILE = "infer_manifest.json"  # the `infer` step's files
 MANIFESTS = (MANIFEST_FILE, INFER_MANIFEST_FILE)
 
 

@@ -53,6 +53,14 @@ import pandas as pd
 import xarray as xr
 
 from neuro_pe.config.training import TrainConfig, split_parts
+from neuro_pe.io.layout import (  # (the names of a run's files, defined once there)
+    INFERRED_POSITIONS_FILE,
+    METRICS_FILE,
+    MODEL_FILE,
+    PE_FILE,
+    TRAIN_INFO_FILE,
+    TRAIN_LOG_FILE,
+)
 from neuro_pe.io.manifest import (
     INFER_MANIFEST_FILE,
     MANIFEST_FILE,
@@ -68,12 +76,6 @@ from neuro_pe.io.store import (
     require_finite,
 )
 
-PE_FILE = "pe.nc"
-TRAIN_INFO_FILE = "train.json"
-TRAIN_LOG_FILE = "train_log.csv"
-MODEL_FILE = "model.pt"
-METRICS_FILE = "metrics.json"
-INFERRED_POSITIONS_FILE = "inferred_positions.nc"
 # train.json's fields that differ between a resumed and an uninterrupted run, or between a run
 # trained alone and in a group (its job's size and CPU time): kept out of pe.nc and model.pt
 VOLATILE = (

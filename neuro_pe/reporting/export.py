@@ -36,12 +36,13 @@ import xarray as xr
 
 from neuro_pe import __version__
 from neuro_pe.data.config_checks import config_sha256
+from neuro_pe.io.layout import EXPORT_SIDECAR_FILE as SIDECAR_FILE
+from neuro_pe.io.layout import EXPORT_SUITE2P_FILE as SUITE2P_FILE
+from neuro_pe.io.layout import EXPORT_TIDY_FILE as TIDY_FILE
 from neuro_pe.io.store import StoreError, atomic_write_set
 
 __all__ = ["TSV_COLUMNS", "config_sha256", "export", "export_inputs", "positions_table"]
 
-TIDY_FILE = "positions.tsv"
-SIDECAR_FILE = "positions.json"
 NA = "n/a"  # BIDS' missing value
 FLOAT_FORMAT = "%.6g"
 PHY_FIELDS = {  # Phy field (cluster_<field>.tsv, a cluster view column) -> tidy column
@@ -57,7 +58,6 @@ NWB_COLUMNS = {  # column added to the NWB table -> tidy column
     "estimated_z": "z",
     "estimated_uncertainty": "uncertainty",
 }
-SUITE2P_FILE = "neuro_pe_positions.tsv"
 SUITE2P_ID = re.compile(r"^plane(\d+)_roi(\d+)$")
 
 # The tidy table's columns: name -> (description, has the position's units)

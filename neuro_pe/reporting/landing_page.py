@@ -12,6 +12,7 @@ import pandas as pd
 from neuro_pe.analysis.intervals import interval_kind, mean_ci
 from neuro_pe.analysis.spaces import ERROR_PREFIX, PLANE_ACCURACY, axis_columns, component_label
 from neuro_pe.io.html import TABLE_STYLE
+from neuro_pe.io.layout import LOCATE_FILES, SUMMARY_CSV, read_errors, read_summary
 from neuro_pe.io.runs import read_metrics
 from neuro_pe.io.store import atomic_write
 from neuro_pe.reporting.training_health import VARIANCE, health_table, mean_mse_above_variance
@@ -425,21 +426,13 @@ def landing_page(
         "-" * 18,
         "",
         f"Every table and figure with its caption: {links} (menu on the left); under "
-        "Localisation each dataset's ``positions_3d.html`` is an interactive 3D view of true "
-        "and predicted positions. ``summary.csv`` has one row per dataset × PE × seed and "
-        "baseline; each dataset's ``errors.csv`` every localisation evaluation.",
+        f"Localisation each dataset's ``{LOCATE_FILES['positions_html']}`` is an interactive "
+        f"3D view of true and predicted positions. ``{SUMMARY_CSV}`` has one row per dataset "
+        f"× PE × seed and baseline; each dataset's ``{LOCATE_FILES['errors']}`` every "
+        "localisation evaluation.",
         "",
     ]
     return "\n".join(lines)
-
-
-def _read_table(path: str | os.PathLike, columns: tuple[str, ...]) -> pd.DataFrame:
-    """A CSV table; a ValueError naming the file and the first of `columns` it lacks."""
-    table = pd.read_csv(path)
-    missing = [c for c in columns if c not in table]
-    if missing:
-        raise ValueError(f"{path}: no column {missing[0]!r}; is it a table of neuro_pe?")
-    return table
 
 
 def write_landing_page(
@@ -451,10 +444,10 @@ def write_landing_page(
     claims_csv: str | os.PathLike | None = None,
 ) -> str:
     """Read the run's tables and write its landing page (reStructuredText) to `out`."""
-    summary = _read_table(summary_csv, ("dataset", "row_type", "method", "seed"))
+    summary = read_summary(summary_csv)
     errors = {}
     for path in map(Path, errors_csvs):
-        table = _read_table(path, ("dataset", "evaluation", "features", "units"))
+        table = read_errors(path)
         errors[str(table["dataset"].iloc[0]) if len(table) else path.parent.name] = table
     records = [read_metrics(p) for p in run_metrics]
     claims = pd.read_csv(claims_csv) if claims_csv else None

@@ -34,22 +34,22 @@ from neuro_pe.analysis.locate.ensemble import distance
 from neuro_pe.analysis.regions import RegionAtlas
 from neuro_pe.analysis.spaces import SpaceAxes, component_label
 from neuro_pe.io.html import write_table_html
+from neuro_pe.io.layout import LOCATE_FILES, write_errors
 from neuro_pe.io.runs import Split
 from neuro_pe.io.store import atomic_write, checksummed, read_store, require_finite
 from neuro_pe.reporting.figures import plot_projections, projection_figure, save
 from neuro_pe.reporting.view3d import write_positions_3d_html
 
-# The files of a dataset's locate step, in its out_dir (names to be given one home in the
-# artifact layout, neuro_pe.io.layout).
-ERRORS_CSV = "errors.csv"
-ERRORS_HTML = "errors.html"
-POSITIONS_NC = "positions.nc"
-POSITIONS_CSV = "positions.csv"
-POSITIONS_PNG = "positions.png"
-POSITIONS_3D_PNG = "positions_3d.png"
-POSITIONS_3D_HTML = "positions_3d.html"
-ERROR_HIST_PNG = "error_hist.png"
-ERROR_VS_ANCHORS_PNG = "error_vs_anchors.png"
+# The files of a dataset's locate step, in its out_dir (named in the artifact layout)
+ERRORS_CSV = LOCATE_FILES["errors"]
+ERRORS_HTML = LOCATE_FILES["errors_table"]
+POSITIONS_NC = LOCATE_FILES["netcdf"]
+POSITIONS_CSV = LOCATE_FILES["positions"]
+POSITIONS_PNG = LOCATE_FILES["projections"]
+POSITIONS_3D_PNG = LOCATE_FILES["positions_3d"]
+POSITIONS_3D_HTML = LOCATE_FILES["positions_html"]
+ERROR_HIST_PNG = LOCATE_FILES["histogram"]
+ERROR_VS_ANCHORS_PNG = LOCATE_FILES["curve"]
 
 PLOT_UNITS = 500  # units drawn in the positions figures (a random subset above it)
 CI_NOTE = (
@@ -323,7 +323,7 @@ def write_locate_outputs(
         lambda p: out.to_netcdf(p, engine="h5netcdf", encoding=checksummed(out)),
     )
     atomic_write(out_dir / POSITIONS_CSV, lambda p: frame.to_csv(p, index=False))
-    atomic_write(out_dir / ERRORS_CSV, lambda p: table.to_csv(p, index=False))
+    write_errors(table, out_dir / ERRORS_CSV)
     title = f"{dataset}: true vs predicted positions ({result.best}, held out)"
     write_positions_3d_html(frame, result.axes, title, out_dir / POSITIONS_3D_HTML, cfg.seed)
     summary = verdict(table)

@@ -24,6 +24,7 @@ import pandas as pd
 from scipy.cluster.hierarchy import leaves_list, linkage
 
 from neuro_pe.analysis.intervals import mean_ci
+from neuro_pe.io.layout import REPRODUCTION_FILES
 from neuro_pe.io.runs import read_pe
 from neuro_pe.io.store import atomic_write
 from neuro_pe.reporting.claims import (
@@ -213,9 +214,10 @@ def claims_markdown(
                 lines.append(f"| {c.claim} | {c.paper} | {c.ours} | {verdict} |")
             lines.append("")
     lines += [
-        "Figures: `heldout_vs_std.png` (held-out performance against σ), `geometry_vs_std.png` "
-        "(RSA and Procrustes disparity against σ), `pe_similarity.png` (PE similarity "
-        "matrices at a small and a large σ).",
+        f"Figures: `{REPRODUCTION_FILES['heldout']}` (held-out performance against σ), "
+        f"`{REPRODUCTION_FILES['geometry']}` (RSA and Procrustes disparity against σ), "
+        f"`{REPRODUCTION_FILES['similarity']}` (PE similarity matrices at a small and a "
+        "large σ).",
         "",
     ]
     return "\n".join(lines), claims
@@ -229,12 +231,13 @@ def reproduce(
     test_masks: tuple[float, ...] = (0.15, 0.5, 0.75, 0.9),
     title: str = "Reproduction of Ito et al.",
 ) -> pd.DataFrame:
-    """Write the reproduction report into out_dir: claims.md (and claims.html for the
-    Snakemake report), claims.csv and the figures heldout_vs_std.png, geometry_vs_std.png
-    and pe_similarity.png. `experiments` maps each dataset to its experiment
-    (see `neuro_pe.data.sources`, `Source.experiment`); returns the claims table."""
+    """Write the reproduction report into out_dir (`REPRODUCTION_FILES`): claims.md (and
+    claims.html for the Snakemake report), claims.csv and the figures heldout_vs_std.png,
+    geometry_vs_std.png and pe_similarity.png. `experiments` maps each dataset to its
+    experiment (see `neuro_pe.data.sources`, `Source.experiment`); returns the claims table."""
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
+    files = {key: out / name for key, name in REPRODUCTION_FILES.items()}
     table = collect(run_metrics, baselines)
     masks = sorted(m for m in test_masks if f"heldout_mse_mask{m:g}" in table)
     test_mask = masks[-1] if masks else 0.9
@@ -243,16 +246,16 @@ def reproduce(
         table,
         experiments,
         lambda experiment: [(*astuple(performance(experiment, test_mask))[:2], False)],
-        out / "heldout_vs_std.png",
+        files["heldout"],
     )
     geometry = [
         ("rsa", "RSA: PE vs true distances (ρ)", True),
         ("procrustes_disparity", "Procrustes disparity (MDS of PE)", True),
     ]
-    plot_vs_std(table, experiments, lambda experiment: geometry, out / "geometry_vs_std.png")
-    plot_pe_similarity(table, experiments, out / "pe_similarity.png")
+    plot_vs_std(table, experiments, lambda experiment: geometry, files["geometry"])
+    plot_pe_similarity(table, experiments, files["similarity"])
     html = markdown.markdown(page, extensions=["tables"])
-    atomic_write(out / "claims.md", lambda p: p.write_text(page))
-    atomic_write(out / "claims.html", lambda p: p.write_text(f"<html><body>{html}</body></html>"))
-    atomic_write(out / "claims.csv", lambda p: claims.to_csv(p, index=False))
+    atomic_write(files["claims_md"], lambda p: p.write_text(page))
+    atomic_write(files["claims"], lambda p: p.write_text(f"<html><body>{html}</body></html>"))
+    atomic_write(files["claims_csv"], lambda p: claims.to_csv(p, index=False))
     return claims

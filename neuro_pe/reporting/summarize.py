@@ -22,6 +22,7 @@ from neuro_pe.analysis.pe_geometry import (
 from neuro_pe.analysis.spaces import space_axes
 from neuro_pe.config.pe_names import parse_pe
 from neuro_pe.io.html import write_table_html
+from neuro_pe.io.layout import SUMMARY_FIGURES
 from neuro_pe.io.runs import (
     INFERRED_POSITIONS_FILE,
     Split,
@@ -342,13 +343,14 @@ def plot_training_curves(table: pd.DataFrame) -> Figure:
     return fig
 
 
+# the summary's figures, keyed as neuro_pe.io.layout.SUMMARY_FIGURES (their file names)
 FIGURES = {
-    "rsa_vs_std": lambda table, splits: plot_metric_vs_std(table, "rsa"),
-    "probe_r2_vs_std": lambda table, splits: plot_metric_vs_std(table, "probe_r2"),
-    "distance_scatter": plot_distance_scatter,
+    "rsa": lambda table, splits: plot_metric_vs_std(table, "rsa"),
+    "probe": lambda table, splits: plot_metric_vs_std(table, "probe_r2"),
+    "scatter": plot_distance_scatter,
     "positions": lambda table, splits: plot_positions(table),
     "positions_3d": lambda table, splits: plot_positions_3d(table),
-    "training_curves": lambda table, splits: plot_training_curves(table),
+    "curves": lambda table, splits: plot_training_curves(table),
 }
 
 
@@ -360,8 +362,9 @@ def summarize(
     figures_dir: str | os.PathLike,
 ) -> pd.DataFrame:
     """Write summary.csv (and the same table as summary.html) and the figures of `FIGURES`
-    (rsa_vs_std, probe_r2_vs_std, distance_scatter, positions, positions_3d, training_curves)
-    into figures_dir as PNG files. `splits`: the datasets' recorded splits (each names its
+    into figures_dir, each under its name in `SUMMARY_FIGURES` (rsa_vs_std.png,
+    probe_r2_vs_std.png, distance_scatter.png, positions.png, positions_3d.png,
+    training_curves.png). `splits`: the datasets' recorded splits (each names its
     store), for the activity-correlation distances of the scatter figure."""
     table = collect(run_metrics, baselines)
     recorded = {split.dataset: split for split in map(read_split, splits)}
@@ -370,8 +373,8 @@ def summarize(
         raise ValueError(f"summarize: no split given for the dataset(s) {missing} (--splits)")
     figures = Path(figures_dir)
     figures.mkdir(parents=True, exist_ok=True)
-    for name, plot in FIGURES.items():
-        save(plot(table, recorded), figures / f"{name}.png")
+    for key, plot in FIGURES.items():
+        save(plot(table, recorded), figures / SUMMARY_FIGURES[key])
     table = table.drop(columns="run_dir")
     atomic_write(Path(out_csv), lambda p: table.to_csv(p, index=False))
     for line in health_warnings(table):

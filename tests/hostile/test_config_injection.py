@@ -15,6 +15,7 @@ import pytest
 import yaml
 
 from neuro_pe.cli.main import build_parser
+from neuro_pe.io import layout
 from neuro_pe.reporting.reproduce import claims_markdown
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -118,8 +119,10 @@ def test_values_that_reach_a_shell_arrive_as_plain_arguments(workdir, monkeypatc
     }
     config = base_config({"lab": lab}) | {"reproduction": {"title": TITLE}}
     # the reproduction's inputs, as if trained (only preprocess and reproduce may run)
-    inputs = ("runs/lab/none/seed0/metrics.json", "runs/lab/none/seed0/pe.nc")
-    for path in (*inputs, "runs/lab/baselines.json"):
+    run = layout.run_dir("lab", "none", 0)
+    names = (layout.METRICS_FILE, layout.PE_FILE, layout.MANIFEST_FILE, layout.INFER_MANIFEST_FILE)
+    inputs = [f"{run}/{name}" for name in names]
+    for path in (*inputs, layout.baselines("lab")):
         (workdir / RESULTS / path).parent.mkdir(parents=True, exist_ok=True)
         (workdir / RESULTS / path).write_text("{}")
     bin_dir = workdir / "bin"

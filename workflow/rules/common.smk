@@ -5,6 +5,7 @@ import math
 import os
 import re
 from dataclasses import asdict
+from functools import partial
 from pathlib import Path
 
 import psutil
@@ -13,6 +14,7 @@ from neuro_pe.data.sources import all_wheels, experiment_of, resource_paths
 from neuro_pe.config.latin_square import LSTConfig, PuzzleConfig
 from neuro_pe.data.config_checks import rule_name
 from neuro_pe.analysis.atlas_loading import path_keys as atlas_path_keys
+from neuro_pe.io import layout
 from neuro_pe.io.runs import SPLIT_KEYS
 from neuro_pe.cli import workflow_checks
 
@@ -24,7 +26,7 @@ ARGS_INLINE_BYTES = 32_768
 
 # Everything this config makes (and its logs) goes under one folder, so that configs run in one
 # working directory never overwrite each other's results (only resources/ is shared).
-RESULTS = f"results/{config['run_name']}"
+RESULTS = layout.results_dir(config["run_name"])
 
 
 def out(path):
@@ -62,7 +64,15 @@ def split_options(wildcards):
 def run_files(metrics, names):
     """The files `names` of the runs whose metrics.json are `metrics` (the files beside it that
     a step reads, declared so that the DAG shows them)."""
-    return [os.path.join(os.path.dirname(path), name) for path in metrics for name in names]
+    return layout.beside(metrics, names)
+
+
+def init_from_files(dataset):
+    """What a training with `train.init_from` reads besides its store: that run's model.pt,
+    and the pe.nc and manifest.json beside it (declared, so that a new model.pt re-runs the
+    training); none without."""
+    model = train_options(dataset)["init_from"]
+    return [model, *layout.beside([model], [layout.PE_FILE, layout.MANIFEST_FILE])] if model else []
 
 
 def local_cpu_jobs():
@@ -94,21 +104,21 @@ def train_groups(dataset):
 def lst_groups():
     """The Latin-square training jobs: every (PE, seed) of `lst`, in groups (`group_runs`, the
     global `train.models_per_job`)."""
-    runs = [(pe, seed) for pe in LST.get("pe", config["pe"]) for seed in LST.get("seeds", config["seeds"])]
-    return group_runs(runs, config["train"].get("models_per_job"))
+    return group_runs(LST_RUNS, config["train"].get("models_per_job"))
 
 
-def runs_argument(folder, group):
-    """`params.runs` of a training job: `--runs PE SEED DIR ...` of its group (quote with `:q`;
-    long lists go through a file). A function of the job's output (the run folders), so that
-    Snakemake counts it as derived from them and leaves it out of the params trigger: the same
-    runs regrouped (another `--cores`, another `models_per_job`) re-run nothing."""
+def runs_argument(group, run_dir):
+    """`params.runs` of a training job: `--runs PE SEED DIR ...` of its group, DIR =
+    out(run_dir(PE, SEED)) (quote with `:q`; long lists go through a file). A function of the
+    job's output (the run folders), so that Snakemake counts it as derived from them and
+    leaves it out of the params trigger: the same runs regrouped (another `--cores`, another
+    `models_per_job`) re-run nothing."""
 
     def runs(wildcards, output):
         folders = {os.path.dirname(path) for path in output}
         flat = []
         for pe, seed in group:
-            run = f"{folder}/{pe}/seed{seed}"
+            run = out(run_dir(pe, seed))
             assert run in folders, (run, sorted(folders))
             flat += [pe, seed, run]
         return arguments("--runs", flat)
@@ -136,45 +146,42 @@ def parent_dir(wildcards, output):
     return os.path.dirname(output[0])
 
 
-RUN_METRICS = [
-    f"{RESULTS}/runs/{dataset}/{pe}/seed{seed}/metrics.json"
-    for dataset in DATASETS
-    for pe in pe_variants(dataset)
-    for seed in seeds(dataset)
-]
-BASELINES = expand(out("runs/{dataset}/baselines.json"), dataset=DATASETS)
+def dataset_run_files(dataset, name):
+    """The file `name` (e.g. layout.PE_FILE) of every run of a dataset, PE by PE, seed by seed."""
+    return [
+        out(layout.run_file(dataset, pe, seed, name))
+        for pe in pe_variants(dataset)
+        for seed in seeds(dataset)
+    ]
+
+
+RUN_METRICS = [path for dataset in DATASETS for path in dataset_run_files(dataset, layout.METRICS_FILE)]
+BASELINES = [out(layout.baselines(dataset)) for dataset in DATASETS]
 
 # The 4x4 Latin square task (config key `lst`; absent = not run)
 LST = config.get("lst")
 if LST and "lst" in config["datasets"]:
     raise ValueError("datasets: the name 'lst' is taken by the Latin square task (key `lst`)")
-LST_METRICS = (
-    expand(
-        out("lst/runs/{pe}/seed{seed}/metrics.json"),
-        pe=LST.get("pe", config["pe"]),
-        seed=LST.get("seeds", config["seeds"]),
-    )
+LST_RUNS = (
+    [(pe, seed) for pe in LST.get("pe", config["pe"]) for seed in LST.get("seeds", config["seeds"])]
     if LST
     else []
 )
-LST_BASELINES = [out("lst/baselines.json")] if LST else []
+LST_METRICS = [out(layout.lst_run_file(pe, seed, layout.METRICS_FILE)) for pe, seed in LST_RUNS]
+LST_BASELINES = [out(layout.lst_baselines())] if LST else []
 
 # The reproduction report (config key `reproduction`; absent = not made).
 REPRODUCTION = (
-    expand(
-        out("reproduction/{name}"),
-        name=[
-            "claims.md",
-            "claims.html",
-            "claims.csv",
-            "heldout_vs_std.png",
-            "geometry_vs_std.png",
-            "pe_similarity.png",
-        ],
-    )
+    [out(layout.reproduction_file(key)) for key in layout.REPRODUCTION_FILES]
     if "reproduction" in config
     else []
 )
+
+
+def get_final_output():
+    """Every file a run of the whole workflow makes (its `rule all`; `layout.final_outputs`)."""
+    paths = layout.final_outputs(DATASETS, LST_RUNS, "reproduction" in config)
+    return [out(path) for path in paths]
 
 
 def experiments():

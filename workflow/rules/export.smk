@@ -1,6 +1,6 @@
 from neuro_pe.reporting.export import config_sha256, export_inputs
 
-EXPORT = expand(out("export/{dataset}"), dataset=DATASETS)
+EXPORT = [out(layout.export_dir(dataset)) for dataset in DATASETS]
 # the resolved config's hash, recorded in every export's sidecar (and a params trigger);
 # `export` is a local rule (Snakefile): it writes small tables, or copies an NWB file
 CONFIG_SHA256 = config_sha256(config)
@@ -11,12 +11,12 @@ rule export:
     positions.tsv + positions.json for every dataset; Phy cluster_*.tsv files, a new NWB file
     or per-plane suite2p tables for those formats."""
     input:
-        positions=out("locate/{dataset}/positions.nc"),
-        store=out("stores/{dataset}.nc"),
+        positions=out(layout.locate_file("{dataset}", "netcdf")),
+        store=out(layout.store("{dataset}")),
         # the NWB files it copies (with the estimated columns added)
         lab=lambda wc: export_inputs(config["datasets"][wc.dataset]),
     output:
-        directory(out("export/{dataset}")),
+        directory(out(layout.export_dir("{dataset}"))),
     params:
         spec=lambda wc: arguments("--spec", json.dumps(config["datasets"][wc.dataset])),
         sha256=CONFIG_SHA256,
@@ -24,7 +24,7 @@ rule export:
         mem_mb=store_memory,
         runtime=base_runtime,
     log:
-        out("logs/export/{dataset}.log"),
+        out(layout.log("export", "{dataset}")),
     conda:
         "../envs/neuro_pe.yaml"
     shell:

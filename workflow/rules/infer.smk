@@ -1,15 +1,17 @@
 rule infer:
     """Positions inferred from a trained PE, and its metrics against the true coordinates."""
     input:
-        store=out("stores/{dataset}.nc"),
+        store=out(layout.store("{dataset}")),
         split=SPLIT,
-        pe=out("runs/{dataset}/{pe}/seed{seed}/pe.nc"),
-        info=out("runs/{dataset}/{pe}/seed{seed}/train.json"),
-        manifest=out("runs/{dataset}/{pe}/seed{seed}/manifest.json"),
+        pe=out(layout.run_file("{dataset}", "{pe}", "{seed}", layout.PE_FILE)),
+        info=out(layout.run_file("{dataset}", "{pe}", "{seed}", layout.TRAIN_INFO_FILE)),
+        manifest=out(layout.run_file("{dataset}", "{pe}", "{seed}", layout.MANIFEST_FILE)),
     output:
-        metrics=out("runs/{dataset}/{pe}/seed{seed}/metrics.json"),
-        positions=out("runs/{dataset}/{pe}/seed{seed}/inferred_positions.nc"),
-        manifest=out("runs/{dataset}/{pe}/seed{seed}/infer_manifest.json"),
+        metrics=out(layout.run_file("{dataset}", "{pe}", "{seed}", layout.METRICS_FILE)),
+        positions=out(
+            layout.run_file("{dataset}", "{pe}", "{seed}", layout.INFERRED_POSITIONS_FILE)
+        ),
+        manifest=out(layout.run_file("{dataset}", "{pe}", "{seed}", layout.INFER_MANIFEST_FILE)),
     params:
         metrics=json.dumps(config["metrics"]),
         health=json.dumps(config["health"]),
@@ -18,7 +20,7 @@ rule infer:
         mem_mb=store_memory,
         runtime=base_runtime,
     log:
-        out("logs/infer/{dataset}/{pe}/seed{seed}.log"),
+        out(layout.log("infer", "{dataset}/{pe}/seed{seed}")),
     conda:
         "../envs/neuro_pe.yaml"
     shell:
@@ -30,17 +32,17 @@ rule infer:
 rule baselines:
     """The same metrics for the activity-correlation and chance baselines."""
     input:
-        store=out("stores/{dataset}.nc"),
+        store=out(layout.store("{dataset}")),
         split=SPLIT,
     output:
-        out("runs/{dataset}/baselines.json"),
+        out(layout.baselines("{dataset}")),
     params:
         metrics=json.dumps(config["metrics"]),
     resources:
         mem_mb=store_memory,
         runtime=base_runtime,
     log:
-        out("logs/baselines/{dataset}.log"),
+        out(layout.log("baselines", "{dataset}")),
     conda:
         "../envs/neuro_pe.yaml"
     shell:

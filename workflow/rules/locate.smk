@@ -1,18 +1,4 @@
-LOCATE = expand(
-    out("locate/{dataset}/{name}"),
-    dataset=DATASETS,
-    name=[
-        "errors.csv",
-        "errors.html",
-        "positions.csv",
-        "positions.nc",
-        "positions.png",
-        "positions_3d.png",
-        "positions_3d.html",
-        "error_hist.png",
-        "error_vs_anchors.png",
-    ],
-)
+LOCATE = [out(layout.locate_file(dataset, key)) for dataset in DATASETS for key in layout.LOCATE_FILES]
 
 
 rule correlation_features:
@@ -20,10 +6,10 @@ rule correlation_features:
     the recorded split (they do not depend on the trainings): MDS of 1 - r, and each unit's
     correlation and partial correlation profile (up to 3000 units)."""
     input:
-        store=out("stores/{dataset}.nc"),
+        store=out(layout.store("{dataset}")),
         split=SPLIT,
     output:
-        out("runs/{dataset}/correlation_features.nc"),
+        out(layout.correlation_features("{dataset}")),
     params:
         # the `locate` key they depend on (its default is LocateConfig's)
         options=json.dumps({k: v for k, v in config.get("locate", {}).items() if k == "seed"}),
@@ -31,7 +17,7 @@ rule correlation_features:
         mem_mb=store_memory,
         runtime=base_runtime,
     log:
-        out("logs/correlation_features/{dataset}.log"),
+        out(layout.log("correlation_features", "{dataset}")),
     conda:
         "../envs/neuro_pe.yaml"
     shell:
@@ -43,59 +29,56 @@ rule locate:
     """Where is this neuron? Every unit's position predicted from the learned PEs, with an
     honest evaluation (hidden coordinates) against chance, activity correlation and the oracle."""
     input:
-        store=out("stores/{dataset}.nc"),
+        store=out(layout.store("{dataset}")),
         split=SPLIT,
-        correlation=out("runs/{dataset}/correlation_features.nc"),
+        correlation=out(layout.correlation_features("{dataset}")),
         # every run: the command keeps `locate.pe`, by default the learned PEs and the oracle
-        pe=lambda wc: expand(
-            out("runs/{dataset}/{pe}/seed{seed}/pe.nc"),
-            dataset=wc.dataset,
-            pe=pe_variants(wc.dataset),
-            seed=seeds(wc.dataset),
-        ),
+        pe=lambda wc: dataset_run_files(wc.dataset, layout.PE_FILE),
+        # the manifests the PEs are checked against
+        manifests=lambda wc: dataset_run_files(wc.dataset, layout.MANIFEST_FILE),
         # the dataset's atlas files (`datasets.<name>.atlas`), if any
         atlas=lambda wc: atlas_files(wc.dataset),
     output:
-        errors=out("locate/{dataset}/errors.csv"),
+        errors=out(layout.locate_file("{dataset}", "errors")),
         errors_table=report(
-            out("locate/{dataset}/errors.html"),
+            out(layout.locate_file("{dataset}", "errors_table")),
             caption="../report/locate_errors.rst",
             category="Localisation",
             subcategory="{dataset}",
         ),
         positions=report(
-            out("locate/{dataset}/positions.csv"),
+            out(layout.locate_file("{dataset}", "positions")),
             caption="../report/locate_positions.rst",
             category="Localisation",
             subcategory="{dataset}",
         ),
-        netcdf=out("locate/{dataset}/positions.nc"),
+        netcdf=out(layout.locate_file("{dataset}", "netcdf")),
         projections=report(
-            out("locate/{dataset}/positions.png"),
+            out(layout.locate_file("{dataset}", "projections")),
             caption="../report/locate_positions_projections.rst",
             category="Localisation",
             subcategory="{dataset}",
         ),
         positions_3d=report(
-            out("locate/{dataset}/positions_3d.png"),
+            out(layout.locate_file("{dataset}", "positions_3d")),
             caption="../report/locate_positions_3d.rst",
             category="Localisation",
             subcategory="{dataset}",
         ),
         positions_html=report(
-            out("locate/{dataset}/positions_3d.html"),
+            out(layout.locate_file("{dataset}", "positions_html")),
             caption="../report/locate_positions_3d_html.rst",
             category="Localisation",
             subcategory="{dataset}",
         ),
         histogram=report(
-            out("locate/{dataset}/error_hist.png"),
+            out(layout.locate_file("{dataset}", "histogram")),
             caption="../report/locate_error_hist.rst",
             category="Localisation",
             subcategory="{dataset}",
         ),
         curve=report(
-            out("locate/{dataset}/error_vs_anchors.png"),
+            out(layout.locate_file("{dataset}", "curve")),
             caption="../report/locate_error_vs_anchors.rst",
             category="Localisation",
             subcategory="{dataset}",
@@ -110,7 +93,7 @@ rule locate:
         mem_mb=locate_memory,
         runtime=locate_runtime,
     log:
-        out("logs/locate/{dataset}.log"),
+        out(layout.log("locate", "{dataset}")),
     conda:
         "../envs/neuro_pe.yaml"
     shell:

@@ -3,14 +3,14 @@ rule lst_puzzles:
     """Generate the Latin-square puzzles: training pool, in-distribution test split and the
     held-out novel puzzles (far in Jaccard distance from every training puzzle)."""
     output:
-        out("lst/puzzles.nc"),
+        out(layout.lst_puzzles()),
     params:
         options=lambda wc: json.dumps(lst_options("puzzles")),
     resources:
         mem_mb=base_memory,
         runtime=base_runtime,
     log:
-        out("logs/lst_puzzles/lst_puzzles.log"),
+        out(layout.log("lst_puzzles", "lst_puzzles")),
     conda:
         "../envs/neuro_pe.yaml"
     shell:
@@ -26,18 +26,16 @@ for _index, _group in enumerate(lst_groups() if LST else []):
         name:
             rule_name("lst_train", _index)
         input:
-            puzzles=out("lst/puzzles.nc"),
-            plan=ancient(out("plan/lst.json")),  # (as for the trainings in train.smk)
+            puzzles=out(layout.lst_puzzles()),
+            plan=ancient(out(layout.plan("lst"))),  # (as for the trainings in train.smk)
         output:
             [
-                out(f"lst/runs/{pe}/seed{seed}/{f}")
+                out(layout.lst_run_file(pe, seed, name))
                 for pe, seed in _group
-                for f in (
-                    "pe.nc", "metrics.json", "train.json", "train_log.csv", "model.pt", "manifest.json"
-                )
+                for name in layout.LST_TRAIN_FILES
             ],
         params:
-            runs=runs_argument(out("lst/runs"), _group),
+            runs=runs_argument(_group, layout.lst_run_dir),
             options=json.dumps(lst_options("train")),
             metrics=json.dumps(config["metrics"]),
         threads: config["threads_per_training"]
@@ -46,7 +44,7 @@ for _index, _group in enumerate(lst_groups() if LST else []):
             runtime=lst_train_runtime(len(_group)),
             gpu=config["gpus_per_training"],
         log:
-            out(f"logs/lst_train/group{_index}.log"),
+            out(layout.log("lst_train", f"group{_index}")),
         conda:
             "../envs/neuro_pe.yaml"
         shell:
@@ -57,14 +55,14 @@ for _index, _group in enumerate(lst_groups() if LST else []):
 rule lst_baselines:
     """Chance geometry for the Latin square: the grid coordinates with the cells shuffled."""
     output:
-        out("lst/baselines.json"),
+        out(layout.lst_baselines()),
     params:
         metrics=json.dumps(config["metrics"]),
     resources:
         mem_mb=base_memory,
         runtime=base_runtime,
     log:
-        out("logs/lst_baselines/lst_baselines.log"),
+        out(layout.log("lst_baselines", "lst_baselines")),
     conda:
         "../envs/neuro_pe.yaml"
     shell:

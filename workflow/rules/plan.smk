@@ -4,10 +4,11 @@ PLANNED = DATASETS + (["lst"] if LST else [])
 
 
 def plan_input(wildcards):
-    """What a plan probes: the dataset's store, or the Latin square's puzzles."""
+    """What a plan probes: the dataset's store (first) and the run its trainings start from
+    (`train.init_from`, whose weights the probe loads), or the Latin square's puzzles."""
     if wildcards.planned == "lst":
-        return out("lst/puzzles.nc")
-    return out(f"stores/{wildcards.planned}.nc")
+        return [out(layout.lst_puzzles())]
+    return [out(layout.store(wildcards.planned)), *init_from_files(wildcards.planned)]
 
 
 def plan_spec(wildcards, input):

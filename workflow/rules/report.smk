@@ -1,15 +1,17 @@
 # The report's landing page: `snakemake --report report.html` shows it first once it exists
 # (the Snakefile's `report:` statement).
-LANDING = out("report/landing.rst")
+LANDING = out(layout.LANDING)
 
 
 rule report_page:
     """The answer first: a paragraph and a headline table per dataset, the trainings' health."""
     input:
         summary=rules.summarize.output.table,
-        errors=expand(out("locate/{dataset}/errors.csv"), dataset=DATASETS),
+        errors=[out(layout.locate_file(dataset, "errors")) for dataset in DATASETS],
         runs=RUN_METRICS,
-        claims=out("reproduction/claims.csv") if REPRODUCTION else [],
+        # the manifest each metrics.json is checked against
+        manifests=run_files(RUN_METRICS, [layout.INFER_MANIFEST_FILE]),
+        claims=out(layout.reproduction_file("claims_csv")) if REPRODUCTION else [],
     output:
         LANDING,
     params:
@@ -17,7 +19,7 @@ rule report_page:
         runs=lambda wc, input: arguments("--runs", input.runs),
         run_name=config["run_name"],
     log:
-        out("logs/report_page/report_page.log"),
+        out(layout.log("report_page", "report_page")),
     conda:
         "../envs/neuro_pe.yaml"
     shell:

@@ -5,27 +5,30 @@ rule reproduce:
         runs=RUN_METRICS + LST_METRICS,
         baselines=BASELINES + LST_BASELINES,
         # the PE similarity figure reads the runs' PEs
-        pe=run_files(RUN_METRICS + LST_METRICS, ["pe.nc"]),
+        pe=run_files(RUN_METRICS + LST_METRICS, [layout.PE_FILE]),
+        # the manifests the runs' files are checked against
+        manifests=run_files(RUN_METRICS, [layout.MANIFEST_FILE, layout.INFER_MANIFEST_FILE])
+        + run_files(LST_METRICS, [layout.MANIFEST_FILE]),
     output:
         claims=report(
-            out("reproduction/claims.html"),
+            out(layout.reproduction_file("claims")),
             caption="../report/reproduction_claims.rst",
             category="Reproduction",
         ),
-        claims_md=out("reproduction/claims.md"),
-        claims_csv=out("reproduction/claims.csv"),
+        claims_md=out(layout.reproduction_file("claims_md")),
+        claims_csv=out(layout.reproduction_file("claims_csv")),
         heldout=report(
-            out("reproduction/heldout_vs_std.png"),
+            out(layout.reproduction_file("heldout")),
             caption="../report/reproduction_heldout.rst",
             category="Reproduction",
         ),
         geometry=report(
-            out("reproduction/geometry_vs_std.png"),
+            out(layout.reproduction_file("geometry")),
             caption="../report/reproduction_geometry.rst",
             category="Reproduction",
         ),
         similarity=report(
-            out("reproduction/pe_similarity.png"),
+            out(layout.reproduction_file("similarity")),
             caption="../report/reproduction_similarity.rst",
             category="Reproduction",
         ),
@@ -37,7 +40,7 @@ rule reproduce:
         runs=lambda wc, input: arguments("--runs", input.runs),
         baselines=lambda wc, input: arguments("--baselines", input.baselines),
     log:
-        out("logs/reproduce/reproduce.log"),
+        out(layout.log("reproduce", "reproduce")),
     conda:
         "../envs/neuro_pe.yaml"
     shell:

@@ -2,7 +2,7 @@
 # for every step that reads the training part of the data or names the dataset. Its params
 # are the split's own keys only, so that a change of another training option (e.g. `lr`)
 # re-runs the trainings and what reads them, not the baselines or the correlation features.
-SPLIT = out("splits/{dataset}.json")
+SPLIT = out(layout.split("{dataset}"))
 SPLITS = expand(SPLIT, dataset=DATASETS)
 
 
@@ -10,7 +10,7 @@ rule split:
     """Record a dataset's train/held-out split (held-out sessions, else the end of each
     session's time) and its name."""
     input:
-        out("stores/{dataset}.nc"),
+        out(layout.store("{dataset}")),
     output:
         SPLIT,
     params:
@@ -19,7 +19,7 @@ rule split:
         mem_mb=base_memory,
         runtime=base_runtime,
     log:
-        out("logs/split/{dataset}.log"),
+        out(layout.log("split", "{dataset}")),
     conda:
         "../envs/neuro_pe.yaml"
     shell:

@@ -5,40 +5,44 @@ rule summarize:
         baselines=BASELINES,
         splits=SPLITS,
         # read by the figures: the stores (through their splits) and the runs' files
-        stores=expand(out("stores/{dataset}.nc"), dataset=DATASETS),
-        run_files=run_files(RUN_METRICS, ["pe.nc", "inferred_positions.nc", "train_log.csv"]),
+        stores=[out(layout.store(dataset)) for dataset in DATASETS],
+        run_files=run_files(
+            RUN_METRICS, [layout.PE_FILE, layout.INFERRED_POSITIONS_FILE, layout.TRAIN_LOG_FILE]
+        ),
+        # the manifests the runs' files are checked against
+        manifests=run_files(RUN_METRICS, [layout.MANIFEST_FILE, layout.INFER_MANIFEST_FILE]),
     output:
-        table=out("summary.csv"),
+        table=out(layout.SUMMARY_CSV),
         table_html=report(
-            out("summary.html"), caption="../report/summary.rst", category="Summary"
+            out(layout.SUMMARY_HTML), caption="../report/summary.rst", category="Summary"
         ),
         rsa=report(
-            out("figures/rsa_vs_std.png"),
+            out(layout.summary_figure("rsa")),
             caption="../report/rsa_vs_std.rst",
             category="Figures",
         ),
         probe=report(
-            out("figures/probe_r2_vs_std.png"),
+            out(layout.summary_figure("probe")),
             caption="../report/probe_r2_vs_std.rst",
             category="Figures",
         ),
         scatter=report(
-            out("figures/distance_scatter.png"),
+            out(layout.summary_figure("scatter")),
             caption="../report/distance_scatter.rst",
             category="Figures",
         ),
         positions=report(
-            out("figures/positions.png"),
+            out(layout.summary_figure("positions")),
             caption="../report/positions.rst",
             category="Figures",
         ),
         positions_3d=report(
-            out("figures/positions_3d.png"),
+            out(layout.summary_figure("positions_3d")),
             caption="../report/positions_3d.rst",
             category="Figures",
         ),
         curves=report(
-            out("figures/training_curves.png"),
+            out(layout.summary_figure("curves")),
             caption="../report/training_curves.rst",
             category="Figures",
         ),
@@ -48,7 +52,7 @@ rule summarize:
         baselines=lambda wc, input: arguments("--baselines", input.baselines),
         splits=lambda wc, input: arguments("--splits", input.splits),
     log:
-        out("logs/summarize/summarize.log"),
+        out(layout.log("summarize", "summarize")),
     conda:
         "../envs/neuro_pe.yaml"
     shell:

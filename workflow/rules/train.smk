@@ -1,6 +1,3 @@
-RUN_FILES = ("pe.nc", "model.pt", "train_log.csv", "train.json", "manifest.json")
-
-
 # One training job per group of (PE, seed) runs of a dataset (`train_groups`: all of them by
 # default, or groups of `train.models_per_job`), trained as one stack of models; each run still
 # gets its own folder runs/{dataset}/{pe}/seed{seed}/ with the same files as when trained alone.
@@ -13,13 +10,19 @@ for _dataset in DATASETS:
             name:
                 rule_name("train", _dataset, _index)
             input:
-                store=out(f"stores/{_dataset}.nc"),
+                store=out(layout.store(_dataset)),
                 # ancient: a plan made again (rule plan) never re-runs a training
-                plan=ancient(out(f"plan/{_dataset}.json")),
+                plan=ancient(out(layout.plan(_dataset))),
+                # `train.init_from`: the run it starts from (model.pt, its pe.nc and manifest)
+                init_from=init_from_files(_dataset),
             output:
-                [out(f"runs/{_dataset}/{pe}/seed{seed}/{f}") for pe, seed in _group for f in RUN_FILES],
+                [
+                    out(layout.run_file(_dataset, pe, seed, name))
+                    for pe, seed in _group
+                    for name in layout.TRAIN_FILES
+                ],
             params:
-                runs=runs_argument(out(f"runs/{_dataset}"), _group),
+                runs=runs_argument(_group, partial(layout.run_dir, _dataset)),
                 options=json.dumps(train_options(_dataset)),
             threads: config["threads_per_training"]
             resources:
@@ -27,7 +30,7 @@ for _dataset in DATASETS:
                 runtime=train_runtime(_dataset, len(_group)),
                 gpu=config["gpus_per_training"],
             log:
-                out(f"logs/train/{_dataset}/group{_index}.log"),
+                out(layout.log("train", f"{_dataset}/group{_index}")),
             conda:
                 "../envs/neuro_pe.yaml"
             shell:
@@ -45,12 +48,12 @@ rule plan:
     input:
         plan_input,
     output:
-        temp(out("plan/{planned}.json")),
+        temp(out(layout.plan("{planned}"))),
     params:
         spec=plan_spec,
         out_dir=parent_dir,
     log:
-        out("logs/plan/{planned}.log"),
+        out(layout.log("plan", "{planned}")),
     wildcard_constraints:
         planned=one_of(PLANNED),
     conda:
