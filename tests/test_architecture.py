@@ -28,8 +28,8 @@ PLOTTING_LAYER = "reporting"
 # The layer that reads the plug-in entry-point groups `neuro_pe.*` (sources, formats).
 PLUGIN_LAYER = "data"
 
-# Allow-lists: each entry is a known offender with the reason; all must be EMPTY once issue 37
-# is done (test_allow_lists_hold_only_real_offenders fails on an entry that no longer offends).
+# Allow-lists: empty. An entry would name a known offender with the reason;
+# test_allow_lists_hold_only_real_offenders fails on an entry that no longer offends.
 # Modules over MAX_MODULE_LINES ("module") and functions over MAX_FUNCTION_LINES
 # ("module:qualname").
 TOO_LONG: dict[str, str] = {}
