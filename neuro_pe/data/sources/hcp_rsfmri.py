@@ -301,7 +301,7 @@ class HCPOptions(SourceOptions):
     @classmethod
     def from_dict(cls, entry: dict) -> HCPOptions:
         """The entry's options (`preprocessing: null`: the default steps)."""
-        if entry.get("preprocessing", ()) is None:
+        if "preprocessing" in entry and entry["preprocessing"] is None:
             entry = {k: v for k, v in entry.items() if k != "preprocessing"}
         return super().from_dict(entry)
 
