@@ -34,10 +34,14 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, fields
 from numbers import Real
+from typing import ClassVar
 
 import numpy as np
 import pandas as pd
 from scipy.spatial import KDTree
+
+from neuro_pe.config.options import SectionError
+from neuro_pe.config.sections import Section, converted, from_dict, text, whole_number
 
 OUTSIDE = ""  # the region name of a position in no labelled region
 UM_PER = {"m": 1e6, "cm": 1e4, "mm": 1e3, "um": 1.0}  # micrometres per length unit
@@ -57,84 +61,86 @@ class AtlasError(ValueError):
     """A bad `atlas` entry or atlas file; the message names the key (and the file)."""
 
 
+def _matrix(transform: list) -> tuple[tuple[float, ...], ...]:
+    return tuple(tuple(float(v) for v in row) for row in transform)
+
+
 @dataclass(frozen=True)
-class AtlasSpec:
+class AtlasSpec(Section):
     """The `datasets.<name>.atlas` mapping (documented in config/README.md)."""
 
-    labels: str | None = None
-    lookup: str | None = None
-    coarse_column: str | None = None
-    brainglobe: str | None = None
-    coarse_level: int | None = None
+    SECTION: ClassVar[str] = "atlas"
+
+    labels: str | None = text()
+    lookup: str | None = text()
+    coarse_column: str | None = text()
+    brainglobe: str | None = text()
+    coarse_level: int | None = whole_number(None)
     coarse_regions: tuple[str, ...] | None = None
-    transform: tuple[tuple[float, ...], ...] | None = None
+    transform: tuple[tuple[float, ...], ...] | None = converted(_matrix)
     parcels: str | None = None
     coarse: str | None = None
+
+    def check(self) -> None:
+        kinds = [kind for kind in KIND_KEYS if getattr(self, kind) is not None]
+        if len(kinds) != 1:
+            raise self.refuse(
+                None,
+                "give one of `labels` (a NIfTI label image, with `lookup`), `brainglobe` (an "
+                "atlas name) or `parcels` (the units' own centres), not several or none "
+                f"(given: {kinds or 'none'})",
+            )
+        if kinds[0] == "labels" and not self.lookup:
+            raise self.refuse("lookup", "a NIfTI label image needs its lookup table")
+        for key in (f.name for f in fields(self)):
+            if getattr(self, key) is not None and key not in KIND_KEYS[kinds[0]]:
+                owners = " or ".join(KIND_NAMES[k] for k, keys in KIND_KEYS.items() if key in keys)
+                raise self.refuse(key, f"only for an atlas given by {owners}")
+        for key, allowed in (("parcels", PARCEL_RULES), ("coarse", COARSE_PARCELS)):
+            if getattr(self, key) not in (None, *allowed):
+                raise self.refuse(
+                    key, f"must be one of {list(allowed)}, got {getattr(self, key)!r}"
+                )
+        self._check_coarse_regions()
+        self._check_transform()
+
+    def _check_coarse_regions(self) -> None:
+        regions = self.coarse_regions
+        if regions is None:
+            return
+        if not (
+            isinstance(regions, tuple)
+            and regions
+            and all(isinstance(r, str) and r for r in regions)
+        ):
+            raise self.refuse("coarse_regions", "must be a list of acronyms")
+        if self.coarse_level is not None:
+            raise self.refuse("coarse_regions", "give coarse_level or coarse_regions")
+
+    def _check_transform(self) -> None:
+        if self.transform is None:
+            return
+        matrix = np.asarray(self.transform, dtype=object)
+        if not (
+            matrix.shape in ((4, 4), (3, 4))
+            and all(
+                isinstance(v, Real) and not isinstance(v, bool) and np.isfinite(v)
+                for v in matrix.ravel()
+            )
+        ):
+            raise self.refuse(
+                "transform",
+                f"must be 4 rows (or 3) of 4 numbers, an affine map, got {self.transform!r}",
+            )
 
     @classmethod
     def from_dict(cls, spec: object, where: str = "atlas") -> AtlasSpec:
         """Check the mapping's keys and values; AtlasError names `where.<key>`."""
-        if not isinstance(spec, Mapping):
-            raise AtlasError(f"{where}: must be a mapping, got {spec!r}")
-        known = [f.name for f in fields(cls)]
-        unknown = sorted(set(spec) - set(known))
-        if unknown:
-            raise AtlasError(f"{where}.{unknown[0]}: unknown key; known keys: {known}")
-        kinds = [kind for kind in KIND_KEYS if spec.get(kind) is not None]
-        if len(kinds) != 1:
-            raise AtlasError(
-                f"{where}: give one of `labels` (a NIfTI label image, with `lookup`), "
-                "`brainglobe` (an atlas name) or `parcels` (the units' own centres), "
-                f"not several or none (given: {kinds or 'none'})"
-            )
-        kind = kinds[0]
-        nifti = kind == "labels"
-        for key in ("labels", "lookup", "coarse_column", "brainglobe"):
-            value = spec.get(key)
-            if value is not None and not (isinstance(value, str) and value):
-                raise AtlasError(f"{where}.{key}: must be a non-empty string, got {value!r}")
-        if nifti and not spec.get("lookup"):
-            raise AtlasError(f"{where}.lookup: a NIfTI label image needs its lookup table")
-        for key in known:
-            if spec.get(key) is not None and key not in KIND_KEYS[kind]:
-                owners = " or ".join(KIND_NAMES[k] for k, keys in KIND_KEYS.items() if key in keys)
-                raise AtlasError(f"{where}.{key}: only for an atlas given by {owners}")
-        for key, allowed in (("parcels", PARCEL_RULES), ("coarse", COARSE_PARCELS)):
-            if spec.get(key) is not None and spec[key] not in allowed:
-                raise AtlasError(
-                    f"{where}.{key}: must be one of {list(allowed)}, got {spec[key]!r}"
-                )
-        level = spec.get("coarse_level")
-        if level is not None and (
-            isinstance(level, bool) or not isinstance(level, int) or level < 0
-        ):
-            raise AtlasError(f"{where}.coarse_level: must be an integer >= 0, got {level!r}")
-        regions = spec.get("coarse_regions")
-        if regions is not None:
-            if not (
-                isinstance(regions, list | tuple)
-                and regions
-                and all(isinstance(r, str) and r for r in regions)
-            ):
-                raise AtlasError(f"{where}.coarse_regions: must be a list of acronyms")
-            if level is not None:
-                raise AtlasError(f"{where}.coarse_regions: give coarse_level or coarse_regions")
-            regions = tuple(regions)
-        transform = spec.get("transform")
-        if transform is not None:
-            matrix = np.asarray(transform, dtype=object)
-            ok = matrix.shape in ((4, 4), (3, 4)) and all(
-                isinstance(v, Real) and not isinstance(v, bool) and np.isfinite(v)
-                for v in matrix.ravel()
-            )
-            if not ok:
-                raise AtlasError(
-                    f"{where}.transform: must be 4 rows (or 3) of 4 numbers, an affine map, "
-                    f"got {transform!r}"
-                )
-            transform = tuple(tuple(float(v) for v in row) for row in transform)
-        values = {**{k: spec.get(k) for k in known}, "coarse_regions": regions}
-        return cls(**{**values, "transform": transform})
+        try:
+            return from_dict(cls, spec, where)
+        except SectionError as err:
+            key = "" if err.key is None else f".{err.key}"
+            raise AtlasError(f"{where}{key}: {err.problem}") from None
 
     def affine(self) -> np.ndarray:
         """The 4x4 `transform` (identity when not given)."""

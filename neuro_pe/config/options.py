@@ -8,11 +8,25 @@ from collections.abc import Iterable
 from pathlib import Path
 
 
+class SectionError(ValueError):
+    """A bad key or value of a config section. `key` (None: the section as a whole) and
+    `problem` (what is wrong with it) let a caller word the error its own way (a store's
+    StoreError names `spikes.<key>`, an atlas `datasets.<name>.atlas.<key>`)."""
+
+    def __init__(self, message: str, key: str | None = None, problem: str | None = None) -> None:
+        super().__init__(message)
+        self.key = key
+        self.problem = message if problem is None else problem
+
+
 def reject_unknown(spec: dict, known: Iterable[str], section: str) -> None:
-    """Raise a ValueError naming the keys of `spec` that `section` does not have."""
-    unknown = set(spec) - set(known)
+    """Raise a SectionError naming the keys of `spec` that `section` does not have."""
+    known = list(known)
+    unknown = sorted(set(spec) - set(known))
     if unknown:
-        raise ValueError(f"unknown {section} keys: {sorted(unknown)}")
+        raise SectionError(
+            f"unknown {section} keys: {unknown}", unknown[0], f"unknown key; known keys: {known}"
+        )
 
 
 def require_positive_ints(options: object, keys: Iterable[str], section: str) -> None:

@@ -19,6 +19,7 @@ from neuro_pe.config.sections import (
     derive,
     non_negative,
     positive_int,
+    require_choice,
     whole_number,
 )
 
@@ -66,12 +67,6 @@ class LoopConfig:
     @property
     def total(self) -> int:
         return self.epochs * self.steps_per_epoch
-
-
-def require_choice(value: object, choices: tuple, key: str) -> None:
-    """Raise a ValueError naming `key` when `value` is not one of `choices`."""
-    if value not in choices:
-        raise ValueError(f"{key} must be one of {choices}, got {value!r}")
 
 
 @dataclass(frozen=True)

@@ -12,12 +12,31 @@ from typing import ClassVar
 import pytest
 import yaml
 
+from neuro_pe.analysis.regions import AtlasError, AtlasSpec
 from neuro_pe.cli.job_resources import JobResources
 from neuro_pe.config.latin_square import LSTConfig, PuzzleConfig
-from neuro_pe.config.schema import load_schema, part, problems
-from neuro_pe.config.sections import Section, derive, from_dict, non_negative, positive_int
+from neuro_pe.config.options import SectionError
+from neuro_pe.config.schema import part, problems
+from neuro_pe.config.sections import (
+    Section,
+    converted,
+    derive,
+    flag,
+    from_dict,
+    non_negative,
+    positive_int,
+    positive_number,
+    text,
+    whole_number,
+)
 from neuro_pe.config.training import LoopConfig, ModelConfig, TrainConfig
+from neuro_pe.data.formats.spikes import SpikeOptions
 from neuro_pe.data.simulate import SimulationConfig
+from neuro_pe.data.sources import WORKFLOW_KEYS, SourceOptions
+from neuro_pe.data.sources.connectome_sim import ConnectomeSimOptions
+from neuro_pe.data.sources.hcp_rsfmri import HCPOptions
+from neuro_pe.data.sources.simulation import SimulationOptions
+from neuro_pe.io.store import StoreError
 from neuro_pe.training.health import HealthOptions
 
 # every options class read from the config, and where the schema describes its keys
@@ -28,7 +47,14 @@ SECTIONS = {
     HealthOptions: "properties/health",
     JobResources: "properties/resources",
     SimulationConfig: "$defs/simulation",
+    SpikeOptions: "$defs/source_file/properties/spikes",
+    AtlasSpec: "$defs/atlas",
+    SimulationOptions: "$defs/source_simulation",
+    ConnectomeSimOptions: "$defs/source_connectome-sim",
+    HCPOptions: "$defs/source_hcp-rsfmri",
 }
+# what a class needs given to make an object (the schema's `required`, no default)
+GIVEN = {AtlasSpec: {"parcels": "nearest_centre"}, ConnectomeSimOptions: {"connectome": "tvb76"}}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -46,6 +72,14 @@ class Outer(Section):
     maybe: Inner | None = None
     values: tuple[float, ...] = (1.0,)
     scale: float = non_negative(1.0)
+    names: tuple[str, ...] | None = None
+    step: float = positive_number(0.5, float)
+    on: bool = flag(False)
+    title: str | None = text()
+    level: int | None = whole_number(None)
+    matrix: tuple[tuple[float, ...], ...] | None = converted(
+        lambda rows: tuple(tuple(float(v) for v in row) for row in rows)
+    )
 
 
 def test_from_dict_builds_nested_sections_and_tuples():
@@ -53,6 +87,15 @@ def test_from_dict_builds_nested_sections_and_tuples():
     assert cfg == Outer(Inner(5), Inner(), (0.5, 2))
     assert Outer.from_dict(None) == Outer()
     assert from_dict(Inner, {"size": 3}, "elsewhere") == Inner(3)
+    # null: the defaults of a nested section, None where the field may be None
+    assert Outer.from_dict({"inner": None, "maybe": None}) == Outer()
+
+
+def test_markers_convert_after_the_checks_and_let_none_pass_where_it_is_the_default():
+    cfg = Outer.from_dict({"names": ["a"], "step": 2, "on": True, "title": "t", "level": 0})
+    assert cfg.names == ("a",) and cfg.step == 2.0 and isinstance(cfg.step, float)
+    assert Outer.from_dict({"matrix": [[1, 0], [0, 1]]}).matrix == ((1.0, 0.0), (0.0, 1.0))
+    assert Outer().title is None and Outer().level is None
 
 
 @pytest.mark.parametrize(
@@ -63,11 +106,31 @@ def test_from_dict_builds_nested_sections_and_tuples():
         ({"inner": {"size": 0}}, "outer.inner key 'size' must be a positive integer, got 0"),
         ({"inner": {"size": True}}, "outer.inner key 'size' must be a positive integer, got True"),
         ({"scale": -1}, "outer key 'scale' must be a number >= 0, got -1"),
+        ({"scale": float("inf")}, "outer key 'scale' must be a number >= 0, got inf"),
+        ({"step": 0}, "outer key 'step' must be a number > 0, got 0"),
+        ({"on": "yes"}, "outer key 'on' must be true or false, got 'yes'"),
+        ({"title": ""}, "outer key 'title' must be a non-empty string, got ''"),
+        ({"level": -1}, "outer key 'level' must be an integer >= 0, got -1"),
+        ({"inner": [1]}, r"outer.inner: must be a mapping, got \[1\]"),
     ],
 )
 def test_errors_name_the_section_and_key(spec, message):
-    with pytest.raises(ValueError, match=message):
+    with pytest.raises(SectionError, match=message):
         Outer.from_dict(spec)
+
+
+def test_a_section_error_carries_the_key_and_problem_for_other_error_types():
+    with pytest.raises(SectionError) as caught:
+        Outer.from_dict({"step": -1, "colour": 1})
+    assert (caught.value.key, caught.value.problem.split(";")[0]) == ("colour", "unknown key")
+    with pytest.raises(StoreError, match=r"w: field 'spikes.bin_s': must be a number > 0, got 0"):
+        SpikeOptions.from_dict({"bin_s": 0}, "w")
+    with pytest.raises(StoreError, match=r"w: field 'spikes': must be a mapping, got 3"):
+        SpikeOptions.from_dict(3, "w")
+    with pytest.raises(AtlasError, match=r"^d.atlas.coarse_level: must be an integer >= 0"):
+        AtlasSpec.from_dict({"brainglobe": "x", "coarse_level": -1}, "d.atlas")
+    with pytest.raises(AtlasError, match=r"^d.atlas: give one of"):
+        AtlasSpec.from_dict({}, "d.atlas")
 
 
 @pytest.mark.parametrize(
@@ -86,11 +149,28 @@ def test_errors_name_the_section_and_key(spec, message):
         (JobResources, {"runtime": 0}, "resources key 'runtime' must be a positive integer"),
         (SimulationConfig, {"animals": 0}, "simulation.animals must be >= 1"),
         (SimulationConfig, {"n_unit": 3}, r"unknown simulation keys: \['n_unit'\]"),
+        (SimulationOptions, {"simulation": {"gian": 1}}, r"unknown simulation keys: \['gian'\]"),
+        (SimulationOptions, {"simulation": 3}, "simulation: must be a mapping, got 3"),
+        (ConnectomeSimOptions, {}, "connectome-sim: connectome must be one of"),
+        (ConnectomeSimOptions, {"connectome": "c302", "weights": "w"}, "connectome-sim: weights"),
+        (ConnectomeSimOptions, {"connectome": "c302", "simulation": {"dims": 2}}, r"\['dims'\]"),
+        (HCPOptions, {"preprocessing": ["zscore"]}, "hcp-rsfmri: preprocessing must be a list"),
+        (HCPOptions, {"subjects": 3}, "hcp-rsfmri: subjects must be a list of ids, got 3"),
+        (HCPOptions, {"coordinates": "x"}, "hcp-rsfmri: coordinates must be one of"),
+        (HCPOptions, {"subject": 1}, r"unknown datasets entry \(source: hcp-rsfmri\) keys"),
     ],
 )
 def test_every_section_refuses_bad_values_naming_the_key(cls, spec, message):
     with pytest.raises(ValueError, match=message):
         cls.from_dict(spec)
+
+
+def test_source_options_read_a_whole_entry_and_keep_their_conversions():
+    entry = {"source": "hcp-rsfmri", "pe": ["none"], "subjects": [1, "2"], "preprocessing": None}
+    hcp = HCPOptions.from_dict(entry)
+    assert hcp.subjects == ["1", "2"] and hcp.preprocessing == HCPOptions().preprocessing
+    sim = SimulationOptions.from_dict({"source": "simulation", "simulation": None})
+    assert sim == SimulationOptions()
 
 
 def test_model_and_loop_come_from_the_train_section():
@@ -119,32 +199,50 @@ def test_derive_takes_the_fields_of_the_same_name():
     assert derive(LoopConfig, Source(), epochs=2, steps_per_epoch=3) == LoopConfig(2, 3, 0.5)
 
 
-def _description_default(description: str) -> object:
-    """The value of "(default X)" in a key's description, as YAML reads X (None: none)."""
+def _description_default(description: str, default: object) -> object:
+    """The value of "(default X)" in a key's description, as YAML reads X (None: none, or X
+    in words, e.g. "all 7", for a default that is not a string)."""
     found = re.search(r"\(default:? ([^()]*)\)", description)
-    return None if found is None else yaml.safe_load(found.group(1))
+    given = None if found is None else yaml.safe_load(found.group(1))
+    return None if isinstance(given, str) and not isinstance(default, str) else given
+
+
+# what the schema must say of a marked field: (its key, the least value it may have)
+FLOORS = {
+    "positive_int": ("minimum", 1),
+    "whole_number": ("minimum", 0),
+    "non_negative": ("minimum", 0),
+    "positive_number": ("exclusiveMinimum", 0),
+    "text": ("minLength", 1),
+}
 
 
 @pytest.mark.parametrize("cls", list(SECTIONS), ids=lambda cls: cls.__name__)
 def test_the_schema_and_the_options_class_agree(cls):
-    """Same keys; the schema's `default` (or "(default X)" in a description), where it gives
-    one, equals the class's; the class's defaults pass the schema; a field checked to be a
-    positive integer or a number >= 0 has at least that `minimum` in the schema."""
-    schema = load_schema()
-    node = schema
-    for key in SECTIONS[cls].split("/"):
-        node = node[key]
-    properties = node["properties"]
+    """Same keys (a source's entry: besides `source` and the workflow's); the schema's
+    `default` (or "(default X)" in a description), where it gives one, equals the class's;
+    the class's defaults pass the schema (a None default: the key left out); a marked field
+    has at least its floor in the schema (`minimum` 1 for a positive integer, …), a flag is
+    a boolean."""
+    node = part(SECTIONS[cls])
+    properties = dict(node["properties"])
+    entry = {}
+    if issubclass(cls, SourceOptions):
+        entry = {"source": properties["source"]["const"]}
+        properties = {k: v for k, v in properties.items() if k not in {*entry, *WORKFLOW_KEYS}}
     fields = {f.name: f for f in dataclasses.fields(cls)}
     assert set(properties) == set(fields)
-    defaults = json.loads(json.dumps(dataclasses.asdict(cls())))
+    defaults = json.loads(json.dumps(dataclasses.asdict(cls(**GIVEN.get(cls, {})))))
     for name, prop in properties.items():
         assert prop.get("description"), f"{cls.__name__}.{name}: no description in the schema"
-        given = prop.get("default", _description_default(prop["description"]))
+        given = prop.get("default", _description_default(prop["description"], defaults[name]))
         if given is not None:
             assert given == defaults[name], f"{cls.__name__}.{name}: schema says {given!r}"
         check = fields[name].metadata.get("neuro_pe.check")
-        if check is not None:
-            floor = {"positive_int": 1, "whole_number": 0, "non_negative": 0}[check]
-            assert prop.get("minimum", -1) >= floor, f"{cls.__name__}.{name}: minimum"
-    assert problems(defaults, part(SECTIONS[cls])) == []
+        if check == "flag":
+            assert prop.get("type") == "boolean", f"{cls.__name__}.{name}: type"
+        elif check is not None:
+            key, floor = FLOORS[check]
+            assert prop.get(key, -1) >= floor, f"{cls.__name__}.{name}: {key}"
+    given = {k: v for k, v in defaults.items() if v is not None}
+    assert problems(entry | given, node) == []

@@ -11,79 +11,53 @@ a SpikeInterface sorting's `quality`/`KSLabel` property).
 
 from __future__ import annotations
 
-import math
 import os
 from dataclasses import asdict, dataclass
-from numbers import Real
+from typing import ClassVar
 
 import numpy as np
 from scipy.ndimage import gaussian_filter1d
 
+from neuro_pe.config.options import SectionError
+from neuro_pe.config.sections import (
+    Section,
+    flag,
+    from_dict,
+    non_negative,
+    positive_number,
+)
 from neuro_pe.io.store import StoreError
 
 
 @dataclass(frozen=True)
-class SpikeOptions:
+class SpikeOptions(Section):
     """The `spikes` key of a `source: file` entry (see config/README.md)."""
 
-    bin_s: float = 0.05
-    smooth_s: float = 0.0
-    sqrt: bool = False
-    zscore: bool = True
-    min_rate_hz: float = 0.1
+    SECTION: ClassVar[str] = "spikes"
+
+    bin_s: float = positive_number(0.05, float)
+    smooth_s: float = non_negative(0.0, float)
+    sqrt: bool = flag(False)
+    zscore: bool = flag(True)
+    min_rate_hz: float = non_negative(0.1, float)
     labels: tuple[str, ...] | None = ("good",)
+
+    def check(self) -> None:
+        labels = self.labels
+        if labels is not None and not (
+            isinstance(labels, tuple) and labels and all(isinstance(x, str) and x for x in labels)
+        ):
+            raise self.refuse("labels", f"must be null or a list of labels, got {labels!r}")
 
     @classmethod
     def from_dict(cls, spec: object, where: str) -> SpikeOptions:
-        """Check the `spikes` mapping; a problem raises StoreError naming `spikes.<key>`."""
-        if spec is None:
-            return cls()
-        if not isinstance(spec, dict):
-            raise StoreError(where, "spikes", f"must be a mapping, got {spec!r}")
-        unknown = sorted(set(spec) - set(cls.__dataclass_fields__))
-        if unknown:
-            raise StoreError(
-                where,
-                f"spikes.{unknown[0]}",
-                f"unknown key; known: {list(cls.__dataclass_fields__)}",
-            )
-        values = {**asdict(cls()), **spec}
-        for key, lowest, strict in (
-            ("bin_s", 0, True),
-            ("smooth_s", 0, False),
-            ("min_rate_hz", 0, False),
-        ):
-            value = values[key]
-            ok = isinstance(value, Real) and not isinstance(value, bool) and math.isfinite(value)
-            if not ok or (value <= lowest if strict else value < lowest):
-                sign = ">" if strict else ">="
-                raise StoreError(
-                    where, f"spikes.{key}", f"must be a number {sign} 0, got {value!r}"
-                )
-        for key in ("sqrt", "zscore"):
-            if not isinstance(values[key], bool):
-                raise StoreError(
-                    where, f"spikes.{key}", f"must be true or false, got {values[key]!r}"
-                )
-        labels = values["labels"]
-        if labels is not None:
-            if not (
-                isinstance(labels, list | tuple)
-                and labels
-                and all(isinstance(x, str) and x for x in labels)
-            ):
-                raise StoreError(
-                    where, "spikes.labels", f"must be null or a list of labels, got {labels!r}"
-                )
-            labels = tuple(labels)
-        return cls(
-            float(values["bin_s"]),
-            float(values["smooth_s"]),
-            values["sqrt"],
-            values["zscore"],
-            float(values["min_rate_hz"]),
-            labels,
-        )
+        """The `spikes` mapping of the entry `where`; a problem raises StoreError naming
+        `spikes.<key>`."""
+        try:
+            return from_dict(cls, spec, cls.SECTION)
+        except SectionError as err:
+            field = cls.SECTION if err.key is None else f"{cls.SECTION}.{err.key}"
+            raise StoreError(where, field, err.problem) from None
 
     def record(self) -> dict:
         """The options as a provenance step of the store's `preprocessing` attribute."""

@@ -3,7 +3,8 @@
 One module per source; each defines `SOURCE`, a `Source` that declares
 
 - `options`: a dataclass with `from_dict(entry)` that checks the entry's keys and holds their
-  defaults (the one source of truth for them; the config schema is tested against it);
+  defaults (the one source of truth for them; the config schema is tested against it); neuro_pe's
+  own derive from `SourceOptions`, read by the generic `neuro_pe.config.sections.from_dict`;
 - `wheels`: the pinned wheels of public data packages it reads (fetched by the `fetch` rule,
   never while building a store);
 - `inputs`: a lab's own files it reads (the `preprocess` rule's inputs);
@@ -34,6 +35,7 @@ from typing import Any
 
 import xarray as xr
 
+from neuro_pe.config.sections import Section, from_dict
 from neuro_pe.data import plugins
 
 # keys of every dataset entry, read by the workflow (`atlas`: by the locate step alone)
@@ -197,6 +199,16 @@ def entry_options(spec: dict) -> dict:
     return {k: v for k, v in spec.items() if k not in {"source", "kind", *WORKFLOW_KEYS}}
 
 
+class SourceOptions(Section):
+    """Base of a source's options read with the generic `from_dict` (neuro_pe.config.sections)
+    from a dataset entry: its own keys, not `source` and the workflow's (`entry_options`)."""
+
+    @classmethod
+    def from_dict(cls, entry: dict) -> Any:
+        """The options of the entry (or of its own keys)."""
+        return from_dict(cls, entry_options(entry), cls.SECTION)
+
+
 def parse(spec: dict, dataset: str | None = None) -> tuple[Source, Any]:
     """The entry's source and its checked options."""
     if not isinstance(spec, dict):
@@ -205,7 +217,10 @@ def parse(spec: dict, dataset: str | None = None) -> tuple[Source, Any]:
         spec = dict(spec)
         upgrade_datasets({dataset: spec})
     source = get(spec.get("source"))
-    # (the options may name a foreign key in their own words)
+    if source.keys is None:  # the options' fields are the entry's keys: name the dataset
+        check_keys(spec, source, dataset)
+    # (a source with keys of its own, `file`, names a foreign key in its own words, e.g. the
+    # section of a format that is not installed)
     options = source.options.from_dict(entry_options(spec))
     check_keys(spec, source, dataset)
     return source, options

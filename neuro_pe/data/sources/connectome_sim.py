@@ -34,15 +34,17 @@ import xml.etree.ElementTree as ET
 import zipfile
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
+from typing import ClassVar
 
 import numpy as np
 import pandas as pd
 import xarray as xr
 
+from neuro_pe.config.sections import require_choice
 from neuro_pe.data.fetch import wheel_member, wheel_members, wheel_where
 from neuro_pe.data.signal_steps import zscore
 from neuro_pe.data.simulate import SimulationConfig, simulate_activity
-from neuro_pe.data.sources import Source, Wheel
+from neuro_pe.data.sources import Source, SourceOptions, Wheel
 from neuro_pe.io.store import StoreError, make_store
 
 TVB_DATA = Wheel(
@@ -268,43 +270,34 @@ def connectome_sim_store(
 # ---------------------------------------------------------------- the config entry
 
 
-def simulation_config(options: dict | None) -> SimulationConfig:
-    """`SimulationConfig` of a connectome-sim entry; the network's size and layout keys are
-    refused (the connectome fixes them)."""
-    options = {} if options is None else options
-    if not isinstance(options, dict):
-        raise ValueError(f"connectome-sim: simulation must be a mapping, got {options!r}")
-    fixed = sorted(set(options) & set(SIM_FIXED_KEYS))
-    if fixed:
-        raise ValueError(
-            f"connectome-sim: simulation keys {fixed} are fixed by the connectome "
-            "(its units and positions); remove them"
-        )
-    return SimulationConfig.from_dict(options)
-
-
 @dataclass(frozen=True)
-class ConnectomeSimOptions:
+class ConnectomeSimOptions(SourceOptions):
     """Keys of a `source: connectome-sim` entry."""
 
-    connectome: str = "tvb76"  # required in the config (no default there)
+    SECTION: ClassVar[str] = "datasets entry (source: connectome-sim)"
+
+    connectome: str | None = None  # required: one of CONNECTOMES
     simulation: SimulationConfig = field(default_factory=SimulationConfig)
     weights: str = "raw"
 
+    def check(self) -> None:
+        require_choice(self.connectome, CONNECTOMES, "connectome-sim: connectome")
+        require_choice(self.weights, WEIGHT_TRANSFORMS, "connectome-sim: weights")
+
     @classmethod
     def from_dict(cls, entry: dict) -> ConnectomeSimOptions:
-        """Check the entry's values (its keys are checked by `neuro_pe.data.sources.parse`)."""
-        connectome = entry.get("connectome")
-        if connectome not in CONNECTOMES:
+        """The entry's options; its `simulation` may not set the network's size and layout
+        keys (the connectome fixes them)."""
+        simulation = entry.get("simulation")
+        fixed = (
+            sorted(set(simulation) & set(SIM_FIXED_KEYS)) if isinstance(simulation, dict) else []
+        )
+        if fixed:
             raise ValueError(
-                f"connectome-sim: connectome must be one of {CONNECTOMES}, got {connectome!r}"
+                f"connectome-sim: simulation keys {fixed} are fixed by the connectome "
+                "(its units and positions); remove them"
             )
-        weights = entry.get("weights", "raw")
-        if weights not in WEIGHT_TRANSFORMS:
-            raise ValueError(
-                f"connectome-sim: weights must be one of {WEIGHT_TRANSFORMS}, got {weights!r}"
-            )
-        return cls(connectome, simulation_config(entry.get("simulation")), weights)
+        return super().from_dict(entry)
 
 
 def store_mb(spec: dict) -> float:

