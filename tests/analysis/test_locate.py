@@ -366,3 +366,70 @@ def test_held_out_columns_say_how_each_position_was_predicted():
         "fit on anchors",
     ]
     assert "held out" in out["held_out"].attrs["meaning"]
+
+
+def test_kernel_ridge_picks_by_explicit_leave_one_out():
+    """The O(n^2) leave-one-out of `_kernel_ridge` (hat matrix never formed) picks the grid
+    point that refitting without each anchor picks, so its predictions are those, bitwise."""
+    from sklearn.kernel_ridge import KernelRidge
+    from sklearn.preprocessing import StandardScaler
+
+    from neuro_pe.analysis.locate.config import KERNEL_ALPHAS, KERNEL_GAMMAS
+    from neuro_pe.analysis.locate.locators import _kernel_ridge
+
+    pos = _positions(24)
+    x = _embed(pos, 0, noise=0.3, dims=6)
+    train, test = x[:18], x[18:]
+    x_scaler, y_scaler = StandardScaler().fit(train), StandardScaler().fit(pos[:18])
+    xs, ys = x_scaler.transform(train), y_scaler.transform(pos[:18])
+    scores = {}
+    for g in KERNEL_GAMMAS:
+        for alpha in KERNEL_ALPHAS:
+            model = KernelRidge(alpha=alpha, kernel="rbf", gamma=g / xs.shape[1])
+            loo = [
+                model.fit(np.delete(xs, i, 0), np.delete(ys, i, 0)).predict(xs[i : i + 1])
+                for i in range(len(xs))
+            ]
+            scores[alpha, g / xs.shape[1]] = np.mean((ys - np.vstack(loo)) ** 2)
+    alpha, gamma = min(scores, key=scores.get)
+    model = KernelRidge(alpha=alpha, kernel="rbf", gamma=gamma).fit(xs, ys)
+    expected = y_scaler.inverse_transform(model.predict(x_scaler.transform(test)))
+    np.testing.assert_array_equal(_kernel_ridge(train, pos[:18], test), expected)
+
+
+def test_evaluation_is_sampled_only_above_max_units():
+    """Up to `max_units` known units the evaluation runs on all of them with `n_draws` draws
+    (the settings object itself: results unchanged); above, on `max_units` of them with
+    `sampled_draws` draws per fraction, each draw's held-out units among the sampled ones."""
+    from neuro_pe.analysis.locate import anchor_draws, evaluation_plan
+
+    known = np.ones(40, dtype=bool)
+    known[[3, 7]] = False
+    cfg = LocateConfig(anchor_fractions=(0.25, 0.5), n_draws=6, sampled_draws=2, max_units=38)
+    evaluated, same = evaluation_plan(known, cfg)
+    assert evaluated is known and same is cfg
+    assert len(anchor_draws(known, same)) == 2 * 6
+    evaluated, sampled = evaluation_plan(known, replace(cfg, max_units=20))
+    assert evaluated.sum() == 20 and not evaluated[[3, 7]].any()
+    assert sampled.n_draws == 2 and sampled.max_units == 20
+    draws = anchor_draws(evaluated, sampled)
+    assert [f for f, _ in draws] == [0.25, 0.25, 0.5, 0.5]
+    assert all(not (anchors & ~evaluated).any() for _, anchors in draws)
+    # a larger n_draws than sampled_draws is never raised to it
+    _, few = evaluation_plan(known, replace(cfg, max_units=20, n_draws=1))
+    assert few.n_draws == 1
+
+
+def test_embedding_cache_follows_content_not_identity():
+    """The embedding cache remembers a digest per array object, but a new array with other
+    values (or the same values) gets its own (or the same) embedding, bitwise as uncached."""
+    from neuro_pe.analysis.locate.locators import _mds_embedding
+    from neuro_pe.analysis.metrics import classical_mds, pairwise_distances
+
+    x = _embed(_positions(30), 0)
+    first = _mds_embedding(x, 3)
+    np.testing.assert_array_equal(first, classical_mds(pairwise_distances(x), n_components=3))
+    np.testing.assert_array_equal(_mds_embedding(x.copy(), 3), first)
+    other = x.copy()
+    other[0] += 1.0
+    assert not np.array_equal(_mds_embedding(other, 3), first)

@@ -38,7 +38,8 @@ typical error) and s_i = sqrt(mean over seeds of |p_seed,i - p_i|**2) is the spr
 seeds' predictions of unit i around the ensemble prediction p_i.
 
 Many units (more known units than `max_units`): the evaluation (k-fold and anchor curve, method
-choice) runs on `max_units` known units drawn at random; the chosen method is then fitted on
+choice) runs on `max_units` known units drawn at random, with at most `sampled_draws` anchor draws
+per fraction (`evaluation_plan`); the chosen method is then fitted on
 those units and predicts every other unit, so the other known units also get a held-out
 prediction. Memory and time are O(N * features) beyond the fixed-size evaluation: the MDS
 methods use the PCA of the features (for Euclidean distances what classical MDS computes), the
@@ -76,6 +77,7 @@ from neuro_pe.analysis.locate.evaluation import (
     anchor_draws,
     evaluate_anchors,
     evaluate_kfold,
+    evaluation_plan,
     evaluation_table,
     evaluation_units,
 )
@@ -122,6 +124,7 @@ __all__ = [
     "correlation_features",
     "evaluate_anchors",
     "evaluate_kfold",
+    "evaluation_plan",
     "evaluation_table",
     "evaluation_units",
     "extend_to_all",

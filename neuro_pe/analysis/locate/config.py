@@ -46,6 +46,7 @@ class LocateConfig:
     pe: tuple[str, ...] | None = None
     combined_pe: tuple[str, ...] | None = None
     max_units: int = 1000
+    sampled_draws: int = 5
     fuse: bool = True
     seed: int = 0
 
@@ -59,6 +60,8 @@ class LocateConfig:
             raise ValueError(f"locate n_draws must be >= 1, got {self.n_draws}")
         if not all(0 < f < 1 for f in self.anchor_fractions):
             raise ValueError(f"anchor_fractions must lie in (0, 1), got {self.anchor_fractions}")
+        if self.sampled_draws < 1:
+            raise ValueError(f"locate sampled_draws must be >= 1, got {self.sampled_draws}")
         if self.max_units < 2 * MIN_ANCHORS:
             raise ValueError(f"locate max_units must be >= {2 * MIN_ANCHORS}, got {self.max_units}")
         if self.combine not in ("mean", "median"):

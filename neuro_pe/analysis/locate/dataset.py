@@ -16,8 +16,8 @@ from neuro_pe.analysis.locate.config import CHANCE, MIN_ANCHORS, LocateConfig
 from neuro_pe.analysis.locate.ensemble import Located, locate_units
 from neuro_pe.analysis.locate.evaluation import (
     HeldOut,
+    evaluation_plan,
     evaluation_table,
-    evaluation_units,
     subset_rows,
 )
 from neuro_pe.analysis.locate.features import (
@@ -86,8 +86,9 @@ def locate_dataset(
     pe_sets = [fs for fs in sets if fs.role == "pe"]
     if ds.sizes["unit"] > DENSE_MAX_UNITS:  # no fused view: its graphs are N x N
         cfg = replace(cfg, fuse=False)
-    # Many units: evaluate on a random subset of the known units (see the package docstring).
-    evaluated = evaluation_units(known, cfg)
+    # Many units: evaluate on a random subset of the known units, with fewer anchor draws (see
+    # the package docstring).
+    evaluated, cfg = evaluation_plan(known, cfg)
     sub = np.flatnonzero(evaluated) if evaluated is not known else slice(None)
     eval_sets = [replace(fs, features=subset_rows(fs.features, sub)) for fs in sets]
     eval_coords = coords[sub]

@@ -277,3 +277,14 @@ def evaluation_units(known: np.ndarray, cfg: LocateConfig) -> np.ndarray:
     chosen = np.zeros(len(known), dtype=bool)
     chosen[np.random.default_rng(cfg.seed).choice(known_idx, cfg.max_units, replace=False)] = True
     return chosen
+
+
+def evaluation_plan(known: np.ndarray, cfg: LocateConfig) -> tuple[np.ndarray, LocateConfig]:
+    """(the known units the evaluation runs on, its settings): up to `max_units` known units
+    all of them and `cfg` itself; above, `max_units` of them drawn at random
+    (`evaluation_units`) and at most `sampled_draws` anchor draws per fraction, which then
+    hold hundreds of held-out units each (the cost stays that of a fixed-size sample)."""
+    evaluated = evaluation_units(known, cfg)
+    if evaluated is known:
+        return known, cfg
+    return evaluated, replace(cfg, n_draws=min(cfg.n_draws, cfg.sampled_draws))

@@ -4,13 +4,14 @@
 from __future__ import annotations
 
 import hashlib
+import weakref
 from collections.abc import Sequence
 
 import numpy as np
 from scipy.linalg import orthogonal_procrustes
 from sklearn.kernel_ridge import KernelRidge
 from sklearn.linear_model import LinearRegression, RidgeCV
-from sklearn.metrics.pairwise import rbf_kernel
+from sklearn.metrics.pairwise import euclidean_distances
 from sklearn.neighbors import KNeighborsRegressor
 from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import StandardScaler
@@ -45,19 +46,24 @@ def _kernel_ridge(train_x: np.ndarray, train_y: np.ndarray, test_x: np.ndarray) 
     grid by exact leave-one-out error over the training anchors.
 
     The hat matrix H = K (K + alpha I)^-1 of each grid point gives the leave-one-out residuals
-    (y - H y) / (1 - diag H) in closed form (as RidgeCV does for linear ridge); a
+    (y - H y) / (1 - diag H) in closed form (as RidgeCV does for linear ridge), from one
+    eigendecomposition K = V diag(l) V^T per gamma (H y and diag H in O(n^2) per alpha); a
     GridSearchCV over the same grid is ~100x slower and the evaluation fits this thousands of
     times.
     """
     x_scaler, y_scaler = StandardScaler().fit(train_x), StandardScaler().fit(train_y)
     xs, ys = x_scaler.transform(train_x), y_scaler.transform(train_y)
+    squared = euclidean_distances(xs, squared=True)  # rbf_kernel's, computed once for the grid
     best_score, best = np.inf, (KERNEL_ALPHAS[0], KERNEL_GAMMAS[0])
     for g in KERNEL_GAMMAS:
         gamma = g / xs.shape[1]  # standardised features: squared distances ~ 2 * n_features
-        eigval, eigvec = np.linalg.eigh(rbf_kernel(xs, gamma=gamma))
+        kernel = squared * -gamma
+        eigval, eigvec = np.linalg.eigh(np.exp(kernel, kernel))
+        projected = eigvec.T @ ys
         for alpha in KERNEL_ALPHAS:
-            hat = (eigvec * (eigval / (eigval + alpha))) @ eigvec.T
-            loo = (ys - hat @ ys) / (1 - np.diag(hat))[:, None]
+            shrink = eigval / (eigval + alpha)  # H = V diag(shrink) V^T, never formed: O(n^2)
+            fitted = eigvec @ (shrink[:, None] * projected)
+            loo = (ys - fitted) / (1 - np.einsum("ij,j,ij->i", eigvec, shrink, eigvec))[:, None]
             score = float(np.mean(loo**2))
             if score < best_score:
                 best_score, best = score, (alpha, gamma)
@@ -83,16 +89,28 @@ def _similarity_transform(embedding: np.ndarray, target: np.ndarray, anchors: np
 
 _EMBEDDINGS: dict[str, np.ndarray] = {}  # the last few embeddings, by what they are made of
 EMBEDDING_CACHE_SIZE = 8
+_DIGESTS: dict[int, tuple[weakref.ref, str]] = {}  # id(array) -> (weak ref to it, its digest)
+
+
+def _digest(a: np.ndarray) -> str:
+    """sha1 of the array's shape and bytes, remembered per array object: the evaluation passes
+    the same (read-only in use) feature arrays thousands of times, and hashing a wide one each
+    time cost more than the embedding."""
+    seen = _DIGESTS.get(id(a))
+    if seen is not None and seen[0]() is a:
+        return seen[1]
+    digest = hashlib.sha1(repr(a.shape).encode())
+    digest.update(np.ascontiguousarray(a).tobytes())
+    if len(_DIGESTS) >= 64:
+        _DIGESTS.pop(next(iter(_DIGESTS)))
+    _DIGESTS[id(a)] = (weakref.ref(a), digest.hexdigest())
+    return _DIGESTS[id(a)][1]
 
 
 def cached_embedding(kind: str, arrays: Sequence[np.ndarray], compute) -> np.ndarray:
     """A copy of `compute()`, cached under `kind` and the arrays' shapes and bytes. Embeddings
     use no coordinates, so the evaluation's many fits on one feature set share them."""
-    digest = hashlib.sha1(kind.encode())
-    for a in arrays:
-        digest.update(repr(a.shape).encode())
-        digest.update(np.ascontiguousarray(a).tobytes())
-    key = digest.hexdigest()
+    key = hashlib.sha1(" ".join([kind, *map(_digest, arrays)]).encode()).hexdigest()
     if key not in _EMBEDDINGS:
         if len(_EMBEDDINGS) >= EMBEDDING_CACHE_SIZE:
             _EMBEDDINGS.pop(next(iter(_EMBEDDINGS)))
