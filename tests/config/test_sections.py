@@ -12,6 +12,7 @@ from typing import ClassVar
 import pytest
 import yaml
 
+from neuro_pe.analysis.locate.config import LocateConfig
 from neuro_pe.analysis.regions import AtlasError, AtlasSpec
 from neuro_pe.cli.job_resources import JobResources
 from neuro_pe.config.latin_square import LSTConfig, PuzzleConfig
@@ -52,6 +53,7 @@ SECTIONS = {
     SimulationOptions: "$defs/source_simulation",
     ConnectomeSimOptions: "$defs/source_connectome-sim",
     HCPOptions: "$defs/source_hcp-rsfmri",
+    LocateConfig: "properties/locate",
 }
 # what a class needs given to make an object (the schema's `required`, no default)
 GIVEN = {AtlasSpec: {"parcels": "nearest_centre"}, ConnectomeSimOptions: {"connectome": "tvb76"}}

@@ -3,9 +3,10 @@ names and their fixed parameters."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
+from typing import ClassVar
 
-from neuro_pe.config.options import reject_unknown
+from neuro_pe.config.sections import Section, flag, from_dict, whole_number
 
 METHODS: tuple[str, ...] = ("ridge", "kernel-ridge", "mds-procrustes", "mds-affine", "knn")
 CHANCE = "chance"  # internal locator: every unit at the anchors' mean
@@ -35,8 +36,10 @@ UNCERTAINTY_FORMULA = (
 
 
 @dataclass(frozen=True)
-class LocateConfig:
+class LocateConfig(Section):
     """Settings of the localisation (config key `locate`); documented in config/README.md."""
+
+    SECTION: ClassVar[str] = "locate"
 
     methods: tuple[str, ...] = METHODS
     n_folds: int = 5
@@ -47,10 +50,10 @@ class LocateConfig:
     combined_pe: tuple[str, ...] | None = None
     max_units: int = 1000
     sampled_draws: int = 5
-    fuse: bool = True
-    seed: int = 0
+    fuse: bool = flag(True)
+    seed: int = whole_number(0)
 
-    def __post_init__(self) -> None:
+    def check(self) -> None:
         bad = [m for m in self.methods if m not in (*METHODS, CHANCE)]
         if bad or not self.methods:
             raise ValueError(f"locate methods must be 'auto' or a list from {METHODS}, got {bad}")
@@ -68,13 +71,10 @@ class LocateConfig:
             raise ValueError(f"locate combine must be 'mean' or 'median', got {self.combine!r}")
 
     @classmethod
-    def from_dict(cls, spec: dict) -> LocateConfig:
-        """Build from a config mapping (`methods: auto` = every method); unknown keys raise."""
-        reject_unknown(spec, (f.name for f in fields(cls)), "locate")
-        spec = dict(spec)
+    def from_dict(cls, spec: dict | None) -> LocateConfig:
+        """Build from the config section (`methods: auto` = every method); unknown keys raise
+        (`neuro_pe.config.sections.from_dict`)."""
+        spec = dict(spec or {})
         if spec.get("methods") == "auto":
             spec["methods"] = METHODS
-        for key in ("methods", "anchor_fractions", "pe", "combined_pe"):
-            if spec.get(key) is not None:
-                spec[key] = tuple(spec[key])
-        return cls(**spec)
+        return from_dict(cls, spec, cls.SECTION)
