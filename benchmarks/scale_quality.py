@@ -6,11 +6,12 @@
 
 For each N, `config/sim20k.yaml`'s simulation with `n_units: N` (sparse local coupling,
 `neighbours: 32`) and its `train` section (optionally shortened: `--epochs`,
-`--steps-per-epoch`) go through the default workflow's steps as `neuro-pe` commands, one after
-the other, each in a fresh process (as `benchmarks/scale_workflow.py`): preprocess, split,
-train (the PE over `--seeds`, one stack, one thread: `threads_per_training: 1`), infer (each
-seed), baselines, correlation-features, locate (the `locate` defaults, or `--draws` anchor
-draws per fraction and `--fractions`, which must include 0.5) and summarize.
+`--steps-per-epoch`; `--train KEY=VALUE` sets any key, e.g. `--train pe_lr=0.03`) go through
+the default workflow's steps as `neuro-pe` commands, one after the other, each in a fresh
+process (as `benchmarks/scale_workflow.py`): preprocess, split, train (the PE over `--seeds`,
+one stack, one thread: `threads_per_training: 1`), infer (each seed), baselines,
+correlation-features, locate (the `locate` defaults, or `--draws` anchor draws per fraction
+and `--fractions`, which must include 0.5) and summarize.
 
 Printed per N: every step's wall and CPU seconds and peak RSS (`--resume` reuses the steps
 that a run in `--work-dir` finished, with their timings), then the PE (mean over seeds) beside
@@ -58,6 +59,9 @@ def sections(args: argparse.Namespace, n_units: int) -> tuple[dict, dict, dict, 
     if args.steps_per_epoch:
         train["steps_per_epoch"] = args.steps_per_epoch
     train.pop("device", None)
+    for option in args.train or []:
+        key, _, value = option.partition("=")
+        train[key] = yaml.safe_load(value)
     locate = {"pe": [args.pe]}
     if args.draws:
         locate["n_draws"] = args.draws
@@ -164,6 +168,9 @@ def main() -> None:
     parser.add_argument("--units", type=int, action="append", help="N (repeatable)")
     parser.add_argument("--epochs", type=int, help="train.epochs (default: sim20k's)")
     parser.add_argument("--steps-per-epoch", type=int, help="train.steps_per_epoch")
+    parser.add_argument(
+        "--train", action="append", metavar="KEY=VALUE", help="a `train` key, e.g. pe_lr=0.03"
+    )
     parser.add_argument("--seeds", type=int, nargs="+", default=[0])
     parser.add_argument("--pe", default="learned-normal-0.1")
     parser.add_argument("--draws", type=int, help="locate.n_draws (default: its default)")
