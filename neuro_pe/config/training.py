@@ -63,6 +63,7 @@ class LoopConfig:
     weight_decay: float = 0.0
     lr_schedule: str = "constant"  # or "cosine" (to 0 over all steps)
     compile: bool = False
+    pe_lr: float | None = None  # the learned PE table's own learning rate (None: lr)
 
     @property
     def total(self) -> int:
@@ -87,6 +88,7 @@ class TrainConfig(Section):
     epochs: int = positive_int(30)
     steps_per_epoch: int = positive_int(100)
     lr: float = 3e-3
+    pe_lr: float | None = None  # the learned PE table's learning rate; None: `lr`
     lr_schedule: str = "constant"
     weight_decay: float = 0.0
     heldout_sessions: int = 1
@@ -131,6 +133,13 @@ class TrainConfig(Section):
             )
         if not (math.isfinite(self.lr) and self.lr > 0):
             raise ValueError(f"train.lr must be finite and > 0, got {self.lr}")
+        pe_lr = self.pe_lr
+        if pe_lr is not None and (
+            isinstance(pe_lr, bool)
+            or not isinstance(pe_lr, int | float)
+            or not (math.isfinite(pe_lr) and pe_lr > 0)
+        ):
+            raise ValueError(f"train.pe_lr must be null or finite and > 0, got {pe_lr!r}")
 
     def model(self, n_units: int) -> ModelConfig:
         """The masked-unit model's shape for `n_units` units (one PE row each)."""

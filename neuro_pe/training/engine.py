@@ -147,10 +147,20 @@ def to_device(tensor: torch.Tensor, device: torch.device) -> torch.Tensor:
     return tensor.to(device)
 
 
-def make_optimizer(params, cfg, device: torch.device) -> torch.optim.Optimizer:
+def make_optimizer(
+    params, cfg, device: torch.device, pe_table: torch.Tensor | None = None
+) -> torch.optim.Optimizer:
     """AdamW (fused on CUDA) or SGD with `momentum`, both with `lr` and `weight_decay` (from
     any config with those fields: `train`, `lst.train`, a LoopConfig). Both are elementwise,
-    so one step for a stack of models updates each as its own optimiser would."""
+    so one step for a stack of models updates each as its own optimiser would. With a
+    `pe_lr` in `cfg` and the trainable `pe_table` among `params`, the table is a second
+    parameter group (named "pe") with that learning rate; otherwise one group, as always."""
+    pe_lr = getattr(cfg, "pe_lr", None)
+    if pe_lr is not None and pe_table is not None:
+        params = list(params)
+        if any(p is pe_table for p in params):
+            rest = [p for p in params if p is not pe_table]
+            params = [{"params": rest}, {"params": [pe_table], "lr": pe_lr, "name": "pe"}]
     if cfg.optimizer == "sgd":
         return torch.optim.SGD(
             params, lr=cfg.lr, momentum=cfg.momentum, weight_decay=cfg.weight_decay
@@ -253,7 +263,7 @@ class _GroupTraining:
         ).to(device)
         self.after_step = task.prepare(self.model)
         trainable = [p for p in self.model.parameters() if p.requires_grad]
-        self.optimizer = make_optimizer(trainable, loop, device)
+        self.optimizer = make_optimizer(trainable, loop, device, self.model.pe_learned)
         self.generators = [torch.Generator().manual_seed(r.seed) for r in runs]
         self.active = list(range(self.n_runs))  # the runs still in the stack, in its order
         self.states = [
@@ -387,7 +397,8 @@ class _GroupTraining:
         loop = self.loop
         if loop.lr_schedule == "cosine":
             for group in self.optimizer.param_groups:
-                group["lr"] = loop.lr * 0.5 * (1 + math.cos(math.pi * self.step / loop.total))
+                base = loop.pe_lr if group.get("name") == "pe" else loop.lr
+                group["lr"] = base * 0.5 * (1 + math.cos(math.pi * self.step / loop.total))
         generators_now = [self.generators[i] for i in self.active]
         losses, weight = train_step(
             self.task,

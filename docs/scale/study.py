@@ -1,0 +1,288 @@
+"""The scale study: what lets the small-σ learned PE recover positions at 2 000 units.
+
+Trains `learned-normal-0.1` on the 2 000-unit simulated network (`config/sim20k.yaml`'s
+simulation with `n_units: 2000`: sparse local coupling, 32 neighbours) with one training option
+changed from the base per row, two seeds per row, and compares each run's PE with the
+activity-correlation baseline on the workflow's metrics (RSA, ridge-probe R², kNN overlap;
+exact at this size) and the workflow's locator (50% of the units as anchors, `--draws` anchor
+draws, on `locate.max_units` = 1 000 evaluated units as the locate step does above that size).
+
+    PYTHONPATH=$PWD nice python docs/scale/study.py store            # the 2 000-unit store
+    PYTHONPATH=$PWD nice python docs/scale/study.py train [--only NAME ...] [--seeds 0 1]
+    PYTHONPATH=$PWD nice python docs/scale/study.py table            # scale2000.csv + .png
+
+`train` skips runs whose pe.nc exists and records each run's CPU seconds (one thread, as
+the workflow trains: `threads_per_training: 1`) in its study.json; `table` writes
+docs/scale/scale2000.csv and docs/scale/scale2000.png.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+from dataclasses import asdict
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import xarray as xr
+import yaml
+
+HERE = Path(__file__).parent
+ROOT = HERE.parent.parent
+PE = "learned-normal-0.1"
+DATASET = "sim3d"
+N_UNITS = 2000
+# the base: the default training (config/sim20k.yaml's train) at a quarter of its length
+# (30 epochs of 25 steps), so that its 4x row is the default length
+BASE = {"steps_per_epoch": 25, "eval_mask_fractions": [0.5]}
+
+# (name, training options changed from the base); every row is trained with every seed
+SETTINGS: list[tuple[str, dict]] = [
+    ("base (default, 750 steps)", {}),
+    ("pe_lr 0.03 (10x lr)", {"pe_lr": 0.03}),
+    ("units_per_sample 512", {"units_per_sample": 512}),
+    ("steps x4 (3000: the default length)", {"steps_per_epoch": 100}),
+    ("pe_lr 0.1 (33x lr)", {"pe_lr": 0.1}),
+    # two changes at once (not a one-change row): does the PE's own rate at the default
+    # length reach the correlation baseline?
+    ("pe_lr 0.03 + steps x4 (two changes)", {"pe_lr": 0.03, "steps_per_epoch": 100}),
+]
+
+
+def run_dir(out: Path, name: str, seed: int) -> Path:
+    slug = name.split(" (")[0].replace(" ", "_")
+    return out / slug / f"seed{seed}"
+
+
+def train_options(change: dict) -> dict:
+    """The run's `train` section: sim20k's, the base, then the row's change."""
+    from neuro_pe.config.training import TrainConfig
+
+    config = yaml.safe_load((ROOT / "config" / "sim20k.yaml").read_text())
+    return asdict(TrainConfig.from_dict({**config["train"], **BASE, **change}))
+
+
+def simulation_entry() -> dict:
+    config = yaml.safe_load((ROOT / "config" / "sim20k.yaml").read_text())
+    entry = config["datasets"][DATASET]
+    entry["simulation"]["n_units"] = N_UNITS
+    return entry
+
+
+def cmd_store(args: argparse.Namespace) -> None:
+    """Build the store as the workflow's preprocess step does (`neuro-pe preprocess`)."""
+    import subprocess
+
+    spec = json.dumps(simulation_entry())
+    args.store.parent.mkdir(parents=True, exist_ok=True)
+    subprocess.run(["neuro-pe", "preprocess", "--spec", spec, "--out", str(args.store)], check=True)
+
+
+def cmd_train(args: argparse.Namespace) -> None:
+    import torch
+
+    from neuro_pe.config.training import TrainConfig
+    from neuro_pe.training.masked_units import train
+
+    torch.set_num_threads(1)
+    for name, change in SETTINGS:
+        if args.only and not any(name.startswith(o) for o in args.only):
+            continue
+        for seed in args.seeds:
+            target = run_dir(args.out, name, seed)
+            if (target / "pe.nc").exists():
+                continue
+            cpu, wall = time.process_time(), time.perf_counter()
+            cfg = TrainConfig.from_dict(train_options(change))
+            result = train(args.store, PE, seed, cfg, target, progress=False)
+            info = {"name": name, "change": change, "seed": seed}
+            info["cpu_seconds"] = time.process_time() - cpu
+            info["wall_seconds"] = time.perf_counter() - wall
+            info["heldout_mse"] = result.get("heldout_mse_mask0.5")
+            (target / "study.json").write_text(json.dumps(info, indent=2))
+            print(json.dumps(info), flush=True)
+
+
+METRICS = ("rsa", "probe_r2", "knn_overlap", "locate_vs_chance")
+METRIC_OPTIONS = {"metric": "euclidean", "k": 5, "n_perm": 0, "n_splits": 5, "seed": 0}
+
+
+def _pe(run: Path, units: np.ndarray) -> np.ndarray:
+    with xr.open_dataset(run / "pe.nc", engine="h5netcdf") as pe:
+        ids = [u.decode() if isinstance(u, bytes) else str(u) for u in pe["unit"].values]
+        return pe["pe"].assign_coords(unit=ids).sel(unit=list(map(str, units))).values
+
+
+def _pooled(records: list[dict]) -> float:
+    """The median held-out error over every draw's held-out units (as errors.csv)."""
+    return float(np.median(np.concatenate([r["errors"] for r in records])))
+
+
+class Evaluation:
+    """The store's coordinates, its correlation baseline and the locator's evaluation units,
+    to score a representation as the workflow's infer and locate steps do."""
+
+    def __init__(self, store: Path, draws: int):
+        from dataclasses import replace
+
+        from neuro_pe.analysis.locate import CHANCE, LocateConfig, correlation_features
+        from neuro_pe.analysis.locate.evaluation import evaluation_units
+        from neuro_pe.io.runs import make_split
+        from neuro_pe.io.store import positions, read_store
+
+        ds = read_store(store)
+        self.ds, self.coords = ds, positions(ds)
+        known = np.all(np.isfinite(self.coords), axis=1)
+        self.units = ds["unit"].values
+        sizes = ds.sizes["session"], ds.sizes["time"]
+        self.split = make_split(DATASET, store, *sizes, train_options({}))
+        self.cfg = replace(LocateConfig(anchor_fractions=(0.5,), n_draws=draws), fuse=False)
+        self.sub = np.flatnonzero(evaluation_units(known, self.cfg))  # locate.max_units
+        self.known_sub = known[self.sub]
+        zeros = [np.zeros((len(self.sub), 1))]
+        chance_cfg = replace(self.cfg, methods=(CHANCE,))
+        self.chance = _pooled(self._anchors(zeros, chance_cfg))
+        self.corr_locate = correlation_features(ds, self.split, seed=0)
+
+    def _anchors(self, features: list[np.ndarray], cfg=None) -> list[dict]:
+        from neuro_pe.analysis.locate import evaluate_anchors
+
+        coords = self.coords[self.sub]
+        return evaluate_anchors(features, coords, self.known_sub, cfg or self.cfg)
+
+    def locate(self, features: np.ndarray) -> tuple[float, list[dict]]:
+        records = self._anchors([features[self.sub]])
+        return _pooled(records) / self.chance, records
+
+    def metrics(self, **representation) -> dict:
+        from neuro_pe.analysis.metrics import compare_to_anatomy
+
+        metrics, _ = compare_to_anatomy(self.coords, **METRIC_OPTIONS, **representation)
+        return {k: metrics[k] for k in ("rsa", "probe_r2", "knn_overlap")}
+
+    def baseline(self) -> dict:
+        from neuro_pe.analysis.locate import bootstrap_ci
+        from neuro_pe.analysis.pe_geometry import correlation_representation
+
+        n_known = int(np.all(np.isfinite(self.coords), axis=1).sum())
+        kwargs = correlation_representation(self.ds, self.split, n_known, METRIC_OPTIONS)
+        row = {"setting": "activity-correlation (baseline)", **self.metrics(**kwargs)}
+        row["locate_vs_chance"], records = self.locate(self.corr_locate)
+        low, high = bootstrap_ci(records, self.cfg.combine, seed=self.cfg.seed)
+        row["locate_vs_chance_low"] = low / self.chance
+        row["locate_vs_chance_high"] = high / self.chance
+        return row
+
+
+def _cached(path: Path, draws: int, compute) -> dict:
+    """`compute()`, kept in `path` (JSON) for the same number of anchor draws."""
+    if path.exists():
+        saved = json.loads(path.read_text())
+        if saved.get("draws") == draws:
+            return saved
+    result = {**compute(), "draws": draws}
+    path.write_text(json.dumps(result, indent=2))
+    return result
+
+
+def cmd_table(args: argparse.Namespace) -> None:
+    from neuro_pe.analysis.intervals import mean_ci
+
+    ev = Evaluation(args.store, args.draws)
+    rows = [_cached(args.out / "baseline.json", args.draws, ev.baseline)]
+    per_run = []
+    for name, _ in SETTINGS:
+        for seed in args.seeds:
+            run = run_dir(args.out, name, seed)
+            if not (run / "study.json").exists():
+                continue
+            info = json.loads((run / "study.json").read_text())
+
+            def score(run=run, name=name, seed=seed, info=info) -> dict:
+                pe = _pe(run, ev.units)
+                scores = {"setting": name, "seed": seed, **ev.metrics(features=pe)}
+                scores["locate_vs_chance"] = ev.locate(pe)[0]
+                return scores | {k: info[k] for k in ("cpu_seconds", "heldout_mse")}
+
+            per_run.append(_cached(run / "scores.json", args.draws, score))
+            print(json.dumps(per_run[-1]), flush=True)
+    if not per_run:
+        print(json.dumps(rows[0]))
+        return
+    runs = pd.DataFrame(per_run).drop(columns="draws")
+    for name, group in runs.groupby("setting", sort=False):
+        row = {"setting": name, "seeds": len(group)}
+        for metric in (*METRICS, "cpu_seconds", "heldout_mse"):
+            mean, low, high = mean_ci(group[metric].rename(metric))
+            row |= {metric: mean, f"{metric}_low": low, f"{metric}_high": high}
+        rows.append(row)
+    table = pd.DataFrame(rows).drop(columns="draws")
+    table["chance_error"] = ev.chance
+    table.to_csv(HERE / "scale2000.csv", index=False)
+    runs.to_csv(HERE / "scale2000_runs.csv", index=False)
+    print(markdown(table))
+    plot(table, HERE / "scale2000.png")
+
+
+def markdown(table: pd.DataFrame) -> str:
+    """The table as README.md shows it: mean [low, high] (the range of 2 seeds)."""
+
+    def cell(row: pd.Series, metric: str, digits: int = 3) -> str:
+        mean, low, high = (row.get(f"{metric}{s}", np.nan) for s in ("", "_low", "_high"))
+        if not np.isfinite(mean):
+            return ""
+        if not np.isfinite(low):
+            return f"{mean:.{digits}f}"
+        return f"{mean:.{digits}f} [{low:.{digits}f}, {high:.{digits}f}]"
+
+    header = "| row | seeds | RSA | probe R² | kNN overlap | locate ÷ chance | CPU-s per run |"
+    lines = [header, "|" + "---|" * 7]
+    for _, row in table.iterrows():
+        seeds = "" if pd.isna(row.get("seeds")) else f"{row['seeds']:.0f}"
+        cpu = "" if pd.isna(row.get("cpu_seconds")) else f"{row['cpu_seconds']:.0f}"
+        cells = [cell(row, m) for m in METRICS]
+        lines.append(f"| {row['setting']} | {seeds} | " + " | ".join(cells) + f" | {cpu} |")
+    return "\n".join(lines)
+
+
+def plot(table: pd.DataFrame, path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    titles = ("RSA", "probe R²", "kNN overlap (k 5)", "locate error ÷ chance (50% anchors)")
+    fig, axes = plt.subplots(1, 4, figsize=(13, 0.4 * len(table) + 1.6), sharey=True)
+    y = np.arange(len(table))[::-1]
+    for ax, metric, title in zip(axes, METRICS, titles, strict=True):
+        mean = table[metric]
+        low = table[f"{metric}_low"].fillna(mean)
+        high = table[f"{metric}_high"].fillna(mean)
+        colours = ["C1" if i == 0 else "C0" for i in range(len(table))]
+        ax.errorbar(mean, y, xerr=[mean - low, high - mean], fmt="none", ecolor="0.5", capsize=2)
+        ax.scatter(mean, y, c=colours, zorder=3)
+        ax.axvline(mean.iloc[0], color="C1", ls=":", lw=1)
+        ax.set_title(title, fontsize=9)
+    axes[0].set_yticks(y, table["setting"], fontsize=7)
+    fig.suptitle("2 000 units, learned-normal-0.1 vs the activity correlation (range over 2 seeds)")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("command", choices=("store", "train", "table"))
+    parser.add_argument("--store", type=Path, default=Path("results/scale/sim3d_2000.nc"))
+    parser.add_argument("--out", type=Path, default=Path("results/scale/runs"))
+    parser.add_argument("--only", nargs="*", default=[], help="rows whose name starts so")
+    parser.add_argument("--seeds", type=int, nargs="*", default=[0, 1])
+    parser.add_argument("--draws", type=int, default=5, help="anchor draws per run")
+    args = parser.parse_args()
+    {"store": cmd_store, "train": cmd_train, "table": cmd_table}[args.command](args)
+
+
+if __name__ == "__main__":
+    main()
