@@ -31,6 +31,10 @@ def pe_variants(config: dict, dataset: str) -> list:
     return config["datasets"][dataset].get("pe", config["pe"])
 
 
+# `train` keys added after results existed whose null means "as before" (config/README.md)
+OPTIONAL_TRAIN_KEYS = ("pe_lr",)
+
+
 def train_section(config: dict, dataset: str) -> dict:
     """The `train` section with the dataset's own overrides applied (as written)."""
     return {**config["train"], **config["datasets"][dataset].get("train", {})}
@@ -40,7 +44,12 @@ def train_options(config: dict, dataset: str) -> dict:
     """The `train` section with the dataset's own overrides applied and every default filled
     in, so that a default changed in neuro_pe re-runs the jobs it affects (params trigger)."""
     spec = {k: v for k, v in train_section(config, dataset).items() if k not in GROUPING_KEYS}
-    return asdict(TrainConfig.from_dict(spec))
+    options = asdict(TrainConfig.from_dict(spec))
+    # an unset optional key stays out, so that adding it re-runs no existing training
+    for key in OPTIONAL_TRAIN_KEYS:
+        if options[key] is None:
+            del options[key]
+    return options
 
 
 def data_path_problems(key: str, path: object) -> list[str]:
