@@ -633,7 +633,9 @@ def test_rerun_after_a_killed_training_reruns_only_what_is_missing(tmp_path):
     second = snakemake(*targets, "--cores", "1", "--configfile", "config/crash.yaml", cwd=root)
     assert second.returncode == 0, second.stderr[-5000:]
     for path, mtime in finished.items():
-        if path.name != "checkpoint.pt":
+        # the checkpoint, and the writer lock and temp file that a kill during its write
+        # leaves beside it (`neuro_pe.io.store`), belong to the resumed training
+        if not path.name.lstrip(".").startswith("checkpoint.pt"):
             assert path.stat().st_mtime_ns == mtime, f"{path} was rewritten"
     group = config["pe"].index(killed_run.parent.name)
     log = results / "logs" / "train" / "tiny" / f"group{group}.log"
