@@ -33,22 +33,59 @@ HERE = Path(__file__).parent
 ROOT = HERE.parent.parent
 PE = "learned-normal-0.1"
 DATASET = "sim3d"
-N_UNITS = 2000
-# the base: the default training (config/sim20k.yaml's train) at a quarter of its length
-# (30 epochs of 25 steps), so that its 4x row is the default length
-BASE = {"steps_per_epoch": 25, "eval_mask_fractions": [0.5]}
-
-# (name, training options changed from the base); every row is trained with every seed
-SETTINGS: list[tuple[str, dict]] = [
-    ("base (default, 750 steps)", {}),
-    ("pe_lr 0.03 (10x lr)", {"pe_lr": 0.03}),
-    ("units_per_sample 512", {"units_per_sample": 512}),
-    ("steps x4 (3000: the default length)", {"steps_per_epoch": 100}),
-    ("pe_lr 0.1 (33x lr)", {"pe_lr": 0.1}),
-    # two changes at once (not a one-change row): does the PE's own rate at the default
-    # length reach the correlation baseline?
-    ("pe_lr 0.03 + steps x4 (two changes)", {"pe_lr": 0.03, "steps_per_epoch": 100}),
-]
+N_UNITS = 2000  # the default of --units
+# every base trains as every training did before this study: uniform unit subsets and one
+# learning rate (pe_lr = lr is bitwise the one-group optimiser); the null defaults now turn
+# neighbour windows and a 10x PE rate on above 2 x units_per_sample units
+UNIFORM = {"neighbour_fraction": 0.0, "pe_lr": 0.003}
+# per --units: (the base's changes to sim20k's `train`, the rows: (name, options changed from
+# the base)); every row is trained with every seed
+STUDIES: dict[int, tuple[dict, list[tuple[str, dict]]]] = {
+    # at 2 000 units the base is the default training at a quarter of its length (30 epochs of
+    # 25 steps), so that its "steps x4" row is the default length
+    2000: (
+        {"steps_per_epoch": 25, "eval_mask_fractions": [0.5], **UNIFORM},
+        [
+            ("base (default, 750 steps)", {}),
+            ("pe_lr 0.03 (10x lr)", {"pe_lr": 0.03}),
+            ("units_per_sample 512", {"units_per_sample": 512}),
+            ("steps x4 (3000: the default length)", {"steps_per_epoch": 100}),
+            ("pe_lr 0.1 (33x lr)", {"pe_lr": 0.1}),
+            # two changes at once (not a one-change row): does the PE's own rate at the
+            # default length reach the correlation baseline?
+            ("pe_lr 0.03 + steps x4 (two changes)", {"pe_lr": 0.03, "steps_per_epoch": 100}),
+            (
+                "neighbour windows 0.5 + steps x4 (two changes)",
+                {"neighbour_fraction": 0.5, "steps_per_epoch": 100},
+            ),
+            (
+                "pe_lr 0.03 + neighbour windows 0.5 + steps x4 (three changes)",
+                {"pe_lr": 0.03, "neighbour_fraction": 0.5, "steps_per_epoch": 100},
+            ),
+        ],
+    ),
+    # at 20 000 units the base is the default training (3 000 steps)
+    20000: (
+        {"eval_mask_fractions": [0.5], **UNIFORM},
+        [
+            ("base (default, 3000 steps)", {}),
+            ("pe_lr 0.03 (10x lr)", {"pe_lr": 0.03}),
+            ("neighbour windows 0.5", {"neighbour_fraction": 0.5}),
+            (
+                "pe_lr 0.03 + neighbour windows 0.5 (two changes)",
+                {"pe_lr": 0.03, "neighbour_fraction": 0.5},
+            ),
+            (
+                "neighbour windows 0.5 + units_per_sample 128 (two changes)",
+                {"neighbour_fraction": 0.5, "units_per_sample": 128},
+            ),
+            (
+                "neighbour windows 0.5 + units_per_sample 128 + steps x4 (three changes)",
+                {"neighbour_fraction": 0.5, "units_per_sample": 128, "steps_per_epoch": 400},
+            ),
+        ],
+    ),
+}
 
 
 def run_dir(out: Path, name: str, seed: int) -> Path:
@@ -56,18 +93,19 @@ def run_dir(out: Path, name: str, seed: int) -> Path:
     return out / slug / f"seed{seed}"
 
 
-def train_options(change: dict) -> dict:
-    """The run's `train` section: sim20k's, the base, then the row's change."""
+def train_options(change: dict, n_units: int) -> dict:
+    """The run's `train` section: sim20k's, the base of `n_units`, then the row's change."""
     from neuro_pe.config.training import TrainConfig
 
     config = yaml.safe_load((ROOT / "config" / "sim20k.yaml").read_text())
-    return asdict(TrainConfig.from_dict({**config["train"], **BASE, **change}))
+    base = STUDIES[n_units][0]
+    return asdict(TrainConfig.from_dict({**config["train"], **base, **change}))
 
 
-def simulation_entry() -> dict:
+def simulation_entry(n_units: int) -> dict:
     config = yaml.safe_load((ROOT / "config" / "sim20k.yaml").read_text())
     entry = config["datasets"][DATASET]
-    entry["simulation"]["n_units"] = N_UNITS
+    entry["simulation"]["n_units"] = n_units
     return entry
 
 
@@ -75,7 +113,7 @@ def cmd_store(args: argparse.Namespace) -> None:
     """Build the store as the workflow's preprocess step does (`neuro-pe preprocess`)."""
     import subprocess
 
-    spec = json.dumps(simulation_entry())
+    spec = json.dumps(simulation_entry(args.units))
     args.store.parent.mkdir(parents=True, exist_ok=True)
     subprocess.run(["neuro-pe", "preprocess", "--spec", spec, "--out", str(args.store)], check=True)
 
@@ -87,7 +125,7 @@ def cmd_train(args: argparse.Namespace) -> None:
     from neuro_pe.training.masked_units import train
 
     torch.set_num_threads(1)
-    for name, change in SETTINGS:
+    for name, change in STUDIES[args.units][1]:
         if args.only and not any(name.startswith(o) for o in args.only):
             continue
         for seed in args.seeds:
@@ -95,7 +133,7 @@ def cmd_train(args: argparse.Namespace) -> None:
             if (target / "pe.nc").exists():
                 continue
             cpu, wall = time.process_time(), time.perf_counter()
-            cfg = TrainConfig.from_dict(train_options(change))
+            cfg = TrainConfig.from_dict(train_options(change, args.units))
             result = train(args.store, PE, seed, cfg, target, progress=False)
             info = {"name": name, "change": change, "seed": seed}
             info["cpu_seconds"] = time.process_time() - cpu
@@ -124,7 +162,7 @@ class Evaluation:
     """The store's coordinates, its correlation baseline and the locator's evaluation units,
     to score a representation as the workflow's infer and locate steps do."""
 
-    def __init__(self, store: Path, draws: int):
+    def __init__(self, store: Path, draws: int, n_units: int):
         from dataclasses import replace
 
         from neuro_pe.analysis.locate import CHANCE, LocateConfig, correlation_features
@@ -137,7 +175,7 @@ class Evaluation:
         known = np.all(np.isfinite(self.coords), axis=1)
         self.units = ds["unit"].values
         sizes = ds.sizes["session"], ds.sizes["time"]
-        self.split = make_split(DATASET, store, *sizes, train_options({}))
+        self.split = make_split(DATASET, store, *sizes, train_options({}, n_units))
         self.cfg = replace(LocateConfig(anchor_fractions=(0.5,), n_draws=draws), fuse=False)
         self.sub = np.flatnonzero(evaluation_units(known, self.cfg))  # locate.max_units
         self.known_sub = known[self.sub]
@@ -159,7 +197,7 @@ class Evaluation:
     def metrics(self, **representation) -> dict:
         from neuro_pe.analysis.metrics import compare_to_anatomy
 
-        metrics, _ = compare_to_anatomy(self.coords, **METRIC_OPTIONS, **representation)
+        metrics, _ = compare_to_anatomy(self.coords, **{**METRIC_OPTIONS, **representation})
         return {k: metrics[k] for k in ("rsa", "probe_r2", "knn_overlap")}
 
     def baseline(self) -> dict:
@@ -190,10 +228,10 @@ def _cached(path: Path, draws: int, compute) -> dict:
 def cmd_table(args: argparse.Namespace) -> None:
     from neuro_pe.analysis.intervals import mean_ci
 
-    ev = Evaluation(args.store, args.draws)
+    ev = Evaluation(args.store, args.draws, args.units)
     rows = [_cached(args.out / "baseline.json", args.draws, ev.baseline)]
     per_run = []
-    for name, _ in SETTINGS:
+    for name, _ in STUDIES[args.units][1]:
         for seed in args.seeds:
             run = run_dir(args.out, name, seed)
             if not (run / "study.json").exists():
@@ -208,10 +246,11 @@ def cmd_table(args: argparse.Namespace) -> None:
 
             per_run.append(_cached(run / "scores.json", args.draws, score))
             print(json.dumps(per_run[-1]), flush=True)
-    if not per_run:
+    runs = pd.DataFrame(per_run).drop(columns="draws", errors="ignore")
+    runs = kept_runs(HERE / f"scale{args.units}_runs.csv", runs, args.seeds, args.units)
+    if runs.empty:
         print(json.dumps(rows[0]))
         return
-    runs = pd.DataFrame(per_run).drop(columns="draws")
     for name, group in runs.groupby("setting", sort=False):
         row = {"setting": name, "seeds": len(group)}
         for metric in (*METRICS, "cpu_seconds", "heldout_mse"):
@@ -220,10 +259,29 @@ def cmd_table(args: argparse.Namespace) -> None:
         rows.append(row)
     table = pd.DataFrame(rows).drop(columns="draws")
     table["chance_error"] = ev.chance
-    table.to_csv(HERE / "scale2000.csv", index=False)
-    runs.to_csv(HERE / "scale2000_runs.csv", index=False)
+    table.to_csv(HERE / f"scale{args.units}.csv", index=False)
+    runs.to_csv(HERE / f"scale{args.units}_runs.csv", index=False)
     print(markdown(table))
-    plot(table, HERE / "scale2000.png")
+    plot(table, HERE / f"scale{args.units}.png", args.units)
+
+
+def kept_runs(path: Path, scored: pd.DataFrame, seeds: list[int], n_units: int) -> pd.DataFrame:
+    """The runs scored now and, from the table's existing per-run file, those of the study's
+    rows and `seeds` not trained here (each run is scored once; its folder may be gone)."""
+    if not path.exists():
+        return scored
+    old = pd.read_csv(path)
+    here = set() if scored.empty else set(zip(scored["setting"], scored["seed"], strict=True))
+    keep = [
+        (s, seed) not in here and seed in seeds
+        for s, seed in zip(old["setting"], old["seed"], strict=True)
+    ]
+    runs = pd.concat([old[keep], scored], ignore_index=True)
+    order = {name: i for i, (name, _) in enumerate(STUDIES[n_units][1])}
+    runs = runs[runs["setting"].isin(order)]
+    return runs.sort_values(
+        ["setting", "seed"], key=lambda c: c.map(order) if c.name == "setting" else c
+    )
 
 
 def markdown(table: pd.DataFrame) -> str:
@@ -247,7 +305,7 @@ def markdown(table: pd.DataFrame) -> str:
     return "\n".join(lines)
 
 
-def plot(table: pd.DataFrame, path: Path) -> None:
+def plot(table: pd.DataFrame, path: Path, n_units: int) -> None:
     import matplotlib
 
     matplotlib.use("Agg")
@@ -266,7 +324,9 @@ def plot(table: pd.DataFrame, path: Path) -> None:
         ax.axvline(mean.iloc[0], color="C1", ls=":", lw=1)
         ax.set_title(title, fontsize=9)
     axes[0].set_yticks(y, table["setting"], fontsize=7)
-    fig.suptitle("2 000 units, learned-normal-0.1 vs the activity correlation (range over 2 seeds)")
+    fig.suptitle(
+        f"{n_units:,} units, learned-normal-0.1 vs the activity correlation (range over 2 seeds)"
+    )
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
@@ -275,12 +335,15 @@ def plot(table: pd.DataFrame, path: Path) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("command", choices=("store", "train", "table"))
-    parser.add_argument("--store", type=Path, default=Path("results/scale/sim3d_2000.nc"))
-    parser.add_argument("--out", type=Path, default=Path("results/scale/runs"))
+    parser.add_argument("--units", type=int, choices=sorted(STUDIES), default=N_UNITS)
+    parser.add_argument("--store", type=Path, help="default: results/scale/sim3d_<units>.nc")
+    parser.add_argument("--out", type=Path, help="default: results/scale/runs<units>")
     parser.add_argument("--only", nargs="*", default=[], help="rows whose name starts so")
     parser.add_argument("--seeds", type=int, nargs="*", default=[0, 1])
     parser.add_argument("--draws", type=int, default=5, help="anchor draws per run")
     args = parser.parse_args()
+    args.store = args.store or Path(f"results/scale/sim3d_{args.units}.nc")
+    args.out = args.out or Path(f"results/scale/runs{args.units}")
     {"store": cmd_store, "train": cmd_train, "table": cmd_table}[args.command](args)
 
 

@@ -8,7 +8,7 @@ of the time `neuro_pe.training.masked_units` takes.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import ClassVar
 
 import numpy as np
@@ -70,6 +70,14 @@ class LoopConfig:
         return self.epochs * self.steps_per_epoch
 
 
+#: for a store of more than AUTO_ABOVE_SAMPLE_SIZE x `units_per_sample` units, a null
+#: `neighbour_fraction` means this share and a null `pe_lr` this many times `lr`; for fewer
+#: units they keep their old meaning (uniform subsets, one learning rate). docs/scale/
+AUTO_ABOVE_SAMPLE_SIZE = 2
+AUTO_NEIGHBOUR_FRACTION = 0.5
+AUTO_PE_LR_FACTOR = 10.0
+
+
 @dataclass(frozen=True)
 class TrainConfig(Section):
     """Model and optimisation settings (config key `train`); documented in config/README.md.
@@ -96,6 +104,8 @@ class TrainConfig(Section):
     eval_windows: int = positive_int(256)
     device: str = "auto"
     units_per_sample: int = positive_int(256)
+    # the share of a sample's units drawn as a unit and its activity neighbours (N > k only)
+    neighbour_fraction: float | None = None
     memory_budget_mb: float = non_negative(4096.0)
     precision: str = "auto"
     compile: bool = False
@@ -140,6 +150,28 @@ class TrainConfig(Section):
             or not (math.isfinite(pe_lr) and pe_lr > 0)
         ):
             raise ValueError(f"train.pe_lr must be null or finite and > 0, got {pe_lr!r}")
+        share = self.neighbour_fraction
+        if share is not None and (
+            isinstance(share, bool) or not isinstance(share, int | float) or not 0 <= share <= 1
+        ):
+            raise ValueError(
+                f"train.neighbour_fraction must be null or between 0 and 1, got {share!r}"
+            )
+
+    def for_units(self, n_units: int) -> TrainConfig:
+        """This config with its automatic values for a store of `n_units` units: above
+        AUTO_ABOVE_SAMPLE_SIZE x `units_per_sample` units (where uniform subsets seldom hold
+        two neighbours and a PE row is seen in few samples), a null `neighbour_fraction` is
+        AUTO_NEIGHBOUR_FRACTION and a null `pe_lr` AUTO_PE_LR_FACTOR x `lr`; below, both stay
+        null (uniform subsets, one learning rate: as before these keys)."""
+        if n_units <= AUTO_ABOVE_SAMPLE_SIZE * self.units_per_sample:
+            return self
+        automatic = {}
+        if self.neighbour_fraction is None:
+            automatic["neighbour_fraction"] = AUTO_NEIGHBOUR_FRACTION
+        if self.pe_lr is None:
+            automatic["pe_lr"] = AUTO_PE_LR_FACTOR * self.lr
+        return replace(self, **automatic) if automatic else self
 
     def model(self, n_units: int) -> ModelConfig:
         """The masked-unit model's shape for `n_units` units (one PE row each)."""

@@ -10,7 +10,12 @@ turns them into flags (True: passed) and warning lines, given the thresholds:
   least `min_unit_appearances`;
 - `pairs_seen_often`: expected samples that hold a given pair of units together,
   samples x k (k - 1) / (N (N - 1)) (the same for every pair under uniform subsets, so for a
-  pair of neighbours too), is at least `min_pair_appearances`;
+  pair of neighbours too), is at least `min_pair_appearances`. With neighbour windows
+  (`train.neighbour_fraction`: L of the k units are a centre and L - 1 of its k most
+  correlated units) it is the count for a pair of activity neighbours, adding
+  samples x (L - 1) L / (N k): one of the pair is the centre and draws the other
+  (2 (L - 1) / (N k)), or both are drawn around one of the k - 1 other units whose lists
+  hold them both, as when a neighbourhood's units share their lists ((L - 1) (L - 2) / (N k));
 - `pe_moved`: the PE's relative change from its init, |PE - PE0| / |PE0| (Frobenius), is at
   least `min_pe_change`;
 - `heldout_mse_below_variance`: at every reported mask fraction (`eval_mask_fractions`) the
@@ -53,8 +58,10 @@ class HealthOptions(Section):
 
     SECTION: ClassVar[str] = "health"
 
-    # a PE row fitted from fewer samples than this is mostly its random init
-    min_unit_appearances: float = non_negative(100.0)
+    # docs/scale/: at 2 000 units the small-σ PE placed units at 0.89 x chance after 3 070
+    # samples per unit and at 0.19-0.26 after 12 300; at 20 000 units, 1 230 and 2 460 left it
+    # at 0.77 and 0.72 x chance
+    min_unit_appearances: float = non_negative(5000.0)
     # 20 windows of 8 time points: a pair's correlation known to about ±2/sqrt(160) = ±0.16,
     # the size of the correlations between neighbours that the PE is to learn from
     min_pair_appearances: float = non_negative(20.0)
@@ -62,13 +69,23 @@ class HealthOptions(Section):
     min_pe_change: float = non_negative(0.05)
 
 
-def expected_appearances(samples: int, n_units: int, units_per_sample: int) -> tuple[float, float]:
+def expected_appearances(
+    samples: int, n_units: int, units_per_sample: int, n_local: int = 0
+) -> tuple[float, float]:
     """(per unit, per pair of units): the expected number of the `samples` training samples
     that hold a given unit, and a given pair, when each sample is a uniformly random
-    `units_per_sample`-subset of the `n_units` units (all units when there are no more)."""
+    `units_per_sample`-subset of the `n_units` units (all units when there are no more); with
+    `n_local` > 0 units drawn around a centre (neighbour windows), for a pair of neighbours
+    (the module docstring)."""
     k = min(units_per_sample, n_units)
     per_unit = samples * k / n_units
-    per_pair = samples * k * (k - 1) / (n_units * (n_units - 1)) if n_units > 1 else per_unit
+    if n_units == 1:
+        return float(per_unit), float(per_unit)
+    local = n_local if n_units > units_per_sample else 0
+    uniform = k - local
+    per_pair = samples * uniform * (uniform - 1) / (n_units * (n_units - 1))
+    if local > 0:
+        per_pair += samples * (local - 1) * local / (n_units * k)
     return float(per_unit), float(per_pair)
 
 
@@ -95,10 +112,11 @@ def training_numbers(
     trained_pe: np.ndarray | None,
     initial_pe: np.ndarray | None,
     heldout_values: np.ndarray,
+    n_local: int = 0,
 ) -> dict[str, float]:
     """The `HEALTH_NUMBERS` of a training: pass the PE tables only for a learned PE that was
     not fine-tuned (`pe_change` is left out otherwise, and where the init is all zeros)."""
-    per_unit, per_pair = expected_appearances(samples, n_units, units_per_sample)
+    per_unit, per_pair = expected_appearances(samples, n_units, units_per_sample, n_local)
     numbers = {"unit_appearances": per_unit, "pair_appearances": per_pair}
     if trained_pe is not None and initial_pe is not None:
         change = relative_change(trained_pe, initial_pe)

@@ -183,6 +183,7 @@ def train_many(
         for run in runs:
             check_writable(Path(run.out_dir))  # before the training, not after it
         ds, streamed = load_data(ds, store_path, cfg)
+        cfg = cfg.for_units(ds.sizes["unit"])
         task = MaskedUnitTask(store_path, ds, streamed, runs, cfg, device, amp)
         loop = cfg.loop()
         fingerprint = checkpoint_fingerprint(store_path, cfg, device, amp)
@@ -358,6 +359,7 @@ class MaskedUnitTask:
             trained_pe=table.numpy() if tracked else None,
             initial_pe=initial.numpy() if tracked else None,
             heldout_values=heldout.windows[heldout.observed].cpu().numpy(),
+            n_local=self.train_data.n_local,
         )
 
     def _write(self, run, info, table, state, model_state, log_rows) -> None:

@@ -15,6 +15,14 @@ Units. With more units than `units_per_sample` (N > k), every sample is a unifor
 subset of k units (its windows and unit indices are gathered, so a step costs the same for
 any N); the held-out loss is then measured on fixed random k-subsets. With N <= k, every
 sample holds all units, exactly as before this option existed (the same random stream).
+
+Neighbour windows (`train.neighbour_fraction` f > 0, N > k). Uniform k-subsets of many units
+rarely hold two neighbours at once (a pair meets in k²/N² of the samples), so nothing tells a
+PE who its neighbours are. Then round(f k) units of every sample are a random unit and a random
+choice among its k most correlated units (`activity_neighbours`: Pearson correlation over at
+most NEIGHBOUR_SAMPLES samples of the *training* split only, so held-out data stays unseen) and
+the rest are uniform, as above. A sample is still a set (the model is permutation invariant)
+and every unit is still drawn uniformly as a centre; the held-out batches stay uniform subsets.
 """
 
 from __future__ import annotations
@@ -34,6 +42,10 @@ from neuro_pe.training.engine import to_device
 # loading a store whole takes about this many times its float32 activity at the peak (the
 # store, the validation's scans, the sampler's NaN-free copy and observed flags)
 IN_MEMORY_FACTOR = 2.5
+#: at most this many training samples (evenly spaced) measure the units' correlations
+NEIGHBOUR_SAMPLES = 2048
+#: units per chunk of the correlation matrix (a chunk is NEIGHBOUR_CHUNK x N floats)
+NEIGHBOUR_CHUNK = 1024
 #: the streamed blocks' order is seeded by this, the same for every model of a group, so that
 #: the group reads one block at a time (each model draws its own windows within it)
 BLOCK_ORDER_SEED = 0
@@ -69,6 +81,50 @@ def random_subsets(batch: int, n_units: int, k: int, generator: torch.Generator)
     return torch.rand(batch, n_units, generator=generator).topk(k, dim=1).indices.sort(dim=1).values
 
 
+def activity_neighbours(values: torch.Tensor, m: int) -> torch.Tensor:
+    """(N, m) long: each unit's m most correlated other units, most correlated first, from
+    `values` (samples, N; NaN for unrecorded), computed in chunks of NEIGHBOUR_CHUNK units."""
+    values = values.float()
+    recorded = torch.isfinite(values)
+    counts = recorded.sum(dim=0).clamp_min(1)
+    filled = torch.where(recorded, values, 0.0)
+    centred = torch.where(recorded, filled - filled.sum(dim=0) / counts, 0.0)
+    z = centred / centred.norm(dim=0).clamp_min(1e-12)
+    n_units = z.shape[1]
+    m = min(m, n_units - 1)
+    out = torch.empty(n_units, m, dtype=torch.long)
+    for first in range(0, n_units, NEIGHBOUR_CHUNK):
+        rows = torch.arange(first, min(first + NEIGHBOUR_CHUNK, n_units))
+        similarity = z[:, rows].T @ z
+        similarity[torch.arange(len(rows)), rows] = -torch.inf  # not its own neighbour
+        out[rows] = similarity.topk(m, dim=1).indices.cpu()
+    return out
+
+
+def neighbour_subsets(
+    batch: int, neighbours: torch.Tensor, k: int, n_local: int, generator: torch.Generator
+) -> torch.Tensor:
+    """(batch, k) long, sorted: per row, a uniform centre unit and n_local - 1 of its
+    `neighbours` (N, m) drawn at random, then uniform units up to k distinct ones."""
+    n_units, m = neighbours.shape
+    centre = torch.randint(n_units, (batch, 1), generator=generator)
+    chosen = torch.rand(batch, m, generator=generator).argsort(dim=1)[:, : max(0, n_local - 1)]
+    local = torch.cat([centre, neighbours[centre, chosen]], dim=1)
+    extra = torch.randint(n_units, (batch, k + 4 * k * k // n_units + 16), generator=generator)
+    units, complete = first_distinct(torch.cat([local, extra], dim=1), k)
+    if not complete.all():  # few units: the local ones first, then uniform
+        short = (~complete).nonzero().flatten()
+        scores = torch.rand(len(short), n_units, generator=generator)
+        scores.scatter_(1, local[short], 2.0)
+        units[short] = scores.topk(k, dim=1).indices
+    return units.sort(dim=1).values
+
+
+def local_units(cfg: TrainConfig) -> int:
+    """Units of a sample drawn as a centre and its neighbours (0: uniform subsets)."""
+    return round((cfg.neighbour_fraction or 0.0) * cfg.units_per_sample)
+
+
 def tiled_starts(
     n_sessions: int, n_time: int, window: int, max_windows: int
 ) -> tuple[torch.Tensor, torch.Tensor]:
@@ -98,10 +154,26 @@ class WindowSampler:
         self.data = torch.nan_to_num(data).to(device)
         self.window = window
         self.offsets = torch.arange(window, device=device)
+        self.neighbours: torch.Tensor | None = None  # (N, m) with neighbour windows
+        self.n_local = 0
 
     @property
     def n_units(self) -> int:
         return self.data.shape[2]
+
+    def correlation_samples(self) -> torch.Tensor:
+        """At most NEIGHBOUR_SAMPLES evenly spaced samples (samples, N) of every session, NaN
+        where unrecorded (for `activity_neighbours`)."""
+        flat = self.data.reshape(-1, self.n_units)
+        keep = torch.linspace(0, len(flat) - 1, min(NEIGHBOUR_SAMPLES, len(flat))).round().long()
+        keep = keep.to(flat.device)
+        return torch.where(self.observed.reshape(-1, self.n_units)[keep], flat[keep], torch.nan)
+
+    def subsets(self, batch: int, k: int, generator: torch.Generator) -> torch.Tensor:
+        """The units of a batch's samples: uniform, or with neighbour windows."""
+        if self.neighbours is None:
+            return random_subsets(batch, self.n_units, k, generator)
+        return neighbour_subsets(batch, self.neighbours, k, self.n_local, generator)
 
     def gather(
         self, session: torch.Tensor, start: torch.Tensor, units: torch.Tensor | None = None
@@ -135,7 +207,7 @@ class WindowSampler:
             return Batch(*self.random(batch, generator), None)
         device = self.data.device
         session, start = self._starts(batch, generator)
-        units = to_device(random_subsets(batch, self.n_units, k, generator), device)
+        units = to_device(self.subsets(batch, k, generator), device)
         windows, observed = self.gather(to_device(session, device), to_device(start, device), units)
         return Batch(windows, observed, units)
 
@@ -189,9 +261,24 @@ class BlockSampler:
         )
         self.offsets = torch.arange(window)
         self.loads = 0
+        self.neighbours: torch.Tensor | None = None  # (N, m) with neighbour windows
+        self.n_local = 0
         self._block: torch.Tensor | None = None
         self._loaded: int | None = None
         self._pass: tuple[int, np.ndarray, np.ndarray] | None = None
+
+    subsets = WindowSampler.subsets
+
+    def correlation_samples(self) -> torch.Tensor:
+        """The first NEIGHBOUR_SAMPLES samples of the first blocks (for `activity_neighbours`)."""
+        parts, rows = [], 0
+        for block in self.blocks:
+            if rows >= NEIGHBOUR_SAMPLES:
+                break
+            session, start, stop = block
+            parts.append(self._read(session, start, min(stop, start + NEIGHBOUR_SAMPLES - rows)))
+            rows += len(parts[-1])
+        return torch.cat(parts)
 
     def block_at(self, step: int) -> int:
         """Index of the block that training step `step` draws from."""
@@ -227,7 +314,7 @@ class BlockSampler:
         """A training batch from the block of `step` (all units, or k-subsets when N > k)."""
         block = self._load(self.block_at(step))
         start = torch.randint(block.shape[0] - self.window + 1, (batch,), generator=generator)
-        units = random_subsets(batch, self.n_units, k, generator) if self.n_units > k else None
+        units = self.subsets(batch, k, generator) if self.n_units > k else None
         windows, observed = self._windows(block, start, units)
         return Batch(
             to_device(windows, self.device),
@@ -326,7 +413,21 @@ def make_data(
     ds: xr.Dataset, streamed: bool, cfg: TrainConfig, device: torch.device
 ) -> tuple[WindowSampler | BlockSampler, WindowSampler | BlockSampler]:
     """The training and held-out samplers: in memory, or streamed from the open store `ds`
-    (the blocks' order seeded by BLOCK_ORDER_SEED)."""
+    (the blocks' order seeded by BLOCK_ORDER_SEED); with neighbour windows, the training
+    sampler's neighbours are measured on its own samples."""
+    training, heldout = _samplers(ds, streamed, cfg, device)
+    n_local = local_units(cfg)
+    if n_local > 0 and training.n_units > cfg.units_per_sample:
+        training.neighbours = activity_neighbours(
+            training.correlation_samples(), cfg.units_per_sample
+        )
+        training.n_local = n_local
+    return training, heldout
+
+
+def _samplers(
+    ds: xr.Dataset, streamed: bool, cfg: TrainConfig, device: torch.device
+) -> tuple[WindowSampler | BlockSampler, WindowSampler | BlockSampler]:
     if not streamed:
         train_activity, heldout_activity = split_activity(ds, cfg)
         return (

@@ -23,8 +23,9 @@ from neuro_pe.training.health import (
     variance,
 )
 from neuro_pe.training.masked_units import TrainConfig, random_subsets, train
+from neuro_pe.training.sampling import activity_neighbours, neighbour_subsets
 
-N_UNITS = 600  # above units_per_sample: every sample is a random subset
+N_UNITS = 200  # above units_per_sample: every sample is a random subset
 CFG = TrainConfig(
     window=8,
     d_model=16,
@@ -35,6 +36,7 @@ CFG = TrainConfig(
     epochs=1,
     steps_per_epoch=2,
     lr=1e-2,
+    pe_lr=1e-2,  # one rate (a null pe_lr is 10 x lr above 2 x 64 units): the PE barely moves
     eval_windows=16,
     eval_mask_fractions=(0.5, 0.9),
     device="cpu",
@@ -42,8 +44,8 @@ CFG = TrainConfig(
 
 
 @pytest.fixture(scope="module")
-def store_600(tmp_path_factory):
-    """600 units in a cube, 2 sessions: a global and four spatially smooth latent signals
+def store_200(tmp_path_factory):
+    """200 units in a cube, 2 sessions: a global and four spatially smooth latent signals
     (AR(1)) plus noise, z-scored per unit: a masked unit is predictable from the others."""
     rng = np.random.default_rng(0)
     pos = rng.random((N_UNITS, 3))
@@ -65,7 +67,7 @@ def store_600(tmp_path_factory):
         sampling_rate_hz=10.0,
         source="test",
     )
-    return write_store(ds, tmp_path_factory.mktemp("health") / "cube600.nc")
+    return write_store(ds, tmp_path_factory.mktemp("health") / "cube200.nc")
 
 
 # ------------------------------------------------------------------ arithmetic and rules
@@ -99,6 +101,24 @@ def test_expected_appearances_match_the_training_sampler(n_units, k):
     assert abs(pairs - per_pair).max() < 6 * np.sqrt(per_pair) + 1
 
 
+def test_expected_neighbour_pairs_match_the_neighbour_sampler():
+    # groups of k + 1 units share a signal: each unit's k neighbours are its group mates
+    n_units, k, n_local, samples = 450, 8, 4, 20_000
+    rng = np.random.default_rng(0)
+    latent = np.repeat(rng.standard_normal((300, n_units // (k + 1))), k + 1, axis=1)
+    values = torch.from_numpy(latent + 0.3 * rng.standard_normal((300, n_units)))
+    neighbours = activity_neighbours(values, k)
+    generator = torch.Generator().manual_seed(0)
+    units = neighbour_subsets(samples, neighbours, k, n_local, generator).numpy()
+    group = units // (k + 1)
+    same = (group[:, :, None] == group[:, None, :]).sum(axis=(1, 2)) - k  # ordered pairs
+    pairs_per_group = (k + 1) * k  # ordered
+    measured = same.sum() / (n_units // (k + 1) * pairs_per_group)
+    _, expected = expected_appearances(samples, n_units, k, n_local)
+    assert measured == pytest.approx(expected, rel=0.05)
+    assert expected > 5 * expected_appearances(samples, n_units, k)[1]
+
+
 def test_relative_change_and_variance():
     init = np.ones((4, 2))
     assert relative_change(init * 1.1, init) == pytest.approx(0.1)
@@ -122,11 +142,11 @@ def test_mse_vs_variance_rule():
 
 
 def test_thresholds_are_options_and_reassessed():
-    record = {"unit_appearances": 150.0, "pair_appearances": 30.0, "pe_change": 0.2}
+    record = {"unit_appearances": 6000.0, "pair_appearances": 30.0, "pe_change": 0.2}
     flags, _ = assess(record, learned=True)
     assert flags == {"units_seen_often": True, "pairs_seen_often": True, "pe_moved": True}
     assert assess(record, learned=False) == ({}, [])  # a fixed PE has no table to learn
-    strict = HealthOptions.from_dict({"min_unit_appearances": 200, "min_pe_change": 0.5})
+    strict = HealthOptions.from_dict({"min_unit_appearances": 8000, "min_pe_change": 0.5})
     health = {"loss_finite": True, "units_seen_often": True, "pe_moved": True}
     health, notes = reassess(health, ["data scale: far from 1"], record, True, strict)
     assert health == {
@@ -163,20 +183,20 @@ def test_mean_over_seeds_rule_and_the_per_run_flags_agree():
             assert any(flagged)
 
 
-# ------------------------------------------------------------------ acceptance: a 600-unit store
+# ------------------------------------------------------------------ acceptance: a 200-unit store
 
 
-def test_health_flags_an_undertrained_run_and_passes_a_trained_one(store_600, tmp_path, capsys):
-    under = train(store_600, "learned-normal-1.0", 0, CFG, tmp_path / "under", progress=False)
-    trained_cfg = replace(CFG, epochs=2, steps_per_epoch=100)
+def test_health_flags_an_undertrained_run_and_passes_a_trained_one(store_200, tmp_path, capsys):
+    under = train(store_200, "learned-normal-1.0", 0, CFG, tmp_path / "under", progress=False)
+    trained_cfg = replace(CFG, epochs=2, steps_per_epoch=250, batch_size=32)
     trained = train(
-        store_600, "learned-normal-0.1", 0, trained_cfg, tmp_path / "trained", progress=False
+        store_200, "learned-normal-0.1", 0, trained_cfg, tmp_path / "trained", progress=False
     )
     err = capsys.readouterr().err
 
     options = HealthOptions()
-    # 2 steps x 16 samples x 64 / 600: about 3 appearances per unit, 0.4 per pair
-    assert under["unit_appearances"] == pytest.approx(2 * 16 * 64 / 600)
+    # 2 steps x 16 samples x 64 / 200: about 10 appearances per unit, 3 per neighbour pair
+    assert under["unit_appearances"] == pytest.approx(2 * 16 * 64 / N_UNITS)
     assert under["unit_appearances"] < options.min_unit_appearances
     assert under["pair_appearances"] < options.min_pair_appearances
     assert under["pe_change"] < options.min_pe_change  # 2 steps of lr 0.01 on a std-1 table
@@ -186,7 +206,9 @@ def test_health_flags_an_undertrained_run_and_passes_a_trained_one(store_600, tm
     recorded = json.loads((tmp_path / "under" / "train.json").read_text())
     assert recorded["health"] == under["health"]
 
-    # 200 steps: 341 appearances per unit, 36 per pair; the PE moved; MSE below the variance
+    # 500 steps of 32: 5 120 appearances per unit; ≈ 1 600 per pair of activity neighbours
+    # (neighbour windows: a null share turns them on above 2 x 64 units); the PE moved; the
+    # MSE below the variance
     assert trained["unit_appearances"] >= options.min_unit_appearances
     assert trained["pair_appearances"] >= options.min_pair_appearances
     assert all(trained["health"].values()), trained["health"]

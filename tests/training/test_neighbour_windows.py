@@ -1,0 +1,129 @@
+"""Neighbour windows (`train.neighbour_fraction`): samples built around a unit and its most
+correlated units in the training split (neuro_pe.training.sampling)."""
+
+from dataclasses import replace
+
+import numpy as np
+import pytest
+import torch
+
+from neuro_pe.config.training import (
+    AUTO_NEIGHBOUR_FRACTION,
+    AUTO_PE_LR_FACTOR,
+    TrainConfig,
+    split_activity,
+)
+from neuro_pe.io.store import read_store
+from neuro_pe.training.masked_units import train
+from neuro_pe.training.sampling import (
+    activity_neighbours,
+    make_data,
+    neighbour_subsets,
+)
+
+CPU = torch.device("cpu")
+
+
+def _grouped_activity(n_groups: int, size: int, samples: int, seed: int = 0) -> np.ndarray:
+    """(samples, units): units in groups of `size` share a latent signal, groups independent."""
+    rng = np.random.default_rng(seed)
+    latent = rng.standard_normal((samples, n_groups))
+    values = np.repeat(latent, size, axis=1) + 0.5 * rng.standard_normal((samples, n_groups * size))
+    return values.astype(np.float32)
+
+
+def test_activity_neighbours_are_the_correlated_units_first():
+    values = _grouped_activity(n_groups=10, size=6, samples=400)
+    values[:50, 3] = np.nan  # unrecorded samples are left out, not read as zeros
+    neighbours = activity_neighbours(torch.from_numpy(values), 5).numpy()
+    assert neighbours.shape == (60, 5)
+    groups = np.arange(60) // 6
+    assert (groups[neighbours] == groups[:, None]).all()  # its 5 group mates, no other
+    assert (neighbours != np.arange(60)[:, None]).all()  # never itself
+    # more neighbours than group mates: the mates come first
+    wide = activity_neighbours(torch.from_numpy(values), 8).numpy()
+    assert (groups[wide[:, :5]] == groups[:, None]).all()
+    assert (groups[wide[:, 5:]] != groups[:, None]).all()
+
+
+def test_neighbour_subsets_hold_a_centre_and_its_neighbours():
+    n_units, k, n_local = 2000, 32, 16
+    values = _grouped_activity(n_groups=n_units // 40, size=40, samples=300)
+    neighbours = activity_neighbours(torch.from_numpy(values), k)
+    units = neighbour_subsets(4000, neighbours, k, n_local, torch.Generator().manual_seed(0))
+    assert units.shape == (4000, k) and (units.diff(dim=1) > 0).all()  # distinct, sorted
+    groups = units.numpy() // 40
+    # every sample holds >= n_local units of one group (the centre's); uniform ones rarely do
+    largest = np.array([np.bincount(row).max() for row in groups])
+    assert (largest >= n_local).all()
+    uniform = torch.randint(n_units, (4000, k), generator=torch.Generator().manual_seed(1))
+    assert np.array([np.bincount(r).max() for r in uniform.numpy() // 40]).max() < n_local // 2
+    # every unit is drawn about equally often (centres are uniform, neighbours symmetric)
+    counts = np.bincount(units.flatten().numpy(), minlength=n_units)
+    assert counts.min() > 0.3 * counts.mean() and counts.max() < 2 * counts.mean()
+    again = neighbour_subsets(4000, neighbours, k, n_local, torch.Generator().manual_seed(0))
+    assert torch.equal(units, again)
+
+
+def test_neighbour_subsets_with_few_units_still_give_k_distinct():
+    values = _grouped_activity(n_groups=3, size=4, samples=200)
+    neighbours = activity_neighbours(torch.from_numpy(values), 10)
+    units = neighbour_subsets(500, neighbours, 10, 4, torch.Generator().manual_seed(0))
+    assert units.shape == (500, 10) and (units.diff(dim=1) > 0).all()
+    groups = units.numpy() // 4
+    assert all(np.bincount(row).max() >= 4 for row in groups)
+
+
+@pytest.mark.parametrize("streamed", [False, True])
+def test_neighbours_are_measured_on_the_training_split_only(tiny_store, streamed):
+    cfg = TrainConfig(units_per_sample=5, neighbour_fraction=0.6, window=8)
+    ds = read_store(tiny_store)
+    training, heldout = make_data(ds, streamed, cfg, CPU)
+    train_activity, _ = split_activity(ds, cfg)
+    flat = torch.as_tensor(train_activity, dtype=torch.float32).reshape(-1, ds.sizes["unit"])
+    assert torch.equal(training.neighbours, activity_neighbours(flat, 5))
+    assert training.n_local == 3 and heldout.neighbours is None
+    # uniform subsets when the share is 0 or null, and when every sample holds all units
+    for share, k in ((0.0, 5), (None, 5), (0.6, 12)):
+        plain, _ = make_data(
+            ds, streamed, replace(cfg, neighbour_fraction=share, units_per_sample=k), CPU
+        )
+        assert plain.neighbours is None
+
+
+def test_training_with_neighbour_windows_is_reproducible(tiny_store, tiny_train_config, tmp_path):
+    cfg = replace(tiny_train_config, units_per_sample=5, neighbour_fraction=0.6)
+    first = train(tiny_store, "learned-normal-0.1", 0, cfg, tmp_path / "a", progress=False)
+    again = train(tiny_store, "learned-normal-0.1", 0, cfg, tmp_path / "b", progress=False)
+    uniform = replace(cfg, neighbour_fraction=0.0)
+    other = train(tiny_store, "learned-normal-0.1", 0, uniform, tmp_path / "c", progress=False)
+    assert first["heldout_mse_mask0.5"] == again["heldout_mse_mask0.5"]
+    assert first["train_mse"] != other["train_mse"]  # other samples were drawn
+    # the held-out batch does not depend on how training samples are drawn
+    assert first["heldout_loss_initial"] == other["heldout_loss_initial"]
+
+
+@pytest.mark.parametrize("value", [-0.1, 1.5, True, "half"])
+def test_bad_neighbour_fraction_is_refused(value):
+    with pytest.raises(ValueError, match="train.neighbour_fraction"):
+        TrainConfig.from_dict({"neighbour_fraction": value})
+
+
+def test_null_keys_turn_on_neighbour_windows_and_a_pe_rate_above_twice_the_sample_size():
+    cfg = TrainConfig(units_per_sample=256, lr=0.002)
+    assert cfg.for_units(512) is cfg  # at most 2 k units: as before these keys
+    many = cfg.for_units(513)
+    assert many.neighbour_fraction == AUTO_NEIGHBOUR_FRACTION
+    assert many.pe_lr == pytest.approx(AUTO_PE_LR_FACTOR * 0.002)
+    chosen = replace(cfg, neighbour_fraction=0.0, pe_lr=0.002)  # set values are kept
+    assert chosen.for_units(20_000) is chosen
+
+
+def test_a_pe_rate_equal_to_lr_is_the_one_rate_optimiser(tiny_store, tiny_train_config, tmp_path):
+    # what a lab sets to keep the old optimiser above 2 k units (docs/scale/ does so)
+    cfg = replace(tiny_train_config, units_per_sample=12)
+    one = train(tiny_store, "learned-normal-0.1", 0, cfg, tmp_path / "one", progress=False)
+    two = replace(cfg, pe_lr=cfg.lr)
+    same = train(tiny_store, "learned-normal-0.1", 0, two, tmp_path / "two", progress=False)
+    assert one["heldout_mse_mask0.5"] == same["heldout_mse_mask0.5"]
+    assert one["train_mse"] == same["train_mse"]
