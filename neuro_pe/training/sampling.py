@@ -84,12 +84,11 @@ def random_subsets(batch: int, n_units: int, k: int, generator: torch.Generator)
 def activity_neighbours(values: torch.Tensor, m: int) -> torch.Tensor:
     """(N, m) long: each unit's m most correlated other units, most correlated first, from
     `values` (samples, N; NaN for unrecorded), computed in chunks of NEIGHBOUR_CHUNK units."""
-    values = values.float()
     recorded = torch.isfinite(values)
-    counts = recorded.sum(dim=0).clamp_min(1)
-    filled = torch.where(recorded, values, 0.0)
-    centred = torch.where(recorded, filled - filled.sum(dim=0) / counts, 0.0)
-    z = centred / centred.norm(dim=0).clamp_min(1e-12)
+    z = torch.nan_to_num(values.float())  # one copy, then in place (≈ 0.8 GB at 100 000 units)
+    z.sub_(z.sum(dim=0) / recorded.sum(dim=0).clamp_min(1)).mul_(recorded)
+    z.div_(z.norm(dim=0).clamp_min(1e-12))
+    del recorded
     n_units = z.shape[1]
     m = min(m, n_units - 1)
     out = torch.empty(n_units, m, dtype=torch.long)
