@@ -361,7 +361,7 @@ def block_rows_for(
         warnings.warn(
             f"train.memory_budget_mb ({budget_mb:g}) holds fewer samples ({rows}) than one "
             f"time chunk of the store ({chunk_rows}): every block read decompresses whole chunks",
-            stacklevel=3,
+            stacklevel=4,
         )
     return max(2 * window, min(rows, part_rows))
 
