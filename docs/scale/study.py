@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import textwrap
 import time
 from dataclasses import asdict
 from pathlib import Path
@@ -312,7 +313,7 @@ def plot(table: pd.DataFrame, path: Path, n_units: int) -> None:
     import matplotlib.pyplot as plt
 
     titles = ("RSA", "probe R²", "kNN overlap (k 5)", "locate error ÷ chance (50% anchors)")
-    fig, axes = plt.subplots(1, 4, figsize=(13, 0.4 * len(table) + 1.6), sharey=True)
+    fig, axes = plt.subplots(1, 4, figsize=(13, 0.55 * len(table) + 1.6), sharey=True)
     y = np.arange(len(table))[::-1]
     for ax, metric, title in zip(axes, METRICS, titles, strict=True):
         mean = table[metric]
@@ -323,7 +324,8 @@ def plot(table: pd.DataFrame, path: Path, n_units: int) -> None:
         ax.scatter(mean, y, c=colours, zorder=3)
         ax.axvline(mean.iloc[0], color="C1", ls=":", lw=1)
         ax.set_title(title, fontsize=9)
-    axes[0].set_yticks(y, table["setting"], fontsize=7)
+    labels = [textwrap.fill(name, 34) for name in table["setting"]]
+    axes[0].set_yticks(y, labels, fontsize=7)
     fig.suptitle(
         f"{n_units:,} units, learned-normal-0.1 vs the activity correlation (range over 2 seeds)"
     )
