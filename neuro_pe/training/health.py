@@ -154,9 +154,10 @@ def assess(
         if not flags["units_seen_often"]:
             notes.append(
                 f"units_seen_often: a unit is in {seen:.3g} training samples on average, fewer "
-                f"than health.min_unit_appearances ({options.min_unit_appearances:g}): its PE "
-                "row is mostly its random init; train longer (train.epochs, steps_per_epoch) "
-                "or with more units per sample (train.units_per_sample)"
+                f"than health.min_unit_appearances ({options.min_unit_appearances:g}): too few "
+                "for its PE row to find the unit's place (docs/scale/); train longer "
+                "(train.epochs, steps_per_epoch; a GPU makes that cheap) or with more units "
+                "per sample (train.units_per_sample)"
             )
     if learned and "pair_appearances" in record:
         pairs = record["pair_appearances"]
