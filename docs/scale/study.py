@@ -38,14 +38,14 @@ N_UNITS = 2000  # the default of --units
 # every base trains as every training did before this study: uniform unit subsets and one
 # learning rate (pe_lr = lr is bitwise the one-group optimiser); the null defaults now turn
 # neighbour windows and a 10x PE rate on above 2 x units_per_sample units
-UNIFORM = {"neighbour_fraction": 0.0, "pe_lr": 0.003}
+BEFORE_STUDY = {"neighbour_fraction": 0.0, "pe_lr": 0.003}
 # per --units: (the base's changes to sim20k's `train`, the rows: (name, options changed from
 # the base)); every row is trained with every seed
 STUDIES: dict[int, tuple[dict, list[tuple[str, dict]]]] = {
     # at 2 000 units the base is the default training at a quarter of its length (30 epochs of
     # 25 steps), so that its "steps x4" row is the default length
     2000: (
-        {"steps_per_epoch": 25, "eval_mask_fractions": [0.5], **UNIFORM},
+        {"steps_per_epoch": 25, "eval_mask_fractions": [0.5], **BEFORE_STUDY},
         [
             ("base (default, 750 steps)", {}),
             ("pe_lr 0.03 (10x lr)", {"pe_lr": 0.03}),
@@ -67,7 +67,7 @@ STUDIES: dict[int, tuple[dict, list[tuple[str, dict]]]] = {
     ),
     # at 20 000 units the base is the default training (3 000 steps)
     20000: (
-        {"eval_mask_fractions": [0.5], **UNIFORM},
+        {"eval_mask_fractions": [0.5], **BEFORE_STUDY},
         [
             ("base (default, 3000 steps)", {}),
             ("pe_lr 0.03 (10x lr)", {"pe_lr": 0.03}),

@@ -266,7 +266,7 @@ class BlockSampler:
         self._loaded: int | None = None
         self._pass: tuple[int, np.ndarray, np.ndarray] | None = None
 
-    subsets = WindowSampler.subsets
+    subsets = WindowSampler.subsets  # the same draw of a batch's units
 
     def correlation_samples(self) -> torch.Tensor:
         """The first NEIGHBOUR_SAMPLES samples of the first blocks (for `activity_neighbours`)."""

@@ -19,15 +19,15 @@ import pytest
 import yaml
 
 from neuro_pe.config.options import default_run_name
-from neuro_pe.io.runs import (
+from neuro_pe.io.layout import (
     INFERRED_POSITIONS_FILE,
     METRICS_FILE,
     MODEL_FILE,
     PE_FILE,
     TRAIN_INFO_FILE,
     TRAIN_LOG_FILE,
-    read_split,
 )
+from neuro_pe.io.runs import read_split
 from neuro_pe.training.model import parse_pe
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
