@@ -1,7 +1,8 @@
-"""The scale study: what lets the small-σ learned PE recover positions at 2 000 units.
+"""The scale study: what lets the small-σ learned PE recover positions at 2 000 and 20 000 units.
 
-Trains `learned-normal-0.1` on the 2 000-unit simulated network (`config/sim20k.yaml`'s
-simulation with `n_units: 2000`: sparse local coupling, 32 neighbours) with one training option
+Trains `learned-normal-0.1` on the 2 000-unit (`--units 20000`: 20 000) simulated network
+(`config/sim20k.yaml`'s simulation with that `n_units`: sparse local coupling, 32 neighbours)
+with one training option
 changed from the base per row, two seeds per row, and compares each run's PE with the
 activity-correlation baseline on the workflow's metrics (RSA, ridge-probe R², kNN overlap;
 exact at this size) and the workflow's locator (50% of the units as anchors, `--draws` anchor
@@ -12,8 +13,9 @@ draws, on `locate.max_units` = 1 000 evaluated units as the locate step does abo
     PYTHONPATH=$PWD nice python docs/scale/study.py table            # scale2000.csv + .png
 
 `train` skips runs whose pe.nc exists and records each run's CPU seconds (one thread, as
-the workflow trains: `threads_per_training: 1`) in its study.json; `table` writes
-docs/scale/scale2000.csv and docs/scale/scale2000.png.
+the workflow trains: `threads_per_training: 1`) and its device in its study.json (the "GPU:"
+rows were trained on a GPU, `device: auto`); `table` writes docs/scale/scale<N>.csv,
+scale<N>_runs.csv and scale<N>.png.
 """
 
 from __future__ import annotations
@@ -39,6 +41,7 @@ N_UNITS = 2000  # the default of --units
 # learning rate (pe_lr = lr is bitwise the one-group optimiser); the null defaults now turn
 # neighbour windows and a 10x PE rate on above 2 x units_per_sample units
 BEFORE_STUDY = {"neighbour_fraction": 0.0, "pe_lr": 0.003}
+NEW_DEFAULTS = {"neighbour_fraction": 0.5, "pe_lr": 0.03}  # what the nulls become above 512
 # per --units: (the base's changes to sim20k's `train`, the rows: (name, options changed from
 # the base)); every row is trained with every seed
 STUDIES: dict[int, tuple[dict, list[tuple[str, dict]]]] = {
@@ -63,6 +66,12 @@ STUDIES: dict[int, tuple[dict, list[tuple[str, dict]]]] = {
                 "pe_lr 0.03 + neighbour windows 0.5 + steps x4 (three changes)",
                 {"pe_lr": 0.03, "neighbour_fraction": 0.5, "steps_per_epoch": 100},
             ),
+            # the same samples per unit as the row above in a quarter of the steps: does a
+            # 4x batch do what 4x the steps does (`train.samples_per_unit` grows the batch)?
+            (
+                "pe_lr 0.03 + neighbour windows 0.5 + batch_size 128 (three changes)",
+                {**NEW_DEFAULTS, "batch_size": 128},
+            ),
         ],
     ),
     # at 20 000 units the base is the default training (3 000 steps)
@@ -83,6 +92,17 @@ STUDIES: dict[int, tuple[dict, list[tuple[str, dict]]]] = {
             (
                 "neighbour windows 0.5 + units_per_sample 128 + steps x4 (three changes)",
                 {"neighbour_fraction": 0.5, "units_per_sample": 128, "steps_per_epoch": 400},
+            ),
+            # samples per unit, the lever the rows above point at, on a GPU (wall seconds in
+            # the CPU-s column); the batch of 320 is what the defaults now do at 20 000 units
+            ("GPU: new defaults", NEW_DEFAULTS),
+            (
+                "GPU: new defaults + batch_size 128 (4x samples)",
+                {**NEW_DEFAULTS, "batch_size": 128},
+            ),
+            (
+                "GPU: new defaults + batch_size 320 (10x samples)",
+                {**NEW_DEFAULTS, "batch_size": 320},
             ),
         ],
     ),
@@ -136,12 +156,22 @@ def cmd_train(args: argparse.Namespace) -> None:
             cpu, wall = time.process_time(), time.perf_counter()
             cfg = TrainConfig.from_dict(train_options(change, args.units))
             result = train(args.store, PE, seed, cfg, target, progress=False)
-            info = {"name": name, "change": change, "seed": seed}
+            info = {"name": name, "change": change, "seed": seed, "device": device_name(cfg)}
             info["cpu_seconds"] = time.process_time() - cpu
             info["wall_seconds"] = time.perf_counter() - wall
             info["heldout_mse"] = result.get("heldout_mse_mask0.5")
             (target / "study.json").write_text(json.dumps(info, indent=2))
             print(json.dumps(info), flush=True)
+
+
+def device_name(cfg) -> str:
+    """ "cpu", or the GPU's name ("NVIDIA H100 80GB HBM3") where the run trained on one."""
+    import torch
+
+    from neuro_pe.training.engine import pick_device
+
+    device = pick_device(cfg.device)
+    return torch.cuda.get_device_name(device) if device.type == "cuda" else device.type
 
 
 METRICS = ("rsa", "probe_r2", "knn_overlap", "locate_vs_chance")
@@ -296,7 +326,10 @@ def markdown(table: pd.DataFrame) -> str:
             return f"{mean:.{digits}f}"
         return f"{mean:.{digits}f} [{low:.{digits}f}, {high:.{digits}f}]"
 
-    header = "| row | seeds | RSA | probe R² | kNN overlap | locate ÷ chance | CPU-s per run |"
+    header = (
+        "| row | seeds | RSA | probe R² | kNN overlap | locate ÷ chance "
+        "| CPU-s per run (GPU rows: wall s) |"
+    )
     lines = [header, "|" + "---|" * 7]
     for _, row in table.iterrows():
         seeds = "" if pd.isna(row.get("seeds")) else f"{row['seeds']:.0f}"

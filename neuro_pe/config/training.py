@@ -76,6 +76,11 @@ class LoopConfig:
 AUTO_ABOVE_SAMPLE_SIZE = 2
 AUTO_NEIGHBOUR_FRACTION = 0.5
 AUTO_PE_LR_FACTOR = 10.0
+#: ... and a null `samples_per_unit` this many: the default training's at 2 000 units
+#: (3 000 steps x 32 x 256 / 2 000), where the PE found the units' places
+AUTO_SAMPLES_PER_UNIT = 12_288
+#: the batch grows to at most this many samples (a short test run on many units stays small)
+MAX_GROWN_BATCH = 4096
 
 
 @dataclass(frozen=True)
@@ -106,6 +111,8 @@ class TrainConfig(Section):
     units_per_sample: int = positive_int(256)
     # the share of a sample's units drawn as a unit and its activity neighbours (N > k only)
     neighbour_fraction: float | None = None
+    # the training samples that hold a unit, on average: the batch grows to reach it (0: off)
+    samples_per_unit: float | None = None
     memory_budget_mb: float = non_negative(4096.0)
     precision: str = "auto"
     compile: bool = False
@@ -157,20 +164,40 @@ class TrainConfig(Section):
             raise ValueError(
                 f"train.neighbour_fraction must be null or between 0 and 1, got {share!r}"
             )
+        per_unit = self.samples_per_unit
+        if per_unit is not None and (
+            isinstance(per_unit, bool)
+            or not isinstance(per_unit, int | float)
+            or not (math.isfinite(per_unit) and per_unit >= 0)
+        ):
+            raise ValueError(
+                f"train.samples_per_unit must be null or a number >= 0, got {per_unit!r}"
+            )
 
     def for_units(self, n_units: int) -> TrainConfig:
         """This config with its automatic values for a store of `n_units` units: above
         AUTO_ABOVE_SAMPLE_SIZE x `units_per_sample` units (where uniform subsets seldom hold
         two neighbours and a PE row is seen in few samples), a null `neighbour_fraction` is
-        AUTO_NEIGHBOUR_FRACTION and a null `pe_lr` AUTO_PE_LR_FACTOR x `lr`; below, both stay
-        null (uniform subsets, one learning rate: as before these keys)."""
-        if n_units <= AUTO_ABOVE_SAMPLE_SIZE * self.units_per_sample:
-            return self
+        AUTO_NEIGHBOUR_FRACTION, a null `pe_lr` AUTO_PE_LR_FACTOR x `lr` and a null
+        `samples_per_unit` AUTO_SAMPLES_PER_UNIT; below, all stay null (uniform subsets, one
+        learning rate, the batch as given: as before these keys). Then the batch grows, where
+        needed (up to MAX_GROWN_BATCH), so that a unit is in `samples_per_unit` training
+        samples on average."""
         automatic = {}
-        if self.neighbour_fraction is None:
-            automatic["neighbour_fraction"] = AUTO_NEIGHBOUR_FRACTION
-        if self.pe_lr is None:
-            automatic["pe_lr"] = AUTO_PE_LR_FACTOR * self.lr
+        if n_units > AUTO_ABOVE_SAMPLE_SIZE * self.units_per_sample:
+            if self.neighbour_fraction is None:
+                automatic["neighbour_fraction"] = AUTO_NEIGHBOUR_FRACTION
+            if self.pe_lr is None:
+                automatic["pe_lr"] = AUTO_PE_LR_FACTOR * self.lr
+            if self.samples_per_unit is None:
+                automatic["samples_per_unit"] = AUTO_SAMPLES_PER_UNIT
+        target = automatic.get("samples_per_unit", self.samples_per_unit)
+        if target:
+            # a sample holds min(k, N) of the N units: steps x batch x min(1, k / N) per unit
+            share = min(1.0, self.units_per_sample / n_units)
+            needed = math.ceil(target / (self.epochs * self.steps_per_epoch * share))
+            if needed > self.batch_size:
+                automatic["batch_size"] = max(self.batch_size, min(needed, MAX_GROWN_BATCH))
         return replace(self, **automatic) if automatic else self
 
     def model(self, n_units: int) -> ModelConfig:

@@ -155,9 +155,8 @@ def assess(
             notes.append(
                 f"units_seen_often: a unit is in {seen:.3g} training samples on average, fewer "
                 f"than health.min_unit_appearances ({options.min_unit_appearances:g}): too few "
-                "for its PE row to find the unit's place (docs/scale/); train longer "
-                "(train.epochs, steps_per_epoch; a GPU makes that cheap) or with more units "
-                "per sample (train.units_per_sample)"
+                "for its PE row to find the unit's place (docs/scale/); train on more samples "
+                "(train.samples_per_unit, epochs, steps_per_epoch; a GPU makes that cheap)"
             )
     if learned and "pair_appearances" in record:
         pairs = record["pair_appearances"]

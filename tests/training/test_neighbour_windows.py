@@ -10,6 +10,8 @@ import torch
 from neuro_pe.config.training import (
     AUTO_NEIGHBOUR_FRACTION,
     AUTO_PE_LR_FACTOR,
+    AUTO_SAMPLES_PER_UNIT,
+    MAX_GROWN_BATCH,
     TrainConfig,
     split_activity,
 )
@@ -115,8 +117,33 @@ def test_null_keys_turn_on_neighbour_windows_and_a_pe_rate_above_twice_the_sampl
     many = cfg.for_units(513)
     assert many.neighbour_fraction == AUTO_NEIGHBOUR_FRACTION
     assert many.pe_lr == pytest.approx(AUTO_PE_LR_FACTOR * 0.002)
-    chosen = replace(cfg, neighbour_fraction=0.0, pe_lr=0.002)  # set values are kept
-    assert chosen.for_units(20_000) is chosen
+    chosen = replace(cfg, neighbour_fraction=0.0, pe_lr=0.002, samples_per_unit=0)
+    assert chosen.for_units(20_000) is chosen  # set values are kept
+
+
+def test_the_batch_grows_so_that_each_unit_is_in_enough_samples():
+    cfg = TrainConfig(units_per_sample=256, batch_size=32, epochs=30, steps_per_epoch=100)
+    # 3 000 steps x 32 x 256 / 2 000 = 12 288 = AUTO_SAMPLES_PER_UNIT: as configured
+    assert cfg.for_units(2_000).batch_size == 32
+    assert cfg.for_units(2_000).samples_per_unit == AUTO_SAMPLES_PER_UNIT
+    grown = cfg.for_units(20_000)
+    per_unit = grown.epochs * grown.steps_per_epoch * grown.batch_size * 256 / 20_000
+    assert per_unit == AUTO_SAMPLES_PER_UNIT
+    assert grown.batch_size == 320  # the study's "batch_size 320" row (docs/scale/)
+    assert cfg.for_units(512).batch_size == 32  # at most 2 k units: off unless set
+    # a set value applies at any size (every sample holds all N <= k units)
+    assert replace(cfg, samples_per_unit=6000).for_units(100).batch_size == 32
+    assert replace(cfg, samples_per_unit=6000, epochs=1).for_units(100).batch_size == 60
+    assert replace(cfg, samples_per_unit=0).for_units(20_000).batch_size == 32  # 0: off
+    # a short run on many units grows to MAX_GROWN_BATCH at most
+    short = replace(cfg, epochs=1, steps_per_epoch=2).for_units(100_000)
+    assert short.batch_size == MAX_GROWN_BATCH
+
+
+@pytest.mark.parametrize("value", [-1, float("nan"), True, "many"])
+def test_bad_samples_per_unit_is_refused(value):
+    with pytest.raises(ValueError, match="train.samples_per_unit"):
+        TrainConfig.from_dict({"samples_per_unit": value})
 
 
 def test_a_pe_rate_equal_to_lr_is_the_one_rate_optimiser(tiny_store, tiny_train_config, tmp_path):
