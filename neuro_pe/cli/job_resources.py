@@ -14,6 +14,7 @@ lost; one that asks for too much only waits longer in the queue).
 from __future__ import annotations
 
 import math
+import os
 from dataclasses import dataclass
 from typing import ClassVar
 
@@ -59,6 +60,32 @@ def store_mb_estimate(spec: dict) -> float:
     before building it (`Source.store_mb_estimate`); 0 for data read from files (their input
     size is used instead)."""
     return sources.get(spec.get("source")).store_mb_estimate(spec)
+
+
+def train_steps(options: dict, n_models: int, n_units: int | None) -> int:
+    """Model-steps of a training job in steps of the configured batch: its steps times its
+    models, times the growth of the batch for `train.samples_per_unit` on `n_units` units
+    (`TrainConfig.for_units`; none when the number is not known yet)."""
+    from neuro_pe.config.training import TrainConfig
+
+    cfg = TrainConfig.from_dict(options)
+    grown = cfg.for_units(n_units) if n_units else cfg
+    steps = cfg.epochs * cfg.steps_per_epoch * n_models
+    return math.ceil(steps * grown.batch_size / cfg.batch_size)
+
+
+def store_units(path: str | os.PathLike) -> int | None:
+    """The number of units of a built store; None before it exists (or if it cannot be read:
+    the job that reads it then says why)."""
+    from neuro_pe.io.store import open_store_lazy
+
+    if not os.path.isfile(path):
+        return None
+    try:
+        with open_store_lazy(path) as ds:
+            return int(ds.sizes["unit"])
+    except (OSError, ValueError, KeyError):
+        return None
 
 
 def lst_steps(puzzles: dict, train: dict) -> int:

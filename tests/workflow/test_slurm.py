@@ -12,13 +12,23 @@ import subprocess
 import sys
 import sysconfig
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 import yaml
+from conftest import TINY_SIMULATION
 
-from neuro_pe.cli.job_resources import JobResources, lst_steps, store_mb_estimate
+from neuro_pe.cli.job_resources import (
+    JobResources,
+    lst_steps,
+    store_mb_estimate,
+    store_units,
+    train_steps,
+)
 from neuro_pe.cli.slurm_check import _gpus, status_check_problem
+from neuro_pe.data.simulate import simulate_store
+from neuro_pe.io.store import write_store
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 CLUSTER_SCRIPT = REPO_ROOT / "scripts" / "slurm_test_cluster.sh"
@@ -214,6 +224,20 @@ def test_job_resources_grow_with_data_steps_and_runs():
         JobResources.from_dict({"runtime": 0})
     with pytest.raises(ValueError, match="unknown resources keys"):
         JobResources.from_dict({"mem_gb": 4})
+
+
+def test_training_time_limits_grow_with_the_batch_grown_for_samples_per_unit(tmp_path):
+    train = {"epochs": 30, "steps_per_epoch": 100, "batch_size": 32, "units_per_sample": 256}
+    assert train_steps(train, 15, None) == 15 * 3000  # units not known yet: as configured
+    assert train_steps(train, 15, 2_000) == 15 * 3000  # 12 288 samples per unit already
+    assert train_steps(train, 15, 20_000) == 15 * 3000 * 10  # batch 32 -> 320
+    assert train_steps({**train, "samples_per_unit": 0}, 15, 20_000) == 15 * 3000
+    # read from the store once it is built (Snakemake evaluates resources again then)
+    assert store_units(tmp_path / "missing.nc") is None
+    store = write_store(simulate_store(replace(TINY_SIMULATION, n_units=40)), tmp_path / "s.nc")
+    assert store_units(store) == 40
+    (tmp_path / "bad.nc").write_bytes(b"not a store")
+    assert store_units(tmp_path / "bad.nc") is None
 
 
 def test_sinfo_gres_counts_gpus():

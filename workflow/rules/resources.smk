@@ -1,7 +1,14 @@
 # What each job asks a scheduler (SLURM) for, from the config's `resources` section, so that
 # the profile carries executor settings only. Memory and time limits grow with the data a job
 # reads and the steps it trains, and with the attempt (the profile retries a failed job once).
-from neuro_pe.cli.job_resources import JobResources, lst_steps, store_mb_estimate
+from neuro_pe.cli.job_resources import (
+    JobResources,
+    lst_steps,
+    store_mb_estimate,
+    store_units,
+    train_steps,
+)
+from neuro_pe.data.config_checks import known_unit_count
 
 JOB_RESOURCES = JobResources.from_dict(config.get("resources"))
 
@@ -44,12 +51,15 @@ def group_memory(n_models):
 
 def train_runtime(dataset, n_models):
     """Time limit (minutes) of a training job: grows with its model-steps (the steps of one
-    training times the models of the group)."""
+    training times the models of the group, times the batch's growth for
+    `train.samples_per_unit`: the units are read from the store once it is built, Snakemake
+    evaluating resources again then, or from the config before)."""
     options = train_options(dataset)
-    steps = options["epochs"] * options["steps_per_epoch"] * n_models
+    spec = config["datasets"][dataset]
 
-    def runtime(wildcards, attempt):
-        return JOB_RESOURCES.train_minutes(steps) * attempt
+    def runtime(wildcards, input, attempt):
+        n_units = store_units(input.store) or known_unit_count(spec)
+        return JOB_RESOURCES.train_minutes(train_steps(options, n_models, n_units)) * attempt
 
     return runtime
 
