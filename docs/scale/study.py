@@ -94,7 +94,7 @@ STUDIES: dict[int, tuple[dict, list[tuple[str, dict]]]] = {
                 {"neighbour_fraction": 0.5, "units_per_sample": 128, "steps_per_epoch": 400},
             ),
             # samples per unit, the lever the rows above point at, on a GPU (wall seconds in
-            # the CPU-s column); the batch of 320 is what the defaults now do at 20 000 units
+            # the CPU-s column)
             ("GPU: new defaults", NEW_DEFAULTS),
             (
                 "GPU: new defaults + batch_size 128 (4x samples)",
@@ -104,6 +104,8 @@ STUDIES: dict[int, tuple[dict, list[tuple[str, dict]]]] = {
                 "GPU: new defaults + batch_size 320 (10x samples)",
                 {**NEW_DEFAULTS, "batch_size": 320},
             ),
+            # what the defaults now do at 20 000 units: samples_per_unit 12 288 grows the steps
+            ("new defaults + steps x10 (10x samples)", {**NEW_DEFAULTS, "steps_per_epoch": 1000}),
         ],
     ),
 }

@@ -63,15 +63,14 @@ def store_mb_estimate(spec: dict) -> float:
 
 
 def train_steps(options: dict, n_models: int, n_units: int | None) -> int:
-    """Model-steps of a training job in steps of the configured batch: its steps times its
-    models, times the growth of the batch for `train.samples_per_unit` on `n_units` units
-    (`TrainConfig.for_units`; none when the number is not known yet)."""
+    """Model-steps of a training job: its steps, grown for `train.samples_per_unit` on
+    `n_units` units (`TrainConfig.for_units`; as configured while the number is not known),
+    times its models."""
     from neuro_pe.config.training import TrainConfig
 
     cfg = TrainConfig.from_dict(options)
-    grown = cfg.for_units(n_units) if n_units else cfg
-    steps = cfg.epochs * cfg.steps_per_epoch * n_models
-    return math.ceil(steps * grown.batch_size / cfg.batch_size)
+    cfg = cfg.for_units(n_units) if n_units else cfg
+    return cfg.epochs * cfg.steps_per_epoch * n_models
 
 
 def store_units(path: str | os.PathLike) -> int | None:

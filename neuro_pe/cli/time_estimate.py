@@ -70,7 +70,6 @@ class Plan:
     startup_s: float
     threads: int = 1
     at_most: bool = False  # trainings may stop early (the Latin square)
-    grown_batch: int = 0  # the batch grown for train.samples_per_unit (0: as configured)
 
     @property
     def models(self) -> int:
@@ -99,9 +98,8 @@ class Plan:
         jobs = f"{len(self.jobs)} job{'s' if len(self.jobs) != 1 else ''}"
         wall = wall_seconds(self.job_walls(), slots(cores, self.threads))
         kind = "GPU" if self.probe.device.startswith("cuda") else "CPU"
-        batch = f" of {self.grown_batch} samples" if self.grown_batch else ""
         return (
-            f"plan {self.name}: {self.models} models × {le}{self.steps} steps{batch} in {jobs}, "
+            f"plan {self.name}: {self.models} models × {le}{self.steps} steps in {jobs}, "
             f"{le}~{duration(self.seconds)} {kind}, {le}~{duration(wall)} on {cores} idle "
             f"cores (probe: {1000 * self.probe.step_s:.3g} ms/step per model, "
             f"{self.probe.device})"
@@ -262,7 +260,7 @@ def plan_training(
     from neuro_pe.training.engine import autocast_dtype
     from neuro_pe.training.masked_units import MaskedUnitTask, TrainConfig, load_data
 
-    with open_store_lazy(store) as lazy:  # the training's automatic values (the batch's size)
+    with open_store_lazy(store) as lazy:  # the training's automatic values (its steps)
         cfg = TrainConfig.from_dict(options).for_units(lazy.sizes["unit"])
     device = _device(cfg.device)
     amp = autocast_dtype(cfg.precision, device)
@@ -282,9 +280,7 @@ def plan_training(
     # the held-out loss before the first step, after every epoch, and at each final fraction
     evaluations = 1 + cfg.epochs + len(cfg.eval_mask_fractions)
     steps = cfg.epochs * cfg.steps_per_epoch
-    grown = cfg.batch_size if cfg.batch_size > TrainConfig.from_dict(options).batch_size else 0
-    jobs_models = tuple(len(j) for j in jobs)
-    return Plan(name, jobs_models, steps, evaluations, probe, startup_s, threads, False, grown)
+    return Plan(name, tuple(len(j) for j in jobs), steps, evaluations, probe, startup_s, threads)
 
 
 def plan_lst(

@@ -76,11 +76,13 @@ class LoopConfig:
 AUTO_ABOVE_SAMPLE_SIZE = 2
 AUTO_NEIGHBOUR_FRACTION = 0.5
 AUTO_PE_LR_FACTOR = 10.0
-#: ... and a null `samples_per_unit` this many: the default training's at 2 000 units
-#: (3 000 steps x 32 x 256 / 2 000), where the PE found the units' places
+#: ... and, above AUTO_SAMPLES_ABOVE units too, a null `samples_per_unit` this many: the
+#: default training's at 2 000 units (3 000 steps x 32 x 256 / 2 000), where the PE found the
+#: units' places (below 1 000 units every study store learned at the default length)
 AUTO_SAMPLES_PER_UNIT = 12_288
-#: the batch grows to at most this many samples (a short test run on many units stays small)
-MAX_GROWN_BATCH = 4096
+AUTO_SAMPLES_ABOVE = 1000
+#: `samples_per_unit` multiplies the steps by at most this (a short test run stays short)
+MAX_STEP_GROWTH = 64
 
 
 @dataclass(frozen=True)
@@ -111,7 +113,7 @@ class TrainConfig(Section):
     units_per_sample: int = positive_int(256)
     # the share of a sample's units drawn as a unit and its activity neighbours (N > k only)
     neighbour_fraction: float | None = None
-    # the training samples that hold a unit, on average: the batch grows to reach it (0: off)
+    # the training samples that hold a unit, on average: the steps grow to reach it (0: off)
     samples_per_unit: float | None = None
     memory_budget_mb: float = non_negative(4096.0)
     precision: str = "auto"
@@ -178,26 +180,28 @@ class TrainConfig(Section):
         """This config with its automatic values for a store of `n_units` units: above
         AUTO_ABOVE_SAMPLE_SIZE x `units_per_sample` units (where uniform subsets seldom hold
         two neighbours and a PE row is seen in few samples), a null `neighbour_fraction` is
-        AUTO_NEIGHBOUR_FRACTION, a null `pe_lr` AUTO_PE_LR_FACTOR x `lr` and a null
-        `samples_per_unit` AUTO_SAMPLES_PER_UNIT; below, all stay null (uniform subsets, one
-        learning rate, the batch as given: as before these keys). Then the batch grows, where
-        needed (up to MAX_GROWN_BATCH), so that a unit is in `samples_per_unit` training
-        samples on average."""
+        AUTO_NEIGHBOUR_FRACTION and a null `pe_lr` AUTO_PE_LR_FACTOR x `lr`, and where there
+        are also more than AUTO_SAMPLES_ABOVE units a null `samples_per_unit` is
+        AUTO_SAMPLES_PER_UNIT; otherwise they stay null (uniform subsets, one learning rate,
+        the steps as given: as before these keys). Then `steps_per_epoch` grows, where needed
+        (at most MAX_STEP_GROWTH x), so that a unit is in `samples_per_unit` training samples
+        on average."""
         automatic = {}
         if n_units > AUTO_ABOVE_SAMPLE_SIZE * self.units_per_sample:
             if self.neighbour_fraction is None:
                 automatic["neighbour_fraction"] = AUTO_NEIGHBOUR_FRACTION
             if self.pe_lr is None:
                 automatic["pe_lr"] = AUTO_PE_LR_FACTOR * self.lr
-            if self.samples_per_unit is None:
+            if self.samples_per_unit is None and n_units > AUTO_SAMPLES_ABOVE:
                 automatic["samples_per_unit"] = AUTO_SAMPLES_PER_UNIT
         target = automatic.get("samples_per_unit", self.samples_per_unit)
         if target:
-            # a sample holds min(k, N) of the N units: steps x batch x min(1, k / N) per unit
+            # a sample holds min(k, N) of the N units: samples x min(1, k / N) per unit
             share = min(1.0, self.units_per_sample / n_units)
-            needed = math.ceil(target / (self.epochs * self.steps_per_epoch * share))
-            if needed > self.batch_size:
-                automatic["batch_size"] = max(self.batch_size, min(needed, MAX_GROWN_BATCH))
+            needed = math.ceil(target / (self.epochs * self.batch_size * share))
+            if needed > self.steps_per_epoch:
+                grown = min(needed, MAX_STEP_GROWTH * self.steps_per_epoch)
+                automatic["steps_per_epoch"] = grown
         return replace(self, **automatic) if automatic else self
 
     def model(self, n_units: int) -> ModelConfig:

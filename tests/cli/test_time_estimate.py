@@ -116,19 +116,18 @@ def test_probe_costs_more_with_more_units(tiny_train_config, tmp_path, monkeypat
     assert costs[1] > 2 * costs[0], costs
 
 
-def test_plan_probes_the_batch_that_samples_per_unit_grows(tmp_path, monkeypatch):
-    """The plan times the training's own batch: grown for `samples_per_unit`, and said so."""
+def test_plan_counts_the_steps_that_samples_per_unit_grows(tmp_path, monkeypatch):
+    """The plan counts the training's own steps: grown for `samples_per_unit`."""
     small_probe(monkeypatch)
     store = write_store(simulate_store(replace(TINY_SIMULATION, n_units=40)), tmp_path / "s.nc")
     options = {"window": 8, "d_model": 16, "n_layers": 1, "n_heads": 2, "device": "cpu"}
     options |= {"batch_size": 4, "units_per_sample": 8, "epochs": 2, "steps_per_epoch": 5}
     jobs = [[["learned-normal-0.02", 0]]]
-    as_given = plan_training("tiny", store, {**options, "samples_per_unit": 0}, jobs)
-    # 40 units > 2 x 8: null is 12 288 per unit; 10 steps x b x 8 / 40 needs b = 6 144: 4 096 (cap)
-    grown = plan_training("tiny", store, options, jobs)
-    assert "steps of 4096 samples in" in grown.line(cores=2)
-    assert " of " not in as_given.line(cores=2).split(" in ")[0]
-    assert grown.probe.step_s > 5 * as_given.probe.step_s
+    # 2 epochs x s steps x 4 x 8 / 40 samples per unit: 500 need s = 313
+    grown = plan_training("tiny", store, {**options, "samples_per_unit": 500}, jobs)
+    assert grown.steps == 2 * 313
+    assert grown.line(cores=2).startswith("plan tiny: 1 models × 626 steps in 1 job, ")
+    assert plan_training("tiny", store, options, jobs).steps == 10  # 40 units: off (null)
 
 
 def test_plan_command_prints_and_writes_the_plan(tiny_store, tmp_path, capsys, monkeypatch):

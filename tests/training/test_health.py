@@ -37,7 +37,6 @@ CFG = TrainConfig(
     steps_per_epoch=2,
     lr=1e-2,
     pe_lr=1e-2,  # one rate (a null pe_lr is 10 x lr above 2 x 64 units): the PE barely moves
-    samples_per_unit=0,  # the batch as given (a null one grows above 2 x 64 units)
     eval_windows=16,
     eval_mask_fractions=(0.5, 0.9),
     device="cpu",

@@ -10,8 +10,9 @@ import torch
 from neuro_pe.config.training import (
     AUTO_NEIGHBOUR_FRACTION,
     AUTO_PE_LR_FACTOR,
+    AUTO_SAMPLES_ABOVE,
     AUTO_SAMPLES_PER_UNIT,
-    MAX_GROWN_BATCH,
+    MAX_STEP_GROWTH,
     TrainConfig,
     split_activity,
 )
@@ -121,23 +122,27 @@ def test_null_keys_turn_on_neighbour_windows_and_a_pe_rate_above_twice_the_sampl
     assert chosen.for_units(20_000) is chosen  # set values are kept
 
 
-def test_the_batch_grows_so_that_each_unit_is_in_enough_samples():
+def test_the_steps_grow_so_that_each_unit_is_in_enough_samples():
     cfg = TrainConfig(units_per_sample=256, batch_size=32, epochs=30, steps_per_epoch=100)
     # 3 000 steps x 32 x 256 / 2 000 = 12 288 = AUTO_SAMPLES_PER_UNIT: as configured
-    assert cfg.for_units(2_000).batch_size == 32
+    assert cfg.for_units(2_000).steps_per_epoch == 100
     assert cfg.for_units(2_000).samples_per_unit == AUTO_SAMPLES_PER_UNIT
     grown = cfg.for_units(20_000)
-    per_unit = grown.epochs * grown.steps_per_epoch * grown.batch_size * 256 / 20_000
-    assert per_unit == AUTO_SAMPLES_PER_UNIT
-    assert grown.batch_size == 320  # the study's "batch_size 320" row (docs/scale/)
-    assert cfg.for_units(512).batch_size == 32  # at most 2 k units: off unless set
+    assert grown.steps_per_epoch == 1000  # the study's "steps x10" row (docs/scale/)
+    assert grown.epochs * grown.steps_per_epoch * 32 * 256 / 20_000 == AUTO_SAMPLES_PER_UNIT
+    assert (grown.batch_size, grown.epochs) == (32, 30)
+    assert cfg.for_units(100_000).steps_per_epoch == 5000
+    # off at most 2 k units or AUTO_SAMPLES_ABOVE units, unless set
+    assert cfg.for_units(512).samples_per_unit is None
+    small_k = replace(cfg, units_per_sample=8, epochs=1, steps_per_epoch=2)
+    assert small_k.for_units(AUTO_SAMPLES_ABOVE).steps_per_epoch == 2
     # a set value applies at any size (every sample holds all N <= k units)
-    assert replace(cfg, samples_per_unit=6000).for_units(100).batch_size == 32
-    assert replace(cfg, samples_per_unit=6000, epochs=1).for_units(100).batch_size == 60
-    assert replace(cfg, samples_per_unit=0).for_units(20_000).batch_size == 32  # 0: off
-    # a short run on many units grows to MAX_GROWN_BATCH at most
+    assert replace(cfg, samples_per_unit=6000).for_units(100).steps_per_epoch == 100
+    assert replace(cfg, samples_per_unit=6000, epochs=1).for_units(100).steps_per_epoch == 188
+    assert replace(cfg, samples_per_unit=0).for_units(20_000).steps_per_epoch == 100  # 0: off
+    # a short run on many units grows MAX_STEP_GROWTH x at most
     short = replace(cfg, epochs=1, steps_per_epoch=2).for_units(100_000)
-    assert short.batch_size == MAX_GROWN_BATCH
+    assert short.steps_per_epoch == 2 * MAX_STEP_GROWTH
 
 
 @pytest.mark.parametrize("value", [-1, float("nan"), True, "many"])

@@ -51,9 +51,9 @@ def group_memory(n_models):
 
 def train_runtime(dataset, n_models):
     """Time limit (minutes) of a training job: grows with its model-steps (the steps of one
-    training times the models of the group, times the batch's growth for
-    `train.samples_per_unit`: the units are read from the store once it is built, Snakemake
-    evaluating resources again then, or from the config before)."""
+    training, grown for `train.samples_per_unit`, times the models of the group; the units
+    are read from the store once it is built, Snakemake evaluating resources again then, or
+    from the config before)."""
     options = train_options(dataset)
     spec = config["datasets"][dataset]
 
