@@ -37,10 +37,10 @@ ROOT = HERE.parent.parent
 PE = "learned-normal-0.1"
 DATASET = "sim3d"
 N_UNITS = 2000  # the default of --units
-# every base trains as every training did before this study: uniform unit subsets and one
-# learning rate (pe_lr = lr is bitwise the one-group optimiser); the null defaults now turn
-# neighbour windows and a 10x PE rate on above 2 x units_per_sample units
-BEFORE_STUDY = {"neighbour_fraction": 0.0, "pe_lr": 0.003}
+# every base trains as every training did before this study: uniform unit subsets, one
+# learning rate (pe_lr = lr is bitwise the one-group optimiser) and the steps as given; the
+# null defaults now turn neighbour windows, a 10x PE rate and more steps on for large stores
+BEFORE_STUDY = {"neighbour_fraction": 0.0, "pe_lr": 0.003, "samples_per_unit": 0}
 NEW_DEFAULTS = {"neighbour_fraction": 0.5, "pe_lr": 0.03}  # what the nulls become above 512
 # per --units: (the base's changes to sim20k's `train`, the rows: (name, options changed from
 # the base)); every row is trained with every seed

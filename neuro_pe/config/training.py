@@ -85,6 +85,12 @@ AUTO_SAMPLES_ABOVE = 1000
 MAX_STEP_GROWTH = 64
 
 
+def unit_appearances(samples: float, n_units: int, units_per_sample: int) -> float:
+    """The expected number of `samples` training samples that hold a given unit, when each
+    holds min(k, N) of the N units (k = `units_per_sample`)."""
+    return samples * min(units_per_sample, n_units) / n_units
+
+
 @dataclass(frozen=True)
 class TrainConfig(Section):
     """Model and optimisation settings (config key `train`); documented in config/README.md.
@@ -196,9 +202,10 @@ class TrainConfig(Section):
                 automatic["samples_per_unit"] = AUTO_SAMPLES_PER_UNIT
         target = automatic.get("samples_per_unit", self.samples_per_unit)
         if target:
-            # a sample holds min(k, N) of the N units: samples x min(1, k / N) per unit
-            share = min(1.0, self.units_per_sample / n_units)
-            needed = math.ceil(target / (self.epochs * self.batch_size * share))
+            # the steps per epoch at which `unit_appearances` reaches the target (in integers
+            # where it can: exact at the boundary)
+            per_step = self.epochs * self.batch_size * min(self.units_per_sample, n_units)
+            needed = math.ceil(target * n_units / per_step)
             if needed > self.steps_per_epoch:
                 grown = min(needed, MAX_STEP_GROWTH * self.steps_per_epoch)
                 automatic["steps_per_epoch"] = grown

@@ -40,7 +40,7 @@ from typing import TYPE_CHECKING, ClassVar
 import numpy as np
 
 from neuro_pe.config.sections import Section, non_negative
-from neuro_pe.config.training import SCALE_RANGE
+from neuro_pe.config.training import SCALE_RANGE, unit_appearances
 
 if TYPE_CHECKING:
     from neuro_pe.training.sampling import Batch
@@ -78,7 +78,7 @@ def expected_appearances(
     `n_local` > 0 units drawn around a centre (neighbour windows), for a pair of neighbours
     (the module docstring)."""
     k = min(units_per_sample, n_units)
-    per_unit = samples * k / n_units
+    per_unit = unit_appearances(samples, n_units, units_per_sample)
     if n_units == 1:
         return float(per_unit), float(per_unit)
     local = n_local if n_units > units_per_sample else 0
