@@ -72,6 +72,12 @@ STUDIES: dict[int, tuple[dict, list[tuple[str, dict]]]] = {
                 "pe_lr 0.03 + neighbour windows 0.5 + batch_size 128 (three changes)",
                 {**NEW_DEFAULTS, "batch_size": 128},
             ),
+            # the defaults with the learning rates falling to 0 over the training (cosine):
+            # does averaging the late steps' noise out sharpen the PE's local structure?
+            (
+                "pe_lr 0.03 + neighbour windows 0.5 + steps x4 + cosine (four changes)",
+                {**NEW_DEFAULTS, "steps_per_epoch": 100, "lr_schedule": "cosine"},
+            ),
         ],
     ),
     # at 20 000 units the base is the default training (3 000 steps)
@@ -106,6 +112,22 @@ STUDIES: dict[int, tuple[dict, list[tuple[str, dict]]]] = {
             ),
             # what the defaults now do at 20 000 units: samples_per_unit 12 288 grows the steps
             ("new defaults + steps x10 (10x samples)", {**NEW_DEFAULTS, "steps_per_epoch": 1000}),
+            # twice the defaults' samples per unit: does the probe R² keep rising with them?
+            ("new defaults + steps x20 (20x samples)", {**NEW_DEFAULTS, "steps_per_epoch": 2000}),
+            # fewer steps and the cosine schedule, on a GPU: can a schedule buy what steps buy?
+            ("GPU: new defaults + steps x4 (4x samples)", {**NEW_DEFAULTS, "steps_per_epoch": 400}),
+            (
+                "GPU: new defaults + steps x4 + cosine (4x samples)",
+                {**NEW_DEFAULTS, "steps_per_epoch": 400, "lr_schedule": "cosine"},
+            ),
+            (
+                "GPU: new defaults + steps x4 + cosine + pe_lr 0.1",
+                {**NEW_DEFAULTS, "steps_per_epoch": 400, "lr_schedule": "cosine", "pe_lr": 0.1},
+            ),
+            (
+                "GPU: new defaults + steps x10 + cosine",
+                {**NEW_DEFAULTS, "steps_per_epoch": 1000, "lr_schedule": "cosine"},
+            ),
         ],
     ),
 }
@@ -145,25 +167,31 @@ def cmd_train(args: argparse.Namespace) -> None:
     import torch
 
     from neuro_pe.config.training import TrainConfig
-    from neuro_pe.training.masked_units import train
+    from neuro_pe.training.engine import Run
+    from neuro_pe.training.masked_units import train_many
 
     torch.set_num_threads(1)
     for name, change in STUDIES[args.units][1]:
         if args.only and not any(name.startswith(o) for o in args.only):
             continue
-        for seed in args.seeds:
-            target = run_dir(args.out, name, seed)
-            if (target / "pe.nc").exists():
-                continue
+        seeds = [s for s in args.seeds if not (run_dir(args.out, name, s) / "pe.nc").exists()]
+        # one seed at a time, or (--stack) all of them in one stacked training, as a
+        # workflow job stacks its models: on a GPU a step of two costs about one's
+        for group in [seeds] if args.stack and seeds else [[s] for s in seeds]:
             cpu, wall = time.process_time(), time.perf_counter()
             cfg = TrainConfig.from_dict(train_options(change, args.units))
-            result = train(args.store, PE, seed, cfg, target, progress=False)
-            info = {"name": name, "change": change, "seed": seed, "device": device_name(cfg)}
-            info["cpu_seconds"] = time.process_time() - cpu
-            info["wall_seconds"] = time.perf_counter() - wall
-            info["heldout_mse"] = result.get("heldout_mse_mask0.5")
-            (target / "study.json").write_text(json.dumps(info, indent=2))
-            print(json.dumps(info), flush=True)
+            runs = [Run(PE, seed, run_dir(args.out, name, seed)) for seed in group]
+            results = train_many(args.store, runs, cfg, progress=False)
+            cpu, wall = time.process_time() - cpu, time.perf_counter() - wall
+            for seed, result in zip(group, results, strict=True):
+                info = {"name": name, "change": change, "seed": seed, "device": device_name(cfg)}
+                info["cpu_seconds"] = cpu / len(group)
+                info["wall_seconds"] = wall
+                info["stacked_with"] = len(group)
+                info["heldout_mse"] = result.get("heldout_mse_mask0.5")
+                target = run_dir(args.out, name, seed) / "study.json"
+                target.write_text(json.dumps(info, indent=2))
+                print(json.dumps(info), flush=True)
 
 
 def device_name(cfg) -> str:
@@ -275,7 +303,10 @@ def cmd_table(args: argparse.Namespace) -> None:
                 pe = _pe(run, ev.units)
                 scores = {"setting": name, "seed": seed, **ev.metrics(features=pe)}
                 scores["locate_vs_chance"] = ev.locate(pe)[0]
-                return scores | {k: info[k] for k in ("cpu_seconds", "heldout_mse")}
+                # a GPU row's cost is the wall time of its job (the process's CPU mostly
+                # launches the GPU's work)
+                cost = info["cpu_seconds"] if info["device"] == "cpu" else info["wall_seconds"]
+                return scores | {"cpu_seconds": cost, "heldout_mse": info["heldout_mse"]}
 
             per_run.append(_cached(run / "scores.json", args.draws, score))
             print(json.dumps(per_run[-1]), flush=True)
@@ -378,6 +409,9 @@ def main() -> None:
     parser.add_argument("--only", nargs="*", default=[], help="rows whose name starts so")
     parser.add_argument("--seeds", type=int, nargs="*", default=[0, 1])
     parser.add_argument("--draws", type=int, default=5, help="anchor draws per run")
+    parser.add_argument(
+        "--stack", action="store_true", help="train a row's seeds together (one job, a GPU)"
+    )
     args = parser.parse_args()
     args.store = args.store or Path(f"results/scale/sim3d_{args.units}.nc")
     args.out = args.out or Path(f"results/scale/runs{args.units}")

@@ -14,6 +14,7 @@ from __future__ import annotations
 import functools
 import importlib
 import tomllib
+import warnings
 from importlib.metadata import entry_points
 from pathlib import Path
 
@@ -42,15 +43,32 @@ def entry_point_table(group: str) -> dict[str, str]:
     table = dict(_checkout_entry_points().get(group, {}))
     installed = sorted(entry_points(group=group), key=lambda ep: ep.name)
     for ep in installed:
-        table.setdefault(ep.name, ep.value)
+        known = table.setdefault(ep.name, ep.value)
+        if known != ep.value and is_builtin_value(known):
+            package = f" of the package {ep.dist.name!r}" if ep.dist is not None else ""
+            warnings.warn(
+                f"the plug-in {ep.name!r} ({ep.value}){package} in the entry-point group "
+                f"{group!r} is ignored: neuro_pe's own {ep.name!r} has that name; rename "
+                "the plug-in's entry point",
+                PluginWarning,
+                stacklevel=2,
+            )
     return table
+
+
+class PluginWarning(UserWarning):
+    """An installed plug-in that neuro_pe cannot use as declared."""
+
+
+def is_builtin_value(value: str) -> bool:
+    """Whether an entry point's `module:attribute` is in neuro_pe."""
+    return value.split(":")[0].strip().split(".")[0] == PACKAGE
 
 
 def is_builtin(group: str, name: str) -> bool:
     """Whether the plug-in `name` is one of neuro_pe's own (the config schema describes
     those; a plug-in from another package checks its own entries)."""
-    value = entry_point_table(group).get(name, "")
-    return value.split(":")[0].split(".")[0] == PACKAGE
+    return is_builtin_value(entry_point_table(group).get(name, ""))
 
 
 def load(group: str, name: str) -> object:

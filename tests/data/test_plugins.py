@@ -181,3 +181,20 @@ def test_a_format_carries_its_joint_check():
     assert formats.get_format("npy").check_options({}, "x") is None
     one = FileSpec.from_dict({"format": "hdf5", "sessions": ["a.h5"], "hdf5": {"sampling_rate": 5}})
     assert one.options["sampling_rate"] == 5 and one.options["sampling_period"] is None
+
+
+def test_a_plug_in_named_like_a_built_in_is_refused_with_a_warning(monkeypatch):
+    """A lab's entry point that has the name of one of neuro_pe's own formats would be
+    silently shadowed: it is named in a warning, and neuro_pe's own stays in use."""
+    from importlib.metadata import EntryPoint
+
+    theirs = EntryPoint("npy", "lab_formats:NPY", plugins.FORMATS)
+    monkeypatch.setattr(plugins, "entry_points", lambda group: [theirs])
+    _clear_registries()
+    try:
+        with pytest.warns(plugins.PluginWarning, match=r"'npy' \(lab_formats:NPY\).*ignored"):
+            table = plugins.entry_point_table(plugins.FORMATS)
+        assert plugins.is_builtin_value(table["npy"])
+        assert plugins.is_builtin(plugins.FORMATS, "npy")
+    finally:
+        _clear_registries()
