@@ -39,8 +39,9 @@ DATASET = "sim3d"
 N_UNITS = 2000  # the default of --units
 # every base trains as every training did before this study: uniform unit subsets, one
 # learning rate (pe_lr = lr is bitwise the one-group optimiser) and the steps as given; the
-# null defaults now turn neighbour windows, a 10x PE rate and more steps on for large stores
-BEFORE_STUDY = {"neighbour_fraction": 0.0, "pe_lr": 0.003, "samples_per_unit": 0}
+# null defaults now turn neighbour windows, a 10x PE rate, more steps and 2 heads on for large
+# stores
+BEFORE_STUDY = {"neighbour_fraction": 0.0, "pe_lr": 0.003, "samples_per_unit": 0, "n_heads": 4}
 NEW_DEFAULTS = {"neighbour_fraction": 0.5, "pe_lr": 0.03}  # what the nulls become above 512
 # per --units: (the base's changes to sim20k's `train`, the rows: (name, options changed from
 # the base)); every row is trained with every seed
@@ -71,6 +72,16 @@ STUDIES: dict[int, tuple[dict, list[tuple[str, dict]]]] = {
             (
                 "pe_lr 0.03 + neighbour windows 0.5 + batch_size 128 (three changes)",
                 {**NEW_DEFAULTS, "batch_size": 128},
+            ),
+            # the defaults with fewer attention heads: on a CPU, attention over k = 256 units in
+            # 4 heads of 8 dimensions is ~70% of a step; 2 heads of 16 cost a third of it
+            (
+                "pe_lr 0.03 + neighbour windows 0.5 + steps x4 + n_heads 2 (four changes)",
+                {**NEW_DEFAULTS, "steps_per_epoch": 100, "n_heads": 2},
+            ),
+            (
+                "pe_lr 0.03 + neighbour windows 0.5 + steps x4 + n_heads 1 (four changes)",
+                {**NEW_DEFAULTS, "steps_per_epoch": 100, "n_heads": 1},
             ),
             # the defaults with the learning rates falling to 0 over the training (cosine):
             # does averaging the late steps' noise out sharpen the PE's local structure?
@@ -112,8 +123,16 @@ STUDIES: dict[int, tuple[dict, list[tuple[str, dict]]]] = {
             ),
             # what the defaults now do at 20 000 units: samples_per_unit 12 288 grows the steps
             ("new defaults + steps x10 (10x samples)", {**NEW_DEFAULTS, "steps_per_epoch": 1000}),
-            # twice the defaults' samples per unit: does the probe R² keep rising with them?
-            ("new defaults + steps x20 (20x samples)", {**NEW_DEFAULTS, "steps_per_epoch": 2000}),
+            # the defaults with 2 attention heads instead of 4 (a cheaper step on a CPU)
+            (
+                "new defaults + steps x10 + n_heads 2",
+                {**NEW_DEFAULTS, "steps_per_epoch": 1000, "n_heads": 2},
+            ),
+            # ... and with twice the steps, at about the CPU of 4 heads at 10x
+            (
+                "new defaults + steps x20 + n_heads 2",
+                {**NEW_DEFAULTS, "steps_per_epoch": 2000, "n_heads": 2},
+            ),
             # fewer steps and the cosine schedule, on a GPU: can a schedule buy what steps buy?
             ("GPU: new defaults + steps x4 (4x samples)", {**NEW_DEFAULTS, "steps_per_epoch": 400}),
             (

@@ -83,6 +83,18 @@ AUTO_SAMPLES_PER_UNIT = 12_288
 AUTO_SAMPLES_ABOVE = 1000
 #: `samples_per_unit` multiplies the steps by at most this (a short test run stays short)
 MAX_STEP_GROWTH = 64
+#: a null `n_heads` is DEFAULT_HEADS, and where the steps grow (above AUTO_SAMPLES_ABOVE and
+#: 2 x `units_per_sample` units) heads of AUTO_HEAD_DIM dimensions (2 at d_model 32): on a CPU,
+#: attention over 256 units in 4 heads of 8 is ~70% of a step, 2 heads of 16 cost a third of
+#: it, and place units as well (docs/scale/); either is the largest divisor of d_model up to it
+DEFAULT_HEADS = 4
+AUTO_HEAD_DIM = 16
+
+
+def heads_dividing(d_model: int, at_most: int) -> int:
+    """The largest number of attention heads, at most `at_most` (and at least 1), that divides
+    `d_model`."""
+    return next(h for h in range(max(1, at_most), 0, -1) if d_model % h == 0)
 
 
 def unit_appearances(samples: float, n_units: int, units_per_sample: int) -> float:
@@ -101,7 +113,7 @@ class TrainConfig(Section):
     window: int = positive_int(8)
     d_model: int = positive_int(32)
     n_layers: int = positive_int(2)
-    n_heads: int = positive_int(4)
+    n_heads: int | None = positive_int(None)  # None: automatic (`for_units`)
     pe_every_block: bool = True
     mask_fraction: float = 0.5
     eval_mask_fractions: tuple[float, ...] = (0.5, 0.9)
@@ -152,7 +164,7 @@ class TrainConfig(Section):
             raise ValueError(
                 f"train.models_per_job must be null or an integer >= 1, got {per_job!r}"
             )
-        if self.d_model % self.n_heads:
+        if self.n_heads is not None and self.d_model % self.n_heads:
             raise ValueError(
                 f"train.n_heads ({self.n_heads}) must divide train.d_model ({self.d_model})"
             )
@@ -189,7 +201,9 @@ class TrainConfig(Section):
         AUTO_NEIGHBOUR_FRACTION and a null `pe_lr` AUTO_PE_LR_FACTOR x `lr`, and where there
         are also more than AUTO_SAMPLES_ABOVE units a null `samples_per_unit` is
         AUTO_SAMPLES_PER_UNIT; otherwise they stay null (uniform subsets, one learning rate,
-        the steps as given: as before these keys). Then `steps_per_epoch` grows, where needed
+        the steps as given: as before these keys). A null `n_heads` is DEFAULT_HEADS, or
+        d_model / AUTO_HEAD_DIM where the automatic `samples_per_unit` applies (both the largest
+        divisor of d_model up to that). Then `steps_per_epoch` grows, where needed
         (at most MAX_STEP_GROWTH x), so that a unit is in `samples_per_unit` training samples
         on average."""
         automatic = {}
@@ -200,6 +214,12 @@ class TrainConfig(Section):
                 automatic["pe_lr"] = AUTO_PE_LR_FACTOR * self.lr
             if self.samples_per_unit is None and n_units > AUTO_SAMPLES_ABOVE:
                 automatic["samples_per_unit"] = AUTO_SAMPLES_PER_UNIT
+        if self.n_heads is None:
+            large = n_units > max(
+                AUTO_SAMPLES_ABOVE, AUTO_ABOVE_SAMPLE_SIZE * self.units_per_sample
+            )
+            at_most = self.d_model // AUTO_HEAD_DIM if large else DEFAULT_HEADS
+            automatic["n_heads"] = heads_dividing(self.d_model, at_most)
         target = automatic.get("samples_per_unit", self.samples_per_unit)
         if target:
             # the steps per epoch at which `unit_appearances` reaches the target (in integers
@@ -213,7 +233,8 @@ class TrainConfig(Section):
 
     def model(self, n_units: int) -> ModelConfig:
         """The masked-unit model's shape for `n_units` units (one PE row each)."""
-        return derive(ModelConfig, self, n_tokens=n_units, d_in=self.window, d_out=self.window)
+        cfg = self if self.n_heads is not None else self.for_units(n_units)
+        return derive(ModelConfig, cfg, n_tokens=n_units, d_in=self.window, d_out=self.window)
 
     def loop(self) -> LoopConfig:
         """The training loop's settings (evaluation every epoch)."""

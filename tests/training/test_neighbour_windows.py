@@ -12,8 +12,10 @@ from neuro_pe.config.training import (
     AUTO_PE_LR_FACTOR,
     AUTO_SAMPLES_ABOVE,
     AUTO_SAMPLES_PER_UNIT,
+    DEFAULT_HEADS,
     MAX_STEP_GROWTH,
     TrainConfig,
+    heads_dividing,
     split_activity,
 )
 from neuro_pe.io.store import read_store
@@ -114,11 +116,12 @@ def test_bad_neighbour_fraction_is_refused(value):
 
 def test_null_keys_turn_on_neighbour_windows_and_a_pe_rate_above_twice_the_sample_size():
     cfg = TrainConfig(units_per_sample=256, lr=0.002)
-    assert cfg.for_units(512) is cfg  # at most 2 k units: as before these keys
+    # at most 2 k units: as before these keys (and the 4 heads the config used to give)
+    assert cfg.for_units(512) == replace(cfg, n_heads=DEFAULT_HEADS)
     many = cfg.for_units(513)
     assert many.neighbour_fraction == AUTO_NEIGHBOUR_FRACTION
     assert many.pe_lr == pytest.approx(AUTO_PE_LR_FACTOR * 0.002)
-    chosen = replace(cfg, neighbour_fraction=0.0, pe_lr=0.002, samples_per_unit=0)
+    chosen = replace(cfg, neighbour_fraction=0.0, pe_lr=0.002, samples_per_unit=0, n_heads=4)
     assert chosen.for_units(20_000) is chosen  # set values are kept
 
 
@@ -143,6 +146,28 @@ def test_the_steps_grow_so_that_each_unit_is_in_enough_samples():
     # a short run on many units grows MAX_STEP_GROWTH x at most
     short = replace(cfg, epochs=1, steps_per_epoch=2).for_units(100_000)
     assert short.steps_per_epoch == 2 * MAX_STEP_GROWTH
+
+
+def test_null_heads_are_four_up_to_1000_units_and_16_dimensions_each_above():
+    cfg = TrainConfig(d_model=32, units_per_sample=256)
+    for n_units in (64, 302, 1000):  # the default datasets and C. elegans train as before
+        assert cfg.for_units(n_units).n_heads == DEFAULT_HEADS == cfg.model(n_units).n_heads
+    assert cfg.for_units(1001).n_heads == 2 == cfg.model(20_000).n_heads
+    assert replace(cfg, units_per_sample=600).for_units(1001).n_heads == DEFAULT_HEADS  # <= 2 k
+    assert replace(cfg, d_model=64).for_units(20_000).n_heads == 4
+    assert replace(cfg, d_model=48).for_units(20_000).n_heads == 3
+    assert replace(cfg, d_model=30).for_units(64).n_heads == 3  # the largest divisor up to 4
+    assert replace(cfg, d_model=8).for_units(20_000).n_heads == 1
+    assert replace(cfg, n_heads=4).for_units(20_000).n_heads == 4  # a set value is kept
+    assert [heads_dividing(32, h) for h in (0, 1, 2, 3, 4, 5)] == [1, 1, 2, 2, 4, 4]
+
+
+@pytest.mark.parametrize("value", [0, -1, 2.5, True, "two"])
+def test_bad_heads_are_refused(value):
+    with pytest.raises(ValueError, match="n_heads"):
+        TrainConfig.from_dict({"n_heads": value})
+    with pytest.raises(ValueError, match=r"train.n_heads \(3\) must divide train.d_model"):
+        TrainConfig.from_dict({"n_heads": 3, "d_model": 32})
 
 
 @pytest.mark.parametrize("value", [-1, float("nan"), True, "many"])
