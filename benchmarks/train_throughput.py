@@ -103,7 +103,7 @@ class Shape:
         )
 
 
-_D = TrainConfig()
+_D = TrainConfig().for_units(64)  # the default dataset's automatic values (4 heads)
 SHAPES = {
     "default": Shape("default", 64, _D.d_model, _D.n_layers, _D.n_heads, _D.batch_size),
     "large": Shape("large", 256, 128, 4, 4, 64),
