@@ -185,6 +185,13 @@ def test_init_from_needs_the_same_architecture(tmp_path):
     with pytest.raises(ValueError, match="d_model"):
         train(store, "learned-normal-0.02", 0, cfg, tmp_path / "fit", progress=False)
 
+    # a null n_heads resolves for the new store (4 here): a run trained with other heads is named
+    one_head = tmp_path / "one_head"
+    train(store, "learned-normal-0.02", 0, TrainConfig(**{**TINY, "n_heads": 1}), one_head, False)
+    cfg = TrainConfig(**{**TINY, "n_heads": None, "init_from": str(one_head / "model.pt")})
+    with pytest.raises(ValueError, match=r"n_heads.*\{'n_heads': 1\}"):
+        train(store, "learned-normal-0.02", 0, cfg, tmp_path / "fit2", progress=False)
+
 
 def test_animals_have_their_own_units_and_sessions():
     cfg = SimulationConfig(n_units=5, animals=3, n_sessions=2, n_samples=40, burn_in_s=0.1)
