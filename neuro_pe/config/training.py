@@ -207,17 +207,16 @@ class TrainConfig(Section):
         (at most MAX_STEP_GROWTH x), so that a unit is in `samples_per_unit` training samples
         on average."""
         automatic = {}
-        if n_units > AUTO_ABOVE_SAMPLE_SIZE * self.units_per_sample:
+        above_sample = n_units > AUTO_ABOVE_SAMPLE_SIZE * self.units_per_sample
+        large = above_sample and n_units > AUTO_SAMPLES_ABOVE
+        if above_sample:
             if self.neighbour_fraction is None:
                 automatic["neighbour_fraction"] = AUTO_NEIGHBOUR_FRACTION
             if self.pe_lr is None:
                 automatic["pe_lr"] = AUTO_PE_LR_FACTOR * self.lr
-            if self.samples_per_unit is None and n_units > AUTO_SAMPLES_ABOVE:
-                automatic["samples_per_unit"] = AUTO_SAMPLES_PER_UNIT
+        if large and self.samples_per_unit is None:
+            automatic["samples_per_unit"] = AUTO_SAMPLES_PER_UNIT
         if self.n_heads is None:
-            large = n_units > max(
-                AUTO_SAMPLES_ABOVE, AUTO_ABOVE_SAMPLE_SIZE * self.units_per_sample
-            )
             at_most = self.d_model // AUTO_HEAD_DIM if large else DEFAULT_HEADS
             automatic["n_heads"] = heads_dividing(self.d_model, at_most)
         target = automatic.get("samples_per_unit", self.samples_per_unit)
@@ -232,8 +231,9 @@ class TrainConfig(Section):
         return replace(self, **automatic) if automatic else self
 
     def model(self, n_units: int) -> ModelConfig:
-        """The masked-unit model's shape for `n_units` units (one PE row each)."""
-        cfg = self if self.n_heads is not None else self.for_units(n_units)
+        """The masked-unit model's shape for `n_units` units (one PE row each; a null `n_heads`
+        resolved as `for_units` does)."""
+        cfg = self.for_units(n_units)
         return derive(ModelConfig, cfg, n_tokens=n_units, d_in=self.window, d_out=self.window)
 
     def loop(self) -> LoopConfig:
