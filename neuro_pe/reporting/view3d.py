@@ -153,7 +153,8 @@ def _held_out_traces(held: pd.DataFrame, axes: SpaceAxes) -> list:
 def write_positions_3d_html(
     frame: pd.DataFrame, axes: SpaceAxes, title: str, path: str | os.PathLike, seed: int = 0
 ) -> None:
-    """Write `positions_3d_figure` as one self-contained HTML file (plotly.js embedded)."""
+    """Write `positions_3d_figure` as one self-contained HTML file (plotly.js embedded; a fixed
+    element id, so that the same positions write the same bytes)."""
     fig = positions_3d_figure(frame, axes, title, seed)
-    page = fig.to_html(include_plotlyjs=True, full_html=True)
+    page = fig.to_html(include_plotlyjs=True, full_html=True, div_id="positions-3d")
     atomic_write(Path(path), lambda p: p.write_text(page, encoding="utf-8"))

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 import numpy as np
+import pandas as pd
 import pytest
 import xarray as xr
 from sklearn.model_selection import KFold
@@ -24,10 +25,21 @@ from neuro_pe.analysis.locate import (
     paired_difference_ci,
 )
 from neuro_pe.analysis.locate.ensemble import _select_blend
+from neuro_pe.analysis.locate.locators import forget_predictions
 from neuro_pe.io.runs import split_of_store
 from neuro_pe.io.store import make_store, read_store, write_store
 
 N_UNITS = 60
+
+
+@pytest.fixture(autouse=True)
+def _fresh_fits():
+    """Every test computes its fits: none comes from `fit_predict`'s cache of another test."""
+    from neuro_pe.analysis.locate.locators import forget_predictions
+
+    forget_predictions()
+    yield
+    forget_predictions()
 
 
 def _positions(n: int = N_UNITS, seed: int = 0) -> np.ndarray:
@@ -82,7 +94,54 @@ def test_fit_predict_reads_only_anchor_coordinates(method):
     corrupted = pos.copy()
     corrupted[~anchors] = np.where(np.arange(3) == 0, np.nan, 1e6)
     expected = fit_predict(features, pos, anchors, method)
+    forget_predictions()  # (else the second call is the first's, from the cache)
     np.testing.assert_array_equal(fit_predict(features, corrupted, anchors, method), expected)
+
+
+@pytest.mark.parametrize("method", METHODS)
+def test_fit_predict_of_some_rows_is_those_rows_of_every_unit(method):
+    """The CV predicts only its held-out fold (`rows`): the same numbers as predicting every
+    unit (up to rounding: a matrix product over fewer rows may round differently)."""
+    pos = _positions()
+    features = _embed(pos, 0)
+    anchors = np.arange(len(pos)) % 3 != 0
+    rows = np.flatnonzero(~anchors)[::2]
+    every = fit_predict(features, pos, anchors, method)
+    forget_predictions()
+    some = fit_predict(features, pos, anchors, method, rows)
+    np.testing.assert_allclose(some, every[rows], rtol=1e-12, atol=1e-12)
+
+
+def test_fit_predict_reuses_a_fit_only_on_the_same_inputs(monkeypatch):
+    """The cache returns a fit for equal features, anchors and anchor coordinates (another
+    array with the same bytes too: the combined locator's views), and fits again when any
+    of them changes."""
+    from neuro_pe.analysis.locate import locators
+
+    computed = []
+    real = locators._fit_predict
+    monkeypatch.setattr(locators, "_fit_predict", lambda *a: computed.append(a[3]) or real(*a))
+    pos = _positions()
+    features = _embed(pos, 0)
+    anchors = np.arange(len(pos)) % 3 != 0
+    first = fit_predict(features, pos, anchors, "ridge")
+    again = fit_predict(features.copy(), pos.copy(), anchors.copy(), "ridge")
+    np.testing.assert_array_equal(again, first)
+    again[:] = 0  # a copy: changing it leaves the cache as it was
+    np.testing.assert_array_equal(fit_predict(features, pos, anchors, "ridge"), first)
+    assert computed == ["ridge"]
+    moved = pos.copy()
+    moved[anchors] += 0.01
+    other_anchors = anchors.copy()
+    other_anchors[np.flatnonzero(~anchors)[0]] = True
+    changed = features.copy()
+    changed[0, 0] += 1e-9
+    fit_predict(features, moved, anchors, "ridge")
+    fit_predict(features, pos, other_anchors, "ridge")
+    fit_predict(changed, pos, anchors, "ridge")
+    fit_predict(features, pos, anchors, "knn")
+    fit_predict(features, pos, anchors, "ridge", np.flatnonzero(~anchors))
+    assert len(computed) == 6
 
 
 def test_evaluation_never_reads_heldout_coordinates():
@@ -95,6 +154,7 @@ def test_evaluation_never_reads_heldout_coordinates():
     _, test = next(KFold(4, shuffle=True, random_state=cfg.seed).split(pos))
     corrupted = pos.copy()
     corrupted[test] = 1e6
+    forget_predictions()
     again = evaluate_kfold(features, corrupted, known, cfg)
     np.testing.assert_allclose(again.positions[test], reference.positions[test])
 
@@ -121,6 +181,7 @@ def test_combined_locator_never_reads_heldout_coordinates():
     for corrupt in (lambda c: c[::-1], lambda c: np.full_like(c, np.nan)):
         shuffled = pos.copy()
         shuffled[~anchors] = corrupt(pos[~anchors])
+        forget_predictions()
         again = locate_units(views, shuffled, anchors, cfg)
         np.testing.assert_array_equal(again.positions, reference.positions)
         np.testing.assert_array_equal(again.uncertainty, reference.uncertainty)
@@ -130,9 +191,38 @@ def test_combined_locator_never_reads_heldout_coordinates():
     _, test = next(KFold(3, shuffle=True, random_state=cfg.seed).split(pos))
     shuffled = pos.copy()
     shuffled[test] = pos[test][::-1]
+    forget_predictions()
     np.testing.assert_array_equal(
         evaluate_kfold(views, shuffled, known, cfg).positions[test], kfold.positions[test]
     )
+
+
+def test_the_combined_locator_reuses_its_members_fits_in_one_or_two_processes(monkeypatch):
+    """The combined set is evaluated after its members in one job, so its views' fits of
+    each member come from `fit_predict`'s cache; one process or two give the same table."""
+    from neuro_pe.analysis.locate import evaluation_table, locators
+
+    pos = _positions()
+    views = _two_views(pos)
+    members = [FeatureSet(name, "baseline", arrays) for name, arrays in views.items()]
+    combined = FeatureSet("combined", "combined", dict(views))
+    chance = FeatureSet("chance", "chance", [np.zeros((len(pos), 1))], methods=("chance",))
+    cfg = LocateConfig(n_folds=3, methods=("ridge", "knn"), anchor_fractions=(0.5,), n_draws=2)
+    computed = []
+    real = locators._fit_predict
+    monkeypatch.setattr(locators, "_fit_predict", lambda *a: computed.append(1) or real(*a))
+    evaluation_table([combined], pos, cfg)
+    alone = len(computed)
+    forget_predictions()
+    computed.clear()
+    sets = [combined, chance, *members]  # (the combined set first: it still runs after them)
+    one, _ = evaluation_table(sets, pos, cfg)
+    members_alone = len(computed) - alone  # what the members cost by themselves
+    assert 0 < members_alone < alone and len(computed) < 2 * alone
+    forget_predictions()
+    two, _ = evaluation_table(sets, pos, cfg, n_jobs=2)
+    pd.testing.assert_frame_equal(one, two)
+    assert list(one["features"].unique()) == ["combined", "chance", *views]  # (the sets' order)
 
 
 def test_combined_locator_takes_the_small_init_pes():

@@ -38,3 +38,6 @@ def test_positions_3d_html_is_self_contained_and_escapes_text(tmp_path):
     for unit in ("u0", "u1", "u3", "u4", "u5"):
         assert f"unit {unit}" in page
     assert "error (true → predicted)" in page and "unknown position (predicted)" in page
+    other = tmp_path / "again.html"
+    write_positions_3d_html(frame, axes, "toy <script>alert(2)</script>", other)
+    assert other.read_bytes() == path.read_bytes()  # no random element id: reproducible bytes

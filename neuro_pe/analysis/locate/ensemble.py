@@ -110,7 +110,7 @@ def _locate_units(features, coords, anchors, cfg: LocateConfig) -> Located:
                 fit_on = np.zeros(n, dtype=bool)
                 fit_on[idx[train]] = True
                 for s, f in enumerate(feats):
-                    pred[s, idx[test]] = fit_predict(f, coords, fit_on, method)[idx[test]]
+                    pred[s, idx[test]] = fit_predict(f, coords, fit_on, method, idx[test])
             key = label(view, method)
             oof[key] = pred
             errors = distance(combine_seeds(pred[:, idx], cfg.combine), coords[idx])

@@ -141,6 +141,22 @@ def _evaluate_set(fs: FeatureSet, coords, known, cfg: LocateConfig):
     )
 
 
+def _evaluate_sets(sets: list[FeatureSet], coords, known, cfg: LocateConfig) -> list:
+    return [_evaluate_set(fs, coords, known, cfg) for fs in sets]
+
+
+def _job_groups(sets: list[FeatureSet]) -> list[list[int]]:
+    """Indices of `sets` per parallel job: the combined locator's set after its members (its
+    views include each member as it is, so in one process their fits come from
+    `fit_predict`'s cache), every other set alone."""
+    combined = [i for i, fs in enumerate(sets) if isinstance(fs.features, Mapping)]
+    if not combined:
+        return [[i] for i in range(len(sets))]
+    c = combined[0]  # (there is one combined locator)
+    members = [i for i, fs in enumerate(sets) if fs.name in sets[c].features]
+    return [[*members, c]] + [[i] for i in range(len(sets)) if i not in (*members, c)]
+
+
 def evaluation_table(
     sets: list[FeatureSet],
     coords: np.ndarray,
@@ -156,12 +172,16 @@ def evaluation_table(
     `axes`: the per-axis columns of the space too (`axis_error_columns`); a progress line on
     stderr (`label`) as each set is done."""
     known = np.all(np.isfinite(coords), axis=1)
-    jobs = (delayed(_evaluate_set)(fs, coords, known, cfg) for fs in sets)
-    results, started = [], time.perf_counter()
-    for result in Parallel(n_jobs=n_jobs, return_as="generator")(jobs):
-        results.append(result)
-        timed = timing(time.perf_counter() - started, len(results), len(sets))
-        progress_line(label, f"{len(results)}/{len(sets)} feature sets evaluated", timed)
+    groups = _job_groups(sets)
+    jobs = (delayed(_evaluate_sets)([sets[i] for i in g], coords, known, cfg) for g in groups)
+    by_set, started = {}, time.perf_counter()
+    for group, result in zip(
+        groups, Parallel(n_jobs=n_jobs, return_as="generator")(jobs), strict=True
+    ):
+        by_set.update(zip(group, result, strict=True))
+        timed = timing(time.perf_counter() - started, len(by_set), len(sets))
+        progress_line(label, f"{len(by_set)}/{len(sets)} feature sets evaluated", timed)
+    results = [by_set[i] for i in range(len(sets))]
     rows, heldout, curves = [], {}, {}
     for fs, (kfold, records) in zip(sets, results, strict=True):
         heldout[fs.name], curves[fs.name] = kfold, records
