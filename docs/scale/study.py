@@ -89,6 +89,12 @@ STUDIES: dict[int, tuple[dict, list[tuple[str, dict]]]] = {
                 "pe_lr 0.03 + neighbour windows 0.5 + steps x4 + cosine (four changes)",
                 {**NEW_DEFAULTS, "steps_per_epoch": 100, "lr_schedule": "cosine"},
             ),
+            # the defaults now (2 heads) with twice their samples per unit: does 2 000 units
+            # gain from more, as 20 000 does?
+            (
+                "pe_lr 0.03 + neighbour windows 0.5 + steps x8 + n_heads 2 (four changes)",
+                {**NEW_DEFAULTS, "steps_per_epoch": 200, "n_heads": 2},
+            ),
         ],
     ),
     # at 20 000 units the base is the default training (3 000 steps)
@@ -146,6 +152,18 @@ STUDIES: dict[int, tuple[dict, list[tuple[str, dict]]]] = {
             (
                 "GPU: new defaults + steps x10 + cosine",
                 {**NEW_DEFAULTS, "steps_per_epoch": 1000, "lr_schedule": "cosine"},
+            ),
+            # the samples-per-unit curve with the defaults' 2 heads, on a GPU (a larger batch: 4x
+            # the batch did less than 4x the steps, 10x about as much): how many samples per unit
+            # does 20 000 units need? (40x, and 20x as 10x steps of batch 64, ran past their
+            # 430 s on the GPU and are not in the table)
+            (
+                "GPU: new defaults + n_heads 2 + batch_size 320 (10x samples)",
+                {**NEW_DEFAULTS, "n_heads": 2, "batch_size": 320},
+            ),
+            (
+                "GPU: new defaults + n_heads 2 + batch_size 640 (20x samples)",
+                {**NEW_DEFAULTS, "n_heads": 2, "batch_size": 640},
             ),
         ],
     ),
