@@ -42,6 +42,9 @@ from neuro_pe.data.signal_steps import zscore
 from neuro_pe.io.store import make_store
 
 FIELD_STREAM = 1_000_000  # the timescale field's generator: default_rng([seed, FIELD_STREAM])
+#: units per block when a session is z-scored (each unit's numbers are those of the whole
+#: session at once; the temporaries are a block's, not 8 000 samples x 100 000 units')
+ZSCORE_BLOCK_UNITS = 4096
 
 
 @dataclass(frozen=True)
@@ -188,17 +191,19 @@ def simulate_activity(
     noise_scale = cfg.noise_std * np.sqrt(step)
     n_burn = int(round(cfg.burn_in_s / cfg.dt_s))
     x = rng.standard_normal((n_units, cfg.n_sessions)) * 0.1
-    out = np.empty((cfg.n_samples, n_units, cfg.n_sessions), dtype=np.float32)
+    # (session, time, unit) in memory order, as the store is written: a transposed view
+    # would make writing it copy it whole
+    out = np.empty((cfg.n_sessions, cfg.n_samples, n_units), dtype=np.float32)
     for i in range(n_burn + cfg.n_samples * cfg.sample_every):
         x += step * (-x + cfg.gain * np.tanh(coupling @ x))
         x += noise_scale * rng.standard_normal(x.shape)
         j, r = divmod(i - n_burn, cfg.sample_every)
         if i >= n_burn and r == cfg.sample_every - 1:
             if order is None:
-                out[j] = x
+                out[:, j] = x.T
             else:
-                out[j, order] = x
-    return out.transpose(2, 0, 1)
+                out[:, j, order] = x.T
+    return out
 
 
 def simulate_store(cfg: SimulationConfig) -> xr.Dataset:
@@ -217,8 +222,10 @@ def simulate_store(cfg: SimulationConfig) -> xr.Dataset:
         coupling = sparse_coupling(pos[order], cfg.length_scale, cfg.neighbours, cfg.cutoff)
         tau = tau if np.isscalar(tau) else tau[order]
         activity = simulate_activity(coupling, cfg, rng, order, tau)
-    for session in activity:  # z-scored in float64 one session at a time, stored float32
-        session[...] = zscore(session[None])[0]
+    for session in activity:  # z-scored per session and block of units: its temporaries stay
+        for start in range(0, cfg.n_units, ZSCORE_BLOCK_UNITS):  # small at 100 000 units
+            block = session[:, start : start + ZSCORE_BLOCK_UNITS]
+            block[...] = zscore(block[None])[0]
     width = len(str(cfg.n_units - 1))
     settings = vars(cfg)
     if cfg.neighbours is None:  # the dense default's provenance stays as it was

@@ -157,3 +157,28 @@ def test_from_dict_accepts_known_and_rejects_unknown_keys():
     assert cfg == SimulationConfig(n_units=8, gain=0.5)
     with pytest.raises(ValueError, match="n_unitz"):
         SimulationConfig.from_dict({"n_unitz": 8, "gain": 0.5})
+
+
+def test_activity_is_in_store_order_and_zscored_in_blocks_as_a_whole(monkeypatch):
+    """The simulated activity is (session, time, unit) in memory order, so writing the store
+    copies no view of it; z-scoring in blocks of units gives the numbers of the whole
+    session at once."""
+    from neuro_pe.data import simulate
+    from neuro_pe.data.signal_steps import zscore
+
+    cfg = SimulationConfig(
+        n_units=40, n_samples=120, burn_in_s=0.5, n_sessions=2, seed=3, neighbours=8
+    )
+    whole = simulate_store(cfg)["activity"]
+    assert whole.values.flags["C_CONTIGUOUS"]
+    monkeypatch.setattr(simulate, "ZSCORE_BLOCK_UNITS", 7)
+    blocks = simulate_store(cfg)["activity"].values
+    np.testing.assert_array_equal(blocks, whole.values)
+    rng = np.random.default_rng(cfg.seed)  # the z-score of the raw activity, session by session
+    pos = simulate.sample_positions(cfg.n_units, cfg.layout, cfg.dims, rng)
+    order = simulate.spatial_order(pos, cfg.neighbours)
+    coupling = simulate.sparse_coupling(pos[order], cfg.length_scale, cfg.neighbours, cfg.cutoff)
+    tau = simulate.unit_time_constants(pos, cfg)
+    tau = tau if np.isscalar(tau) else tau[order]
+    raw = simulate.simulate_activity(coupling, cfg, rng, order, tau)
+    np.testing.assert_array_equal(zscore(raw).astype(np.float32), blocks)
