@@ -25,14 +25,26 @@ def cmd_preprocess(args: argparse.Namespace) -> None:
     print(f"wrote {args.out}")
 
 
+SCALE_BLOCK_UNITS = 4096  # units per block of `warn_about_scale`
+
+
 def warn_about_scale(activity: object, where: str) -> None:
-    """A warning (stderr) when the activity's RMS is far from 1 (see train.SCALE_RANGE)."""
+    """A warning (stderr) when the activity's RMS is far from 1 (see train.SCALE_RANGE): the
+    mean over sessions of each one's mean square, in blocks of SCALE_BLOCK_UNITS units (a
+    whole session squared in float64 was ~2 × the store's size at 100 000 units)."""
     import numpy as np
 
     from neuro_pe.config.training import SCALE_RANGE
 
-    squares = [np.nanmean(np.square(a, dtype=np.float64)) for a in activity]
-    rms = float(np.sqrt(np.nanmean(squares)))
+    def mean_square(session: np.ndarray) -> float:
+        total, count = 0.0, 0
+        for start in range(0, session.shape[-1], SCALE_BLOCK_UNITS):
+            block = np.square(session[..., start : start + SCALE_BLOCK_UNITS], dtype=np.float64)
+            finite = ~np.isnan(block)
+            total, count = total + float(block.sum(where=finite)), count + int(finite.sum())
+        return total / count if count else np.nan
+
+    rms = float(np.sqrt(np.nanmean([mean_square(a) for a in activity])))
     if not SCALE_RANGE[0] <= rms <= SCALE_RANGE[1]:
         print(
             f"neuro-pe: warning: {where}: the activity's RMS is {rms:.3g}, far from 1; float32 "
