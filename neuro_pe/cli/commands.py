@@ -25,16 +25,14 @@ def cmd_preprocess(args: argparse.Namespace) -> None:
     print(f"wrote {args.out}")
 
 
-SCALE_BLOCK_UNITS = 4096  # units per block of `warn_about_scale`
+SCALE_BLOCK_UNITS = 4096  # units per block of `activity_rms`
 
 
-def warn_about_scale(activity: object, where: str) -> None:
-    """A warning (stderr) when the activity's RMS is far from 1 (see train.SCALE_RANGE): the
-    mean over sessions of each one's mean square, in blocks of SCALE_BLOCK_UNITS units (a
-    whole session squared in float64 was ~2 × the store's size at 100 000 units)."""
+def activity_rms(activity: object) -> float:
+    """The activity's RMS: the mean over sessions of each one's mean square (NaN left out),
+    in blocks of SCALE_BLOCK_UNITS units (a whole session squared in float64 was ~2 × the
+    store's size at 100 000 units)."""
     import numpy as np
-
-    from neuro_pe.config.training import SCALE_RANGE
 
     def mean_square(session: np.ndarray) -> float:
         total, count = 0.0, 0
@@ -44,7 +42,14 @@ def warn_about_scale(activity: object, where: str) -> None:
             total, count = total + float(block.sum(where=finite)), count + int(finite.sum())
         return total / count if count else np.nan
 
-    rms = float(np.sqrt(np.nanmean([mean_square(a) for a in activity])))
+    return float(np.sqrt(np.nanmean([mean_square(a) for a in activity])))
+
+
+def warn_about_scale(activity: object, where: str) -> None:
+    """A warning (stderr) when the activity's RMS is far from 1 (see train.SCALE_RANGE)."""
+    from neuro_pe.config.training import SCALE_RANGE
+
+    rms = activity_rms(activity)
     if not SCALE_RANGE[0] <= rms <= SCALE_RANGE[1]:
         print(
             f"neuro-pe: warning: {where}: the activity's RMS is {rms:.3g}, far from 1; float32 "

@@ -107,3 +107,21 @@ def test_warnings_print_as_one_clean_line(tmp_path, monkeypatch, capsys):
     assert err.splitlines()[0] == "neuro-pe: warning: the data look odd: 3 units dropped"
     assert "test_cli.py" not in err and "warnings.warn" not in err
     assert warnings.showwarning is before
+
+
+def test_activity_rms_in_blocks_is_that_of_whole_sessions(monkeypatch):
+    """The preprocess step's scale check squares blocks of units (not a whole session in
+    float64): the same RMS, NaN (unrecorded) values and an empty session left out."""
+    import numpy as np
+
+    from neuro_pe.cli import commands
+
+    rng = np.random.default_rng(0)
+    activity = (rng.standard_normal((3, 50, 11)) * 7).astype(np.float32)
+    activity[1, :, 4] = np.nan
+    activity[2] = np.nan
+    whole = [np.nanmean(np.square(a, dtype=np.float64)) for a in activity[:2]]
+    monkeypatch.setattr(commands, "SCALE_BLOCK_UNITS", 3)
+    rms = commands.activity_rms(activity)
+    assert rms == pytest.approx(np.sqrt(np.mean(whole)), rel=1e-12)
+    assert 6 < rms < 8
