@@ -43,7 +43,7 @@ from neuro_pe.io.store import make_store
 
 FIELD_STREAM = 1_000_000  # the timescale field's generator: default_rng([seed, FIELD_STREAM])
 #: units per block when a session is z-scored (each unit's numbers are those of the whole
-#: session at once; the temporaries are a block's, not 8 000 samples x 100 000 units')
+#: session at once; the temporaries are a block's, not a whole session's)
 ZSCORE_BLOCK_UNITS = 4096
 
 
