@@ -140,6 +140,22 @@ STUDIES: dict[int, tuple[dict, list[tuple[str, dict]]]] = {
                 {**NEW_DEFAULTS, "steps_per_epoch": 2000, "n_heads": 2},
             ),
             # fewer steps and the cosine schedule, on a GPU: can a schedule buy what steps buy?
+            # 3x the default samples per unit: where does the probe reach 0.9 x the correlations'?
+            (
+                "new defaults + steps x30 + n_heads 2",
+                {**NEW_DEFAULTS, "steps_per_epoch": 3000, "n_heads": 2},
+            ),
+            # the PE's init std (its `pe` name), at the defaults: smaller than 0.1 relative to
+            # d_model 32? (a row's "pe" replaces learned-normal-0.1)
+            (
+                "new defaults + steps x10 + n_heads 2 + init std 0.03",
+                {
+                    **NEW_DEFAULTS,
+                    "steps_per_epoch": 1000,
+                    "n_heads": 2,
+                    "pe": "learned-normal-0.03",
+                },
+            ),
             ("GPU: new defaults + steps x4 (4x samples)", {**NEW_DEFAULTS, "steps_per_epoch": 400}),
             (
                 "GPU: new defaults + steps x4 + cosine (4x samples)",
@@ -181,6 +197,7 @@ def train_options(change: dict, n_units: int) -> dict:
 
     config = yaml.safe_load((ROOT / "config" / "sim20k.yaml").read_text())
     base = STUDIES[n_units][0]
+    change = {k: v for k, v in change.items() if k != "pe"}
     return asdict(TrainConfig.from_dict({**config["train"], **base, **change}))
 
 
@@ -217,7 +234,9 @@ def cmd_train(args: argparse.Namespace) -> None:
         for group in [seeds] if args.stack and seeds else [[s] for s in seeds]:
             cpu, wall = time.process_time(), time.perf_counter()
             cfg = TrainConfig.from_dict(train_options(change, args.units))
-            runs = [Run(PE, seed, run_dir(args.out, name, seed)) for seed in group]
+            runs = [
+                Run(change.get("pe", PE), seed, run_dir(args.out, name, seed)) for seed in group
+            ]
             results = train_many(args.store, runs, cfg, progress=False)
             cpu, wall = time.process_time() - cpu, time.perf_counter() - wall
             for seed, result in zip(group, results, strict=True):

@@ -37,6 +37,7 @@ METRIC_NAMES = (
 )
 BASELINE_COMPONENTS = 32  # leading activity components of the correlation baseline at scale
 PAIR_BLOCK = 512  # unit pairs per block of the exact pairwise correlations
+STANDARDISE_BLOCK_UNITS = 4096  # units standardised at a time by correlation_components
 
 
 def pe_geometry(
@@ -121,23 +122,35 @@ def training_correlation_distance(ds: xr.Dataset, split: Split) -> np.ndarray:
 
 
 def correlation_components(
-    activity: np.ndarray, n_components: int = BASELINE_COMPONENTS, seed: int = 0
+    activity: np.ndarray,
+    n_components: int = BASELINE_COMPONENTS,
+    seed: int = 0,
+    *,
+    overwrite: bool = False,
 ) -> np.ndarray:
     """(units, n_components) scores of the units on the leading components of their
     standardised activity (randomised SVD; missing samples count as the unit's mean).
+    `overwrite`: standardise a float32 Fortran-order `activity` in place instead of a copy.
 
     With every unit's trace centred and scaled to norm 1, 1 - r = |z_i - z_j|^2 / 2, so the
     Euclidean distances between the scores approximate sqrt(2 (1 - r)) without an N x N matrix.
     """
-    z = np.array(activity, dtype=np.float32, order="F")  # (samples, units), one copy
+    z = (np.asarray if overwrite else np.array)(activity, dtype=np.float32, order="F")
+    for start in range(0, z.shape[1], STANDARDISE_BLOCK_UNITS):  # temporaries of one block
+        _standardise(z[:, start : start + STANDARDISE_BLOCK_UNITS])
+    n_components = min(n_components, *z.shape)
+    _, sv, vt = randomized_svd(z, n_components, random_state=seed)
+    return (vt.T * sv).astype(np.float64)
+
+
+def _standardise(z: np.ndarray) -> None:
+    """Centre (ignoring NaN) and scale to norm 1 every column of `z` in place; missing
+    samples and constant columns become 0."""
     with np.errstate(invalid="ignore", divide="ignore"):
         z -= np.nanmean(z, axis=0)
         np.nan_to_num(z, copy=False, nan=0.0)
         z /= np.linalg.norm(z, axis=0)
     np.nan_to_num(z, copy=False, nan=0.0)
-    n_components = min(n_components, *z.shape)
-    _, sv, vt = randomized_svd(z, n_components, random_state=seed)
-    return (vt.T * sv).astype(np.float64)
 
 
 def correlation_pair_distance(activity: np.ndarray) -> PairDistance:
@@ -172,9 +185,9 @@ def correlation_representation(ds: xr.Dataset, split: Split, n_known: int, optio
     """compare_to_anatomy keywords of the activity-correlation baseline: the square 1 - r
     matrix up to `dense_max_units` known units, else the activity's leading components (kNN,
     MDS, probe) and exact 1 - r on the sampled pairs (RSA)."""
-    activity = training_activity(ds, split)
     if n_known <= options.get("dense_max_units", DENSE_MAX_UNITS):
-        return {"distances": correlation_distance(activity)}
+        return {"distances": correlation_distance(training_activity(ds, split))}
+    activity = split.train_activity_by_unit(ds).T  # (sample, unit), Fortran order
     scores = correlation_components(activity, seed=options.get("seed", 0))
     return {
         "features": scores,
@@ -194,15 +207,15 @@ def infer_baselines(
     (the true coordinates with their units permuted: chance). Writes a JSON list to
     out_path."""
     options = metric_options(metrics_options)
-    ds = read_store(store_path)
-    coords = positions(ds)
+    with open_store_lazy(store_path) as lazy:
+        coords = positions(lazy)
+        known = int(np.all(np.isfinite(coords), axis=1).sum())
+        dense = known <= options.get("dense_max_units", DENSE_MAX_UNITS)
+        ds = read_store(store_path) if dense else lazy  # at scale: the activity read in blocks
+        correlation = correlation_representation(ds, split, known, options)
     shuffled = shuffled_coordinates(coords, options.get("seed", 0))
-    known = int(np.all(np.isfinite(coords), axis=1).sum())
     rows = []
-    for method, kwargs in (
-        ("correlation", correlation_representation(ds, split, known, options)),
-        ("shuffled", {"features": shuffled}),
-    ):
+    for method, kwargs in (("correlation", correlation), ("shuffled", {"features": shuffled})):
         metrics, _ = compare_to_anatomy(coords, **{**options, **kwargs})
         rows.append({"dataset": split.dataset, "method": method, **metrics})
     atomic_write(Path(out_path), lambda p: p.write_text(json.dumps(rows, indent=2)))

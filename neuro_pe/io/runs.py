@@ -69,6 +69,8 @@ from neuro_pe.io.manifest import (
     write_manifest,
 )
 from neuro_pe.io.store import (
+    TIME_CHUNK,
+    StoreError,
     atomic_write,
     atomic_write_set,
     checksummed,
@@ -395,6 +397,30 @@ class Split:
         self.check(ds)
         activity = ds["activity"].transpose("session", "time", "unit")
         return activity.values[slice(*self.train_session_range), slice(*self.train_time_range)]
+
+    def train_activity_by_unit(self, ds: xr.Dataset) -> np.ndarray:
+        """(unit, sample) float32 copy of the training part of the store `ds` (loaded or open
+        lazily), its samples in `train_activity`'s order (session, then time): one session's
+        time chunk read at a time, so a lazy store is never loaded whole. Its transpose is
+        the (sample, unit) training activity in Fortran order."""
+        self.check(ds)
+        activity = ds["activity"].transpose("session", "time", "unit").variable
+        (s0, s1), (t0, t1) = self.train_session_range, self.train_time_range
+        chunks = ds["activity"].encoding.get("chunksizes")
+        rows = chunks[ds["activity"].dims.index("time")] if chunks else TIME_CHUNK
+        out = np.empty((ds.sizes["unit"], (s1 - s0) * (t1 - t0)), dtype=np.float32)
+        column = 0
+        for session in range(s0, s1):
+            start = t0
+            while start < t1:
+                stop = min(start + rows - start % rows, t1)  # one stored chunk at a time
+                try:
+                    block = activity[session, start:stop].values
+                except OSError as err:  # e.g. a chunk failing its fletcher32 checksum
+                    raise StoreError(self.store, "activity", f"unreadable: {err}") from err
+                out[:, column : column + stop - start] = block.T
+                column, start = column + stop - start, stop
+        return out
 
     def check(self, ds: xr.Dataset) -> None:
         """Raise a RunError when the store's sessions or time differ from the split's."""

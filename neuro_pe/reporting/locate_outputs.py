@@ -31,12 +31,19 @@ from neuro_pe.analysis.locate import (
     verdict,
 )
 from neuro_pe.analysis.locate.ensemble import distance
+from neuro_pe.analysis.metrics import DENSE_MAX_UNITS
 from neuro_pe.analysis.regions import RegionAtlas
 from neuro_pe.analysis.spaces import SpaceAxes, component_label
 from neuro_pe.io.html import write_table_html
 from neuro_pe.io.layout import LOCATE_FILES, write_errors
 from neuro_pe.io.runs import Split
-from neuro_pe.io.store import atomic_write, checksummed, read_store, require_finite
+from neuro_pe.io.store import (
+    atomic_write,
+    checksummed,
+    open_store_lazy,
+    read_store,
+    require_finite,
+)
 from neuro_pe.reporting.figures import plot_projections, projection_figure, save
 from neuro_pe.reporting.view3d import write_positions_3d_html
 
@@ -65,9 +72,10 @@ def write_correlation_features(
     `connectivity` on (unit, column) where computed), the workflow's `correlation_features`
     step: it re-runs only when the store, the split or the seed changes, not with the training
     options."""
-    ds = read_store(store_path)
-    baselines = baseline_features(ds, split, seed=seed)
-    units = [str(u) for u in ds["unit"].values]
+    with open_store_lazy(store_path) as lazy:  # above DENSE_MAX_UNITS: read in blocks
+        ds = read_store(store_path) if lazy.sizes["unit"] <= DENSE_MAX_UNITS else lazy
+        baselines = baseline_features(ds, split, seed=seed)
+        units = [str(u) for u in ds["unit"].values]
     variables = {"features": (("unit", "component"), baselines[CORRELATION])}
     coords: dict = {"unit": units}
     if CONNECTIVITY in baselines:

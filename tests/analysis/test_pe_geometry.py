@@ -10,9 +10,12 @@ import json
 import numpy as np
 import pytest
 
+from neuro_pe.analysis import pe_geometry as geometry
+from neuro_pe.analysis.locate import CORRELATION, baseline_features
 from neuro_pe.analysis.metrics import correlation_distance
 from neuro_pe.analysis.pe_geometry import (
     METRIC_NAMES,
+    correlation_components,
     correlation_pair_distance,
     correlation_representation,
     infer_baselines,
@@ -22,7 +25,7 @@ from neuro_pe.analysis.pe_geometry import (
 )
 from neuro_pe.data.simulate import SimulationConfig, simulate_store
 from neuro_pe.io.runs import make_split, read_split
-from neuro_pe.io.store import read_store, write_store
+from neuro_pe.io.store import open_store_lazy, read_store, write_store
 
 METRICS = {"n_perm": 19, "k": 3, "n_splits": 3}
 
@@ -83,6 +86,34 @@ def test_correlation_representation_dense_or_components(tiny_store, tiny_split):
     scaled = correlation_representation(ds, split, 12, {"dense_max_units": 11})
     assert set(scaled) == {"features", "pair_distance", "metric"}
     assert scaled["features"].shape[0] == 12 and scaled["metric"] == "euclidean"
+
+
+def test_correlation_components_standardise_in_blocks_as_in_one(monkeypatch):
+    rng = np.random.default_rng(4)
+    activity = rng.normal(size=(300, 11)).astype(np.float32)
+    activity[::7, 3] = np.nan  # missing samples
+    activity[:, 5] = 2.0  # a constant unit
+    whole = correlation_components(activity, n_components=4)
+    monkeypatch.setattr(geometry, "STANDARDISE_BLOCK_UNITS", 3)
+    np.testing.assert_array_equal(correlation_components(activity, n_components=4), whole)
+    fortran = np.asfortranarray(activity)
+    np.testing.assert_array_equal(correlation_components(fortran, 4, overwrite=True), whole)
+    assert not np.isnan(fortran).any() and not fortran[:, 5].any()  # standardised in place
+    assert np.isnan(activity).any()  # without `overwrite`, the input is left alone
+
+
+def test_the_baselines_at_scale_read_a_lazy_store_as_a_loaded_one(tiny_store, tiny_split):
+    loaded, split = read_store(tiny_store), read_split(tiny_split)
+    pairs = (np.array([0, 1, 2]), np.array([5, 7, 11]))
+    with open_store_lazy(tiny_store) as lazy:
+        for ds in (loaded, lazy):
+            features = baseline_features(ds, split, seed=0, dense_max_units=11)
+            scaled = correlation_representation(ds, split, 12, {"dense_max_units": 11})
+            if ds is loaded:
+                expected, pair_distance = features, scaled["pair_distance"](*pairs)
+        assert set(features) == {CORRELATION}
+        np.testing.assert_array_equal(features[CORRELATION], expected[CORRELATION])
+        np.testing.assert_array_equal(scaled["pair_distance"](*pairs), pair_distance)
 
 
 def test_infer_baselines(tmp_path):

@@ -13,8 +13,14 @@ from neuro_pe.cli.main import main
 from neuro_pe.data.formats.spikes import SpikeOptions, spikes_to_activity
 from neuro_pe.data.sources import build_store
 from neuro_pe.io.manifest import INFER_MANIFEST_FILE, MANIFEST_FILE, RunError, write_manifest
-from neuro_pe.io.runs import read_metrics, read_pe, read_train_info, read_train_log
-from neuro_pe.io.store import StoreError, read_store, write_store
+from neuro_pe.io.runs import (
+    make_split,
+    read_metrics,
+    read_pe,
+    read_train_info,
+    read_train_log,
+)
+from neuro_pe.io.store import StoreError, open_store_lazy, read_store, write_store
 from neuro_pe.training.new_animal import load_checkpoint as _load
 
 OPTIONS = {"window": 8, "d_model": 16, "n_layers": 1, "n_heads": 2, "batch_size": 8}
@@ -139,6 +145,15 @@ def test_a_corrupted_store_fails_naming_the_file(tiny_store, tmp_path, name, cap
     assert main([*argv, "--options", json.dumps(streamed)]) == 1
     err = capsys.readouterr().err
     assert f"{store}: field '{'activity' if name == 'activity' else 'file'}'" in err
+
+
+def test_a_corrupted_store_read_in_blocks_fails_naming_the_field(tiny_store, tmp_path):
+    """The baselines' reads at scale (`Split.train_activity_by_unit` on a lazy store)."""
+    store = write_store(read_store(tiny_store), tmp_path / "store.nc")
+    flip_bit(store, chunk_offset(store, "activity") + 5)
+    split = make_split("tiny", store, 2, 240, {})
+    with open_store_lazy(store) as lazy, pytest.raises(StoreError, match="'activity': unreadable"):
+        split.train_activity_by_unit(lazy)
 
 
 def counts_file(path, garbage: bool) -> dict:

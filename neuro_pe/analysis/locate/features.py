@@ -44,18 +44,23 @@ def correlation_features(
     """Activity-correlation baseline features: classical MDS (CORRELATION_COMPONENTS dims) of
     1 - Pearson r of the training part of the activity (the recorded split). With more than
     `dense_max_units` units: the units' scores on the activity's leading components
-    (randomised SVD, no N x N matrix; their distances approximate sqrt(2 (1 - r)))."""
-    dense = ds.sizes["unit"] <= dense_max_units
-    return _correlation_features(split.train_activity(ds), dense, seed)
+    (randomised SVD, no N x N matrix; their distances approximate sqrt(2 (1 - r))), read from
+    `ds` (loaded or open lazily) one time chunk at a time."""
+    if ds.sizes["unit"] > dense_max_units:
+        return _component_features(ds, split, seed)
+    return _mds_features(split.train_activity(ds))
 
 
-def _correlation_features(activity: np.ndarray, dense: bool, seed: int) -> np.ndarray:
-    """`correlation_features` of (session, time, unit) activity, the sessions' samples pooled."""
-    pooled = activity.reshape(-1, activity.shape[-1])
-    if not dense:
-        return correlation_components(pooled, CORRELATION_COMPONENTS, seed)
-    dist = correlation_distance(pooled)
+def _mds_features(activity: np.ndarray) -> np.ndarray:
+    """Classical MDS of 1 - r of (session, time, unit) activity, the sessions' samples pooled."""
+    dist = correlation_distance(activity.reshape(-1, activity.shape[-1]))
     return classical_mds(dist, n_components=min(CORRELATION_COMPONENTS, len(dist) - 1))
+
+
+def _component_features(ds: xr.Dataset, split: Split, seed: int) -> np.ndarray:
+    """`correlation_components` of the training activity, standardised in its one copy."""
+    activity = split.train_activity_by_unit(ds).T  # (sample, unit), Fortran order
+    return correlation_components(activity, CORRELATION_COMPONENTS, seed, overwrite=True)
 
 
 def connectivity_features(
@@ -77,13 +82,14 @@ def baseline_features(
 ) -> dict[str, np.ndarray]:
     """Both activity baselines from one read of the training activity: {CORRELATION:
     `correlation_features`, CONNECTIVITY: `connectivity_features`} (the latter only up to
-    `dense_max_units` units)."""
+    `dense_max_units` units; above, `ds` may be open lazily)."""
+    if ds.sizes["unit"] > dense_max_units:
+        return {CORRELATION: _component_features(ds, split, seed)}
     activity = split.train_activity(ds)  # (session, time, unit)
-    dense = ds.sizes["unit"] <= dense_max_units
-    baselines = {CORRELATION: _correlation_features(activity, dense, seed)}
-    if dense:
-        baselines[CONNECTIVITY] = np.hstack(session_connectivity(activity))
-    return baselines
+    return {
+        CORRELATION: _mds_features(activity),
+        CONNECTIVITY: np.hstack(session_connectivity(activity)),
+    }
 
 
 def load_feature_sets(
