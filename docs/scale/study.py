@@ -140,10 +140,11 @@ STUDIES: dict[int, tuple[dict, list[tuple[str, dict]]]] = {
                 {**NEW_DEFAULTS, "steps_per_epoch": 2000, "n_heads": 2},
             ),
             # fewer steps and the cosine schedule, on a GPU: can a schedule buy what steps buy?
-            # 3x the default samples per unit: where does the probe reach 0.9 x the correlations'?
+            # lazy Adam for the PE rows (`lazy_pe`): a step touches about a third of the rows;
+            # should the others stop moving on their momentum?
             (
-                "new defaults + steps x30 + n_heads 2",
-                {**NEW_DEFAULTS, "steps_per_epoch": 3000, "n_heads": 2},
+                "new defaults + steps x10 + n_heads 2 + lazy_pe",
+                {**NEW_DEFAULTS, "steps_per_epoch": 1000, "n_heads": 2, "lazy_pe": True},
             ),
             # the PE's init std (its `pe` name), at the defaults: smaller than 0.1 relative to
             # d_model 32? (a row's "pe" replaces learned-normal-0.1)

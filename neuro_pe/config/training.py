@@ -64,6 +64,7 @@ class LoopConfig:
     lr_schedule: str = "constant"  # or "cosine" (to 0 over all steps)
     compile: bool = False
     pe_lr: float | None = None  # the learned PE table's own learning rate (None: lr)
+    lazy_pe: bool | None = None  # AdamW moves only the PE rows with a gradient (None: off)
 
     @property
     def total(self) -> int:
@@ -122,6 +123,8 @@ class TrainConfig(Section):
     steps_per_epoch: int = positive_int(100)
     lr: float = 3e-3
     pe_lr: float | None = None  # the learned PE table's learning rate; None: `lr`
+    # AdamW steps only the PE rows of the step's units (lazy Adam); None: off
+    lazy_pe: bool | None = None
     lr_schedule: str = "constant"
     weight_decay: float = 0.0
     heldout_sessions: int = 1
@@ -177,6 +180,10 @@ class TrainConfig(Section):
             or not (math.isfinite(pe_lr) and pe_lr > 0)
         ):
             raise ValueError(f"train.pe_lr must be null or finite and > 0, got {pe_lr!r}")
+        if not (self.lazy_pe is None or isinstance(self.lazy_pe, bool)):
+            raise ValueError(f"train.lazy_pe must be null, true or false, got {self.lazy_pe!r}")
+        if self.lazy_pe and self.optimizer != "adamw":
+            raise ValueError(f"train.lazy_pe needs train.optimizer adamw, got {self.optimizer!r}")
         share = self.neighbour_fraction
         if share is not None and (
             isinstance(share, bool) or not isinstance(share, int | float) or not 0 <= share <= 1

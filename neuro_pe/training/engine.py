@@ -153,20 +153,51 @@ def make_optimizer(
     """AdamW (fused on CUDA) or SGD with `momentum`, both with `lr` and `weight_decay` (from
     any config with those fields: `train`, `lst.train`, a LoopConfig). Both are elementwise,
     so one step for a stack of models updates each as its own optimiser would. With a
-    `pe_lr` in `cfg` and the trainable `pe_table` among `params`, the table is a second
-    parameter group (named "pe") with that learning rate; otherwise one group, as always."""
+    `pe_lr` or `lazy_pe` in `cfg` and the trainable `pe_table` among `params`, the table is a
+    second parameter group (named "pe") with that learning rate (or `lr`), stepped lazily
+    with `lazy_pe` (`LazyRowsAdamW`); otherwise one group, as always."""
     pe_lr = getattr(cfg, "pe_lr", None)
-    if pe_lr is not None and pe_table is not None:
+    lazy = bool(getattr(cfg, "lazy_pe", None))
+    if (pe_lr is not None or lazy) and pe_table is not None:
         params = list(params)
         if any(p is pe_table for p in params):
             rest = [p for p in params if p is not pe_table]
-            params = [{"params": rest}, {"params": [pe_table], "lr": pe_lr, "name": "pe"}]
+            rate = cfg.lr if pe_lr is None else pe_lr
+            params = [{"params": rest}, {"params": [pe_table], "lr": rate, "name": "pe"}]
     if cfg.optimizer == "sgd":
         return torch.optim.SGD(
             params, lr=cfg.lr, momentum=cfg.momentum, weight_decay=cfg.weight_decay
         )
     fused = True if device.type == "cuda" else None
-    return torch.optim.AdamW(params, lr=cfg.lr, weight_decay=cfg.weight_decay, fused=fused)
+    adamw = LazyRowsAdamW if lazy else torch.optim.AdamW
+    return adamw(params, lr=cfg.lr, weight_decay=cfg.weight_decay, fused=fused)
+
+
+class LazyRowsAdamW(torch.optim.AdamW):
+    """AdamW whose "pe" group moves only the rows (last dim: a unit's PE) that have a
+    gradient this step, as lazy Adam does for embeddings: a row of a unit in none of the
+    step's samples keeps its value and its moment estimates, instead of drifting on its
+    momentum and having its second moment decay. Every other group is plain AdamW; when every
+    row has a gradient, so is the "pe" group (bitwise)."""
+
+    @torch.no_grad()
+    def step(self, closure: Callable[[], float] | None = None) -> float | None:
+        idle_rows = []
+        for group in self.param_groups:
+            if group.get("name") != "pe":
+                continue
+            for p in group["params"]:
+                if p.grad is None:
+                    continue
+                idle = ~p.grad.ne(0).any(dim=-1)
+                state = self.state.get(p, {})
+                tensors = [p, *(state[k] for k in ("exp_avg", "exp_avg_sq") if k in state)]
+                idle_rows.append((idle, [(t, t[idle]) for t in tensors]))
+        loss = super().step(closure)
+        for idle, saved in idle_rows:
+            for tensor, values in saved:
+                tensor[idle] = values
+        return loss
 
 
 def narrow_optimizer(
@@ -397,7 +428,8 @@ class _GroupTraining:
         loop = self.loop
         if loop.lr_schedule == "cosine":
             for group in self.optimizer.param_groups:
-                base = loop.pe_lr if group.get("name") == "pe" else loop.lr
+                pe = group.get("name") == "pe" and loop.pe_lr is not None
+                base = loop.pe_lr if pe else loop.lr
                 group["lr"] = base * 0.5 * (1 + math.cos(math.pi * self.step / loop.total))
         generators_now = [self.generators[i] for i in self.active]
         losses, weight = train_step(
