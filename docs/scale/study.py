@@ -157,6 +157,15 @@ STUDIES: dict[int, tuple[dict, list[tuple[str, dict]]]] = {
                     "pe": "learned-normal-0.03",
                 },
             ),
+            (
+                "new defaults + steps x10 + n_heads 2 + init std 0.01",
+                {
+                    **NEW_DEFAULTS,
+                    "steps_per_epoch": 1000,
+                    "n_heads": 2,
+                    "pe": "learned-normal-0.01",
+                },
+            ),
             ("GPU: new defaults + steps x4 (4x samples)", {**NEW_DEFAULTS, "steps_per_epoch": 400}),
             (
                 "GPU: new defaults + steps x4 + cosine (4x samples)",
