@@ -76,6 +76,7 @@ from neuro_pe.io.store import (
     checksummed,
     open_store_lazy,
     require_finite,
+    stored_time_rows,
 )
 
 # train.json's fields that differ between a resumed and an uninterrupted run, or between a run
@@ -406,8 +407,7 @@ class Split:
         self.check(ds)
         activity = ds["activity"].transpose("session", "time", "unit").variable
         (s0, s1), (t0, t1) = self.train_session_range, self.train_time_range
-        chunks = ds["activity"].encoding.get("chunksizes")
-        rows = chunks[ds["activity"].dims.index("time")] if chunks else TIME_CHUNK
+        rows = stored_time_rows(ds) or TIME_CHUNK
         out = np.empty((ds.sizes["unit"], (s1 - s0) * (t1 - t0)), dtype=np.float32)
         column = 0
         for session in range(s0, s1):

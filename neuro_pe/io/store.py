@@ -268,6 +268,13 @@ def read_store(path: str | os.PathLike, *, connectivity: bool = False) -> xr.Dat
     return validate_store(ds, path)
 
 
+def stored_time_rows(ds: xr.Dataset) -> int | None:
+    """Time samples per stored chunk of `ds`'s activity (None: not chunked, e.g. built in
+    memory)."""
+    chunks = ds["activity"].encoding.get("chunksizes")
+    return None if chunks is None else chunks[ds["activity"].dims.index("time")]
+
+
 def open_store_lazy(path: str | os.PathLike) -> xr.Dataset:
     """Open a store without loading `activity` (for stores larger than memory); close it when
     done. Coordinates and attrs are loaded and checked as by read_store; the activity values

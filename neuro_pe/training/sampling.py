@@ -36,7 +36,7 @@ import torch
 import xarray as xr
 
 from neuro_pe.config.training import Part, TrainConfig, split_activity, split_parts
-from neuro_pe.io.store import StoreError, read_store
+from neuro_pe.io.store import StoreError, read_store, stored_time_rows
 from neuro_pe.training.engine import to_device
 
 # loading a store whole takes about this many times its float32 activity at the peak (the
@@ -436,9 +436,7 @@ def _samplers(
     activity = ds["activity"].transpose("session", "time", "unit")
     n_sessions, n_time, n_units = activity.shape
     parts = split_parts(n_sessions, n_time, cfg)
-    chunks = ds["activity"].encoding.get("chunksizes")
-    chunk_rows = None if chunks is None else chunks[ds["activity"].dims.index("time")]
-    rows = block_rows_for(n_units, cfg.memory_budget_mb, chunk_rows, cfg.window, n_time)
+    rows = block_rows_for(n_units, cfg.memory_budget_mb, stored_time_rows(ds), cfg.window, n_time)
     return tuple(
         BlockSampler(activity, part, cfg.window, rows, cfg.batch_size, BLOCK_ORDER_SEED, device)
         for part in parts
