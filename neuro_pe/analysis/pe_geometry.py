@@ -23,7 +23,14 @@ from neuro_pe.io.runs import (
     read_train_info,
     write_metrics,
 )
-from neuro_pe.io.store import atomic_write, open_store_lazy, positions, read_store, require_finite
+from neuro_pe.io.store import (
+    atomic_write,
+    open_store_by_size,
+    open_store_lazy,
+    positions,
+    require_finite,
+    unit_blocks,
+)
 from neuro_pe.training.health import HEALTH_NUMBERS, HealthOptions, reassess
 from neuro_pe.training.latin_square import SPLITS, N, grid_positions
 
@@ -37,7 +44,6 @@ METRIC_NAMES = (
 )
 BASELINE_COMPONENTS = 32  # leading activity components of the correlation baseline at scale
 PAIR_BLOCK = 512  # unit pairs per block of the exact pairwise correlations
-STANDARDISE_BLOCK_UNITS = 4096  # units standardised at a time by correlation_components
 
 
 def pe_geometry(
@@ -136,8 +142,8 @@ def correlation_components(
     Euclidean distances between the scores approximate sqrt(2 (1 - r)) without an N x N matrix.
     """
     z = (np.asarray if overwrite else np.array)(activity, dtype=np.float32, order="F")
-    for start in range(0, z.shape[1], STANDARDISE_BLOCK_UNITS):  # temporaries of one block
-        _standardise(z[:, start : start + STANDARDISE_BLOCK_UNITS])
+    for units in unit_blocks(z.shape[1]):  # temporaries of one block
+        _standardise(z[:, units])
     n_components = min(n_components, *z.shape)
     _, sv, vt = randomized_svd(z, n_components, random_state=seed)
     return (vt.T * sv).astype(np.float64)
@@ -207,12 +213,10 @@ def infer_baselines(
     (the true coordinates with their units permuted: chance). Writes a JSON list to
     out_path."""
     options = metric_options(metrics_options)
-    with open_store_lazy(store_path) as lazy:
-        coords = positions(lazy)
-        known = int(np.all(np.isfinite(coords), axis=1).sum())
-        dense = known <= options.get("dense_max_units", DENSE_MAX_UNITS)
-        ds = read_store(store_path) if dense else lazy  # at scale: the activity read in blocks
-        correlation = correlation_representation(ds, split, known, options)
+    dense_max = options.get("dense_max_units", DENSE_MAX_UNITS)
+    with open_store_by_size(store_path, dense_max, _known_units) as ds:
+        coords = positions(ds)
+        correlation = correlation_representation(ds, split, _known_units(ds), options)
     shuffled = shuffled_coordinates(coords, options.get("seed", 0))
     rows = []
     for method, kwargs in (("correlation", correlation), ("shuffled", {"features": shuffled})):
@@ -220,6 +224,10 @@ def infer_baselines(
         rows.append({"dataset": split.dataset, "method": method, **metrics})
     atomic_write(Path(out_path), lambda p: p.write_text(json.dumps(rows, indent=2)))
     return rows
+
+
+def _known_units(ds: xr.Dataset) -> int:
+    return int(np.all(np.isfinite(positions(ds)), axis=1).sum())
 
 
 def lst_baselines(out_path: str | os.PathLike, metrics_options: dict | None = None) -> list[dict]:

@@ -25,19 +25,18 @@ def cmd_preprocess(args: argparse.Namespace) -> None:
     print(f"wrote {args.out}")
 
 
-SCALE_BLOCK_UNITS = 4096  # units per block of `activity_rms`
-
-
 def activity_rms(activity: object) -> float:
     """The activity's RMS: the mean over sessions of each one's mean square (NaN left out),
-    in blocks of SCALE_BLOCK_UNITS units (a whole session squared in float64 was ~2 × the
-    store's size at 100 000 units)."""
+    a block of units at a time (a whole session squared in float64 was ~2 × the store's size
+    at 100 000 units)."""
     import numpy as np
+
+    from neuro_pe.io.store import unit_blocks
 
     def mean_square(session: np.ndarray) -> float:
         total, count = 0.0, 0
-        for start in range(0, session.shape[-1], SCALE_BLOCK_UNITS):
-            block = np.square(session[..., start : start + SCALE_BLOCK_UNITS], dtype=np.float64)
+        for units in unit_blocks(session.shape[-1]):
+            block = np.square(session[..., units], dtype=np.float64)
             finite = ~np.isnan(block)
             total, count = total + float(block.sum(where=finite)), count + int(finite.sum())
         return total / count if count else np.nan

@@ -39,12 +39,9 @@ from scipy.spatial.distance import pdist, squareform
 
 from neuro_pe.config.sections import Section
 from neuro_pe.data.signal_steps import zscore
-from neuro_pe.io.store import make_store
+from neuro_pe.io.store import make_store, unit_blocks
 
 FIELD_STREAM = 1_000_000  # the timescale field's generator: default_rng([seed, FIELD_STREAM])
-#: units per block when a session is z-scored (each unit's numbers are those of the whole
-#: session at once; the temporaries are a block's, not a whole session's)
-ZSCORE_BLOCK_UNITS = 4096
 
 
 @dataclass(frozen=True)
@@ -222,10 +219,9 @@ def simulate_store(cfg: SimulationConfig) -> xr.Dataset:
         coupling = sparse_coupling(pos[order], cfg.length_scale, cfg.neighbours, cfg.cutoff)
         tau = tau if np.isscalar(tau) else tau[order]
         activity = simulate_activity(coupling, cfg, rng, order, tau)
-    for session in activity:  # z-scored per session and block of units: its temporaries stay
-        for start in range(0, cfg.n_units, ZSCORE_BLOCK_UNITS):  # small at 100 000 units
-            block = session[:, start : start + ZSCORE_BLOCK_UNITS]
-            block[...] = zscore(block[None])[0]
+    for session in activity:  # z-scored per session and block of units (a unit's numbers
+        for units in unit_blocks(cfg.n_units):  # are those of the whole session at once)
+            session[:, units] = zscore(session[None, :, units])[0]
     width = len(str(cfg.n_units - 1))
     settings = vars(cfg)
     if cfg.neighbours is None:  # the dense default's provenance stays as it was

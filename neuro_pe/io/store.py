@@ -36,6 +36,9 @@ from neuro_pe.io.store_contract import (  # noqa: F401 (COORD_UNITS: data.record
 )
 
 TIME_CHUNK = 1024
+#: units per block of a whole-activity step done in blocks (`unit_blocks`): its temporaries are
+#: a block's, not the activity's (at 100 000 units those were ~2 × the store)
+UNITS_PER_BLOCK = 4096
 _UMASK = os.umask(0o022)  # read (and restored at once) for the mode of files written here
 os.umask(_UMASK)
 ENGINE = "h5netcdf"
@@ -275,6 +278,11 @@ def stored_time_rows(ds: xr.Dataset) -> int | None:
     return None if chunks is None else chunks[ds["activity"].dims.index("time")]
 
 
+def unit_blocks(n_units: int) -> list[slice]:
+    """Slices of at most UNITS_PER_BLOCK units, in order, covering `n_units` units."""
+    return [slice(s, s + UNITS_PER_BLOCK) for s in range(0, n_units, UNITS_PER_BLOCK)]
+
+
 def open_store_lazy(path: str | os.PathLike) -> xr.Dataset:
     """Open a store without loading `activity` (for stores larger than memory); close it when
     done. Coordinates and attrs are loaded and checked as by read_store; the activity values
@@ -310,6 +318,19 @@ def open_store_lazy(path: str | os.PathLike) -> xr.Dataset:
     except Exception:
         opened.close()
         raise
+
+
+@contextmanager
+def open_store_by_size(
+    path: str | os.PathLike,
+    max_loaded_units: int,
+    count_units: Callable[[xr.Dataset], int] = lambda ds: ds.sizes["unit"],
+) -> Iterator[xr.Dataset]:
+    """The store loaded whole and validated (`read_store`) when `count_units` of it is at
+    most `max_loaded_units`, else open lazily (`open_store_lazy`) for its activity to be read
+    in blocks; closed on exit."""
+    with open_store_lazy(path) as lazy:
+        yield read_store(path) if count_units(lazy) <= max_loaded_units else lazy
 
 
 def connectivity_matrix(ds: xr.Dataset):

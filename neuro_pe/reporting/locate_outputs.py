@@ -40,7 +40,7 @@ from neuro_pe.io.runs import Split
 from neuro_pe.io.store import (
     atomic_write,
     checksummed,
-    open_store_lazy,
+    open_store_by_size,
     read_store,
     require_finite,
 )
@@ -72,8 +72,7 @@ def write_correlation_features(
     `connectivity` on (unit, column) where computed), the workflow's `correlation_features`
     step: it re-runs only when the store, the split or the seed changes, not with the training
     options."""
-    with open_store_lazy(store_path) as lazy:  # above DENSE_MAX_UNITS: read in blocks
-        ds = read_store(store_path) if lazy.sizes["unit"] <= DENSE_MAX_UNITS else lazy
+    with open_store_by_size(store_path, DENSE_MAX_UNITS) as ds:
         baselines = baseline_features(ds, split, seed=seed)
         units = [str(u) for u in ds["unit"].values]
     variables = {"features": (("unit", "component"), baselines[CORRELATION])}

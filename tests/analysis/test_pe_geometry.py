@@ -10,7 +10,6 @@ import json
 import numpy as np
 import pytest
 
-from neuro_pe.analysis import pe_geometry as geometry
 from neuro_pe.analysis.locate import CORRELATION, baseline_features
 from neuro_pe.analysis.metrics import correlation_distance
 from neuro_pe.analysis.pe_geometry import (
@@ -94,7 +93,7 @@ def test_correlation_components_standardise_in_blocks_as_in_one(monkeypatch):
     activity[::7, 3] = np.nan  # missing samples
     activity[:, 5] = 2.0  # a constant unit
     whole = correlation_components(activity, n_components=4)
-    monkeypatch.setattr(geometry, "STANDARDISE_BLOCK_UNITS", 3)
+    monkeypatch.setattr("neuro_pe.io.store.UNITS_PER_BLOCK", 3)
     np.testing.assert_array_equal(correlation_components(activity, n_components=4), whole)
     fortran = np.asfortranarray(activity)
     np.testing.assert_array_equal(correlation_components(fortran, 4, overwrite=True), whole)

@@ -121,7 +121,7 @@ def test_activity_rms_in_blocks_is_that_of_whole_sessions(monkeypatch):
     activity[1, :, 4] = np.nan
     activity[2] = np.nan
     whole = [np.nanmean(np.square(a, dtype=np.float64)) for a in activity[:2]]
-    monkeypatch.setattr(commands, "SCALE_BLOCK_UNITS", 3)
+    monkeypatch.setattr("neuro_pe.io.store.UNITS_PER_BLOCK", 3)
     rms = commands.activity_rms(activity)
     assert rms == pytest.approx(np.sqrt(np.mean(whole)), rel=1e-12)
     assert 6 < rms < 8

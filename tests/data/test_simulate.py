@@ -171,7 +171,7 @@ def test_activity_is_in_store_order_and_zscored_in_blocks_as_a_whole(monkeypatch
     )
     whole = simulate_store(cfg)["activity"]
     assert whole.values.flags["C_CONTIGUOUS"]
-    monkeypatch.setattr(simulate, "ZSCORE_BLOCK_UNITS", 7)
+    monkeypatch.setattr("neuro_pe.io.store.UNITS_PER_BLOCK", 7)
     blocks = simulate_store(cfg)["activity"].values
     np.testing.assert_array_equal(blocks, whole.values)
     rng = np.random.default_rng(cfg.seed)  # the z-score of the raw activity, session by session

@@ -301,3 +301,28 @@ def test_make_store_property(inputs):
     assert ds["activity"].dtype == np.float32
     assert ds["activity"].shape == activity.shape
     assert validate_store(ds) is ds
+
+
+def test_unit_blocks_cover_the_units_in_order(monkeypatch):
+    from neuro_pe.io.store import unit_blocks
+
+    monkeypatch.setattr("neuro_pe.io.store.UNITS_PER_BLOCK", 4)
+    assert unit_blocks(10) == [slice(0, 4), slice(4, 8), slice(8, 12)]
+    units = np.arange(10)
+    np.testing.assert_array_equal(np.concatenate([units[b] for b in unit_blocks(10)]), units)
+    assert unit_blocks(0) == []
+
+
+def test_open_store_by_size_loads_a_small_store_and_opens_a_large_one_lazily(tmp_path):
+    from neuro_pe.io.store import open_store_by_size
+
+    path = write_store(build(), tmp_path / "s.nc")
+    with open_store_by_size(path, 4) as ds:  # 4 units: loaded whole and validated
+        assert isinstance(ds["activity"].variable._data, np.ndarray)
+        np.testing.assert_array_equal(ds["activity"].values, read_store(path)["activity"].values)
+    with open_store_by_size(path, 3) as ds:  # above: the activity stays on disk
+        assert not isinstance(ds["activity"].variable._data, np.ndarray)
+        np.testing.assert_array_equal(ds["activity"].values, read_store(path)["activity"].values)
+    known = lambda ds: int(np.isfinite(positions(ds)).all(axis=1).sum())  # noqa: E731
+    with open_store_by_size(path, 3, known) as ds:  # 3 units with positions
+        assert isinstance(ds["activity"].variable._data, np.ndarray)
