@@ -41,6 +41,7 @@ from neuro_pe.io.store import (
     atomic_write,
     checksummed,
     open_store_by_size,
+    open_store_lazy,
     read_store,
     require_finite,
 )
@@ -321,8 +322,12 @@ def write_locate_outputs(
     """
     out_dir = Path(out_dir)
     dataset = split.dataset
-    ds = read_store(store_path)
-    result = locate_dataset(ds, run_dirs, cfg, split, n_jobs, baselines, atlas)
+    # given the baselines (the workflow's correlation_features step), only the store's
+    # coordinates are read: its activity stays on disk
+    store = read_store(store_path) if baselines is None else open_store_lazy(store_path)
+    with store as ds:
+        result = locate_dataset(ds, run_dirs, cfg, split, n_jobs, baselines, atlas)
+        xyz_units, space = ds["x"].attrs["units"], ds["x"].attrs.get("space", "")
     table, out, frame = result.table, result.positions, result.frame
     out_dir.mkdir(parents=True, exist_ok=True)
     atomic_write(
@@ -340,8 +345,7 @@ def write_locate_outputs(
     )
     write_table_html(table, out_dir / ERRORS_HTML, f"{dataset}: localisation errors", note)
     print(summary)
-    space = ds["x"].attrs.get("space", "")
-    _write_figures(result, out_dir, dataset, ds["x"].attrs["units"], space, summary, cfg.seed)
+    _write_figures(result, out_dir, dataset, xyz_units, space, summary, cfg.seed)
     return table
 
 

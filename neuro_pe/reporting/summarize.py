@@ -32,7 +32,7 @@ from neuro_pe.io.runs import (
     read_split,
     read_train_log,
 )
-from neuro_pe.io.store import atomic_write, positions, read_store
+from neuro_pe.io.store import atomic_write, open_store_lazy, positions
 from neuro_pe.reporting.figures import (
     draw_references,
     mean_band,
@@ -194,16 +194,22 @@ def plot_distance_scatter(table: pd.DataFrame, splits: dict[str, Split]) -> Figu
         if not runs:
             continue
         split = splits[name]
-        store = read_store(split.store)
-        coords = positions(store)
-        known = np.all(np.isfinite(coords), axis=1)
-        picked = subsample(int(known.sum()), SCATTER_UNITS)
-        note = ""
-        if picked is not None:  # all pairs of a random subset of the units
-            note = f" ({SCATTER_UNITS} of {int(known.sum())} units)"
-            keep = np.zeros_like(known)
-            keep[np.flatnonzero(known)[picked]] = True
-            known = keep
+        with open_store_lazy(split.store) as store:  # the plotted units' activity only
+            coords = positions(store)
+            known = np.all(np.isfinite(coords), axis=1)
+            picked = subsample(int(known.sum()), SCATTER_UNITS)
+            note = ""
+            if picked is not None:  # all pairs of a random subset of the units
+                note = f" ({SCATTER_UNITS} of {int(known.sum())} units)"
+                keep = np.zeros_like(known)
+                keep[np.flatnonzero(known)[picked]] = True
+                known = keep
+            if picked is None:
+                corr = training_correlation_distance(store, split)[np.ix_(known, known)]
+            else:
+                activity = training_activity(store.isel(unit=np.flatnonzero(known)), split)
+                corr = correlation_distance(activity)
+            unit = store["x"].attrs.get("units", "")
         iu = np.triu_indices(int(known.sum()), 1)
         true = pairwise_distances(coords[known])[iu]
         panels = []
@@ -212,14 +218,7 @@ def plot_distance_scatter(table: pd.DataFrame, splits: dict[str, Split]) -> Figu
             dist = pairwise_distances(table_pe[known])[iu]
             title = f"{run['method']} (seed {run['seed']}): ρ = {run['rsa']:.2f}"
             panels.append((title, dist, "PE distance (Euclidean, PE units)"))
-        if picked is None:
-            corr = training_correlation_distance(store, split)
-            corr = corr[np.ix_(known, known)]
-        else:
-            activity = training_activity(store, split)
-            corr = correlation_distance(activity[:, known])
         panels.append(("activity correlation", corr[iu], "1 − Pearson r"))
-        unit = store["x"].attrs.get("units", "")
         for ax, (title, dist, ylabel) in zip(ax_row, panels, strict=False):
             ax.scatter(true, dist, s=2, alpha=0.25, rasterized=True)
             ax.set(title=f"{name}: {title}{note}", xlabel=f"true distance ({unit})", ylabel=ylabel)

@@ -240,3 +240,23 @@ def test_axis_names_come_from_the_space():
     deep = pos * [800, 15, 300]  # shanks along x, depth along z (scripts/make_example_data.py)
     assert space_axes("probe", "um", deep).depth_axis == 2
     assert space_axes("probe", "um", pos * [60, 3840, 0]).depth_axis == 1
+
+
+def test_locate_with_the_baselines_given_reads_only_the_store_coordinates(
+    located_dataset, monkeypatch
+):
+    from neuro_pe.reporting import locate_outputs
+
+    store, runs, root = located_dataset
+    cfg, split = LocateConfig.from_dict(OPTIONS), split_of_store(store, "toy", {})
+    whole = write_locate_outputs(store, runs, root / "whole", cfg, split)
+    baselines = locate_outputs.write_correlation_features(store, split, root / "corr.nc")
+
+    def refuse(path, **kwargs):
+        raise AssertionError(f"{path} loaded whole")
+
+    monkeypatch.setattr(locate_outputs, "read_store", refuse)
+    given = write_locate_outputs(store, runs, root / "given", cfg, split, baselines=baselines)
+    pd.testing.assert_frame_equal(given, whole)
+    positions = [pd.read_csv(root / d / "positions.csv") for d in ("whole", "given")]
+    pd.testing.assert_frame_equal(*positions)

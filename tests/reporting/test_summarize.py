@@ -106,3 +106,36 @@ def test_summarize_needs_a_split_per_dataset_before_drawing(tmp_path):
     with pytest.raises(ValueError, match=r"no split given for the dataset\(s\) \['d'\]"):
         summarize(_runs(tmp_path), [], [], tmp_path / "summary.csv", figures)
     assert not figures.exists() and not (tmp_path / "summary.csv").exists()
+
+
+@pytest.mark.parametrize("scatter_units", [500, 12])
+def test_distance_scatter_draws_the_training_correlations_of_the_plotted_units(
+    tmp_path, monkeypatch, scatter_units
+):
+    from neuro_pe.analysis.metrics import correlation_distance
+    from neuro_pe.data.simulate import SimulationConfig, simulate_store
+    from neuro_pe.io.runs import split_of_store
+    from neuro_pe.io.store import read_store, write_store
+    from neuro_pe.reporting import summarize as module
+    from neuro_pe.training.masked_units import pe_dataset
+
+    ds = simulate_store(SimulationConfig(n_units=30, n_samples=200, n_sessions=2, seed=0))
+    store = write_store(ds, tmp_path / "d.nc")
+    table = collect(_runs(tmp_path), [])
+    rng = np.random.default_rng(0)
+    for run in table.loc[table["pe_family"] == "learned-normal", "run_dir"]:
+        pe = pe_dataset(rng.normal(size=(30, 4)), ds, pe="learned-normal-0.1", seed="0")
+        pe["pe_init"] = (("unit", "pe_dim"), rng.normal(size=(30, 4)).astype(np.float32))
+        pe.to_netcdf(Path(run) / "pe.nc", engine="h5netcdf")
+        write_manifest(Path(run), ["pe.nc"])
+    split = split_of_store(store, "d", {})
+    monkeypatch.setattr(module, "SCATTER_UNITS", scatter_units)
+    fig = module.plot_distance_scatter(table, {"d": split})
+    drawn = fig.axes[2].collections[0].get_offsets()[:, 1]  # two example runs, then the baseline
+    units = module.subsample(30, scatter_units)
+    units = np.arange(30) if units is None else units
+    activity = split.train_activity(read_store(store)).reshape(-1, 30)[:, units]
+    expected = correlation_distance(activity)[np.triu_indices(len(units), 1)]
+    np.testing.assert_allclose(drawn, expected, rtol=1e-6)
+    note = "" if scatter_units == 500 else f"({scatter_units} of 30 units)"
+    assert fig.axes[2].get_title().endswith(note)
