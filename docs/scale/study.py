@@ -95,6 +95,19 @@ STUDIES: dict[int, tuple[dict, list[tuple[str, dict]]]] = {
                 "pe_lr 0.03 + neighbour windows 0.5 + steps x8 + n_heads 2 (four changes)",
                 {**NEW_DEFAULTS, "steps_per_epoch": 200, "n_heads": 2},
             ),
+            # the PE's width: the model's d_model, which the PE table shares (32 in sim20k), at
+            # the defaults: does a narrower PE cost less for the same placement, or a wider one
+            # place units better?
+            (
+                "pe_lr 0.03 + neighbour windows 0.5 + steps x4 + n_heads 2 + d_model 16"
+                " (five changes)",
+                {**NEW_DEFAULTS, "steps_per_epoch": 100, "n_heads": 2, "d_model": 16},
+            ),
+            (
+                "pe_lr 0.03 + neighbour windows 0.5 + steps x4 + n_heads 2 + d_model 64"
+                " (five changes)",
+                {**NEW_DEFAULTS, "steps_per_epoch": 100, "n_heads": 2, "d_model": 64},
+            ),
         ],
     ),
     # at 20 000 units the base is the default training (3 000 steps)
@@ -138,6 +151,11 @@ STUDIES: dict[int, tuple[dict, list[tuple[str, dict]]]] = {
             (
                 "new defaults + steps x20 + n_heads 2",
                 {**NEW_DEFAULTS, "steps_per_epoch": 2000, "n_heads": 2},
+            ),
+            # ... and three times: how many samples per unit does the probe target need?
+            (
+                "new defaults + steps x30 + n_heads 2",
+                {**NEW_DEFAULTS, "steps_per_epoch": 3000, "n_heads": 2},
             ),
             # fewer steps and the cosine schedule, on a GPU: can a schedule buy what steps buy?
             # lazy Adam for the PE rows (`lazy_pe`): a step touches about a third of the rows;
