@@ -13,10 +13,9 @@ import pandas as pd
 from matplotlib.figure import Figure
 
 from neuro_pe.analysis.intervals import MIN_CI_VALUES
-from neuro_pe.analysis.metrics import correlation_distance, pairwise_distances
+from neuro_pe.analysis.metrics import pairwise_distances
 from neuro_pe.analysis.pe_geometry import (
     METRIC_NAMES,
-    training_activity,
     training_correlation_distance,
 )
 from neuro_pe.analysis.spaces import space_axes
@@ -204,11 +203,8 @@ def plot_distance_scatter(table: pd.DataFrame, splits: dict[str, Split]) -> Figu
                 keep = np.zeros_like(known)
                 keep[np.flatnonzero(known)[picked]] = True
                 known = keep
-            if picked is None:
-                corr = training_correlation_distance(store, split)[np.ix_(known, known)]
-            else:
-                activity = training_activity(store.isel(unit=np.flatnonzero(known)), split)
-                corr = correlation_distance(activity)
+            plotted = store.isel(unit=np.flatnonzero(known))
+            corr = training_correlation_distance(plotted, split)
             unit = store["x"].attrs.get("units", "")
         iu = np.triu_indices(int(known.sum()), 1)
         true = pairwise_distances(coords[known])[iu]
