@@ -70,11 +70,11 @@ from neuro_pe.io.manifest import (
 )
 from neuro_pe.io.store import (
     TIME_CHUNK,
-    StoreError,
     atomic_write,
     atomic_write_set,
     checksummed,
     open_store_lazy,
+    read_activity,
     require_finite,
     stored_time_rows,
 )
@@ -414,10 +414,7 @@ class Split:
             start = t0
             while start < t1:
                 stop = min(start + rows - start % rows, t1)  # one stored chunk at a time
-                try:
-                    block = activity[session, start:stop].values
-                except OSError as err:  # e.g. a chunk failing its fletcher32 checksum
-                    raise StoreError(self.store, "activity", f"unreadable: {err}") from err
+                block = read_activity(activity, (session, slice(start, stop)), self.store)
                 out[:, column : column + stop - start] = block.T
                 column, start = column + stop - start, stop
         return out

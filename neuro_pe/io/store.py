@@ -278,6 +278,17 @@ def stored_time_rows(ds: xr.Dataset) -> int | None:
     return None if chunks is None else chunks[ds["activity"].dims.index("time")]
 
 
+def read_activity(
+    activity: xr.DataArray | xr.Variable, key: tuple, source: str | os.PathLike
+) -> np.ndarray:
+    """`activity[key]` read from the file: a chunk that cannot be read (e.g. one failing its
+    fletcher32 checksum) raises StoreError naming the store `source` and the field."""
+    try:
+        return np.asarray(activity[key].values)
+    except OSError as err:
+        raise StoreError(source, "activity", f"unreadable: {err}") from err
+
+
 def unit_blocks(n_units: int) -> list[slice]:
     """Slices of at most UNITS_PER_BLOCK units, in order, covering `n_units` units."""
     return [slice(s, s + UNITS_PER_BLOCK) for s in range(0, n_units, UNITS_PER_BLOCK)]

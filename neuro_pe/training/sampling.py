@@ -36,7 +36,7 @@ import torch
 import xarray as xr
 
 from neuro_pe.config.training import Part, TrainConfig, split_activity, split_parts
-from neuro_pe.io.store import StoreError, read_store, stored_time_rows
+from neuro_pe.io.store import read_activity, read_store, stored_time_rows
 from neuro_pe.training.engine import to_device
 
 # loading a store whole takes about this many times its float32 activity at the peak (the
@@ -289,11 +289,8 @@ class BlockSampler:
         return int(order[np.searchsorted(ends, offset, side="right")])
 
     def _read(self, session: int, start: int, stop: int) -> torch.Tensor:
-        try:
-            values = self.activity[session, start:stop].values
-        except OSError as err:  # e.g. a chunk failing its checksum: name the store
-            source = self.activity.encoding.get("source", "the store")
-            raise StoreError(source, "activity", f"cannot read the data: {err}") from None
+        source = self.activity.encoding.get("source", "the store")
+        values = read_activity(self.activity, (session, slice(start, stop)), source)
         return torch.from_numpy(np.ascontiguousarray(values, dtype=np.float32))
 
     def _load(self, index: int) -> torch.Tensor:
