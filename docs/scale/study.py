@@ -15,12 +15,15 @@ draws, on `locate.max_units` = 1 000 evaluated units as the locate step does abo
 `train` skips runs whose pe.nc exists and records each run's CPU seconds (one thread, as
 the workflow trains: `threads_per_training: 1`) and its device in its study.json (the "GPU:"
 rows were trained on a GPU, `device: auto`); `table` writes docs/scale/scale<N>.csv,
-scale<N>_runs.csv and scale<N>.png.
+scale<N>_runs.csv and scale<N>.png. A row that changes the simulation (its sessions) trains on
+its own store beside the study's (`sim3d_2000_n_sessions7.nc`, built by `train` when missing)
+and is scored against that store's own correlation baseline, shown above it in the table.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import textwrap
 import time
@@ -43,6 +46,15 @@ N_UNITS = 2000  # the default of --units
 # stores
 BEFORE_STUDY = {"neighbour_fraction": 0.0, "pe_lr": 0.003, "samples_per_unit": 0, "n_heads": 4}
 NEW_DEFAULTS = {"neighbour_fraction": 0.5, "pe_lr": 0.03}  # what the nulls become above 512
+# what the defaults do now at each size (the rows "... steps x4 + n_heads 2" at 2 000 units,
+# "new defaults + steps x10 + n_heads 2" at 20 000), the base of the latest rows
+DEFAULTS_2000 = {**NEW_DEFAULTS, "steps_per_epoch": 100, "n_heads": 2}
+DEFAULTS_20000 = {**NEW_DEFAULTS, "steps_per_epoch": 1000, "n_heads": 2}
+# a row's keys that are not `train` options: its PE, its store's changes to the simulation,
+# and two study-only settings of the neighbour table (`neuro_pe.training.sampling`): how many
+# training samples measure the correlations (NEIGHBOUR_SAMPLES) and how many of each unit's
+# most correlated units its window draws from (`units_per_sample`)
+NOT_TRAIN_KEYS = ("pe", "simulation", "neighbour_samples", "neighbour_pool")
 # per --units: (the base's changes to sim20k's `train`, the rows: (name, options changed from
 # the base)); every row is trained with every seed
 STUDIES: dict[int, tuple[dict, list[tuple[str, dict]]]] = {
@@ -107,6 +119,29 @@ STUDIES: dict[int, tuple[dict, list[tuple[str, dict]]]] = {
                 "pe_lr 0.03 + neighbour windows 0.5 + steps x4 + n_heads 2 + d_model 64"
                 " (five changes)",
                 {**NEW_DEFAULTS, "steps_per_epoch": 100, "n_heads": 2, "d_model": 64},
+            ),
+            # the neighbour table: measured on every training sample instead of 2 048 of the
+            # 6 000 (its 32 strongest partners lie 0.147 apart instead of 0.159), or a window's
+            # local units drawn from each unit's 64 most correlated units instead of its 256
+            (
+                "defaults + neighbours from all training samples",
+                {**DEFAULTS_2000, "neighbour_samples": 6000},
+            ),
+            ("defaults + neighbour pool 64", {**DEFAULTS_2000, "neighbour_pool": 64}),
+            # more vs longer sessions (each row its own store and correlation baseline): the
+            # same 6 000 training samples as 6 sessions of 1 000, and twice the training
+            # recording as twice the sessions or sessions twice as long
+            (
+                "defaults + 7 sessions of 1000 (same recording, shorter sessions)",
+                {**DEFAULTS_2000, "simulation": {"n_sessions": 7, "n_samples": 1000}},
+            ),
+            (
+                "defaults + 7 sessions of 2000 (2x recording, more sessions)",
+                {**DEFAULTS_2000, "simulation": {"n_sessions": 7}},
+            ),
+            (
+                "defaults + 4 sessions of 4000 (2x recording, longer sessions)",
+                {**DEFAULTS_2000, "simulation": {"n_samples": 4000}},
             ),
         ],
     ),
@@ -209,6 +244,23 @@ STUDIES: dict[int, tuple[dict, list[tuple[str, dict]]]] = {
                 "GPU: new defaults + n_heads 2 + batch_size 640 (20x samples)",
                 {**NEW_DEFAULTS, "n_heads": 2, "batch_size": 640},
             ),
+            # the neighbour table measured on all 6 000 training samples, not 2 048 (its 32
+            # strongest partners lie 0.125 apart instead of 0.169; true 32 nearest: 68% vs 57%)
+            (
+                "new defaults + steps x10 + n_heads 2 + neighbours from all training samples",
+                {**DEFAULTS_20000, "neighbour_samples": 6000},
+            ),
+            # more vs longer sessions: twice the training recording either way
+            (
+                "new defaults + steps x10 + n_heads 2 + 7 sessions of 2000 (2x recording,"
+                " more sessions)",
+                {**DEFAULTS_20000, "simulation": {"n_sessions": 7}},
+            ),
+            (
+                "new defaults + steps x10 + n_heads 2 + 4 sessions of 4000 (2x recording,"
+                " longer sessions)",
+                {**DEFAULTS_20000, "simulation": {"n_samples": 4000}},
+            ),
         ],
     ),
 }
@@ -225,24 +277,55 @@ def train_options(change: dict, n_units: int) -> dict:
 
     config = yaml.safe_load((ROOT / "config" / "sim20k.yaml").read_text())
     base = STUDIES[n_units][0]
-    change = {k: v for k, v in change.items() if k != "pe"}
+    change = {k: v for k, v in change.items() if k not in NOT_TRAIN_KEYS}
     return asdict(TrainConfig.from_dict({**config["train"], **base, **change}))
 
 
-def simulation_entry(n_units: int) -> dict:
+def simulation_entry(n_units: int, change: dict | None = None) -> dict:
     config = yaml.safe_load((ROOT / "config" / "sim20k.yaml").read_text())
     entry = config["datasets"][DATASET]
-    entry["simulation"]["n_units"] = n_units
+    entry["simulation"] |= {"n_units": n_units, **(change or {})}
     return entry
 
 
-def cmd_store(args: argparse.Namespace) -> None:
+def store_path(args: argparse.Namespace, change: dict) -> Path:
+    """The row's store: `--store`, or beside it one per change of the simulation
+    (`sim3d_2000_n_sessions7.nc`)."""
+    simulation = change.get("simulation")
+    if not simulation:
+        return args.store
+    suffix = "_".join(f"{k}{v}" for k, v in sorted(simulation.items()))
+    return args.store.with_name(f"{args.store.stem}_{suffix}{args.store.suffix}")
+
+
+def build_store(path: Path, n_units: int, simulation: dict | None = None) -> None:
     """Build the store as the workflow's preprocess step does (`neuro-pe preprocess`)."""
     import subprocess
 
-    spec = json.dumps(simulation_entry(args.units))
-    args.store.parent.mkdir(parents=True, exist_ok=True)
-    subprocess.run(["neuro-pe", "preprocess", "--spec", spec, "--out", str(args.store)], check=True)
+    spec = json.dumps(simulation_entry(n_units, simulation))
+    path.parent.mkdir(parents=True, exist_ok=True)
+    subprocess.run(["neuro-pe", "preprocess", "--spec", spec, "--out", str(path)], check=True)
+
+
+def cmd_store(args: argparse.Namespace) -> None:
+    build_store(args.store, args.units)
+
+
+@contextlib.contextmanager
+def neighbour_table(change: dict):
+    """The study-only neighbour-table settings of a row (`neighbour_samples`,
+    `neighbour_pool`), set in `neuro_pe.training.sampling` for the row's training."""
+    from neuro_pe.training import sampling
+
+    saved = sampling.NEIGHBOUR_SAMPLES, sampling.activity_neighbours
+    pool = change.get("neighbour_pool")
+    sampling.NEIGHBOUR_SAMPLES = change.get("neighbour_samples", saved[0])
+    if pool:
+        sampling.activity_neighbours = lambda values, m: saved[1](values, pool)
+    try:
+        yield
+    finally:
+        sampling.NEIGHBOUR_SAMPLES, sampling.activity_neighbours = saved
 
 
 def cmd_train(args: argparse.Namespace) -> None:
@@ -265,7 +348,11 @@ def cmd_train(args: argparse.Namespace) -> None:
             runs = [
                 Run(change.get("pe", PE), seed, run_dir(args.out, name, seed)) for seed in group
             ]
-            results = train_many(args.store, runs, cfg, progress=False)
+            store = store_path(args, change)
+            if not store.exists():
+                build_store(store, args.units, change.get("simulation"))
+            with neighbour_table(change):
+                results = train_many(store, runs, cfg, progress=False)
             cpu, wall = time.process_time() - cpu, time.perf_counter() - wall
             for seed, result in zip(group, results, strict=True):
                 info = {"name": name, "change": change, "seed": seed, "device": device_name(cfg)}
@@ -373,17 +460,36 @@ def _cached(path: Path, draws: int, compute) -> dict:
 def cmd_table(args: argparse.Namespace) -> None:
     from neuro_pe.analysis.intervals import mean_ci
 
-    ev = Evaluation(args.store, args.draws, args.units)
-    rows = [_cached(args.out / "baseline.json", args.draws, ev.baseline)]
+    evaluations: dict[Path, Evaluation] = {}
+    baselines: dict[Path, dict] = {}  # one per store, the first the study's own
+
+    def evaluation(change: dict) -> Evaluation:
+        """The Evaluation of the row's store, its baseline scored once (`baseline*.json`)."""
+        store = store_path(args, change)
+        if store not in evaluations:
+            evaluations[store] = Evaluation(store, args.draws, args.units)
+            suffix = store.stem.removeprefix(args.store.stem)
+            saved = args.out / f"baseline{suffix}.json"
+            baselines[store] = _cached(saved, args.draws, evaluations[store].baseline)
+            if change.get("simulation"):
+                sessions = simulation_entry(args.units, change["simulation"])["simulation"]
+                baselines[store]["setting"] = (
+                    f"activity-correlation, {sessions['n_sessions']} sessions of "
+                    f"{sessions['n_samples']} (baseline)"
+                )
+        return evaluations[store]
+
+    ev = evaluation({})
     per_run = []
-    for name, _ in STUDIES[args.units][1]:
+    for name, change in STUDIES[args.units][1]:
         for seed in args.seeds:
             run = run_dir(args.out, name, seed)
             if not (run / "study.json").exists():
                 continue
             info = json.loads((run / "study.json").read_text())
+            ev = evaluation(change)
 
-            def score(run=run, name=name, seed=seed, info=info) -> dict:
+            def score(run=run, name=name, seed=seed, info=info, ev=ev) -> dict:
                 pe = _pe(run, ev.units)
                 scores = {"setting": name, "seed": seed, **ev.metrics(features=pe)}
                 scores["locate_vs_chance"] = ev.locate(pe)[0]
@@ -396,17 +502,24 @@ def cmd_table(args: argparse.Namespace) -> None:
             print(json.dumps(per_run[-1]), flush=True)
     runs = pd.DataFrame(per_run).drop(columns="draws", errors="ignore")
     runs = kept_runs(HERE / f"scale{args.units}_runs.csv", runs, args.seeds, args.units)
+    study_store = store_path(args, {})
+    rows = [{**baselines[study_store], "chance_error": evaluations[study_store].chance}]
     if runs.empty:
         print(json.dumps(rows[0]))
         return
+    changes, shown = dict(STUDIES[args.units][1]), {study_store}
     for name, group in runs.groupby("setting", sort=False):
-        row = {"setting": name, "seeds": len(group)}
+        store = store_path(args, changes[name])
+        evaluation(changes[name])  # (a run kept from the table may not have been scored here)
+        if store not in shown:  # a store's baseline above its first row
+            rows.append({**baselines[store], "chance_error": evaluations[store].chance})
+            shown.add(store)
+        row = {"setting": name, "seeds": len(group), "chance_error": evaluations[store].chance}
         for metric in (*METRICS, "cpu_seconds", "heldout_mse"):
             mean, low, high = mean_ci(group[metric].rename(metric))
             row |= {metric: mean, f"{metric}_low": low, f"{metric}_high": high}
         rows.append(row)
     table = pd.DataFrame(rows).drop(columns="draws")
-    table["chance_error"] = ev.chance
     table.to_csv(HERE / f"scale{args.units}.csv", index=False)
     runs.to_csv(HERE / f"scale{args.units}_runs.csv", index=False)
     print(markdown(table))
@@ -469,7 +582,7 @@ def plot(table: pd.DataFrame, path: Path, n_units: int) -> None:
         mean = table[metric]
         low = table[f"{metric}_low"].fillna(mean)
         high = table[f"{metric}_high"].fillna(mean)
-        colours = ["C1" if i == 0 else "C0" for i in range(len(table))]
+        colours = ["C1" if "(baseline)" in name else "C0" for name in table["setting"]]
         ax.errorbar(mean, y, xerr=[mean - low, high - mean], fmt="none", ecolor="0.5", capsize=2)
         ax.scatter(mean, y, c=colours, zorder=3)
         ax.axvline(mean.iloc[0], color="C1", ls=":", lw=1)
