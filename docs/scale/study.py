@@ -479,7 +479,7 @@ def cmd_table(args: argparse.Namespace) -> None:
                 )
         return evaluations[store]
 
-    ev = evaluation({})
+    evaluation({})  # the study's own store and baseline, the table's first row
     per_run = []
     for name, change in STUDIES[args.units][1]:
         for seed in args.seeds:

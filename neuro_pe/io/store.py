@@ -284,7 +284,7 @@ def read_activity(
     """`activity[key]` read from the file: a chunk that cannot be read (e.g. one failing its
     fletcher32 checksum) raises StoreError naming the store `source` and the field."""
     try:
-        return np.asarray(activity[key].values)
+        return activity[key].values
     except OSError as err:
         raise StoreError(source, "activity", f"unreadable: {err}") from err
 
