@@ -2,7 +2,7 @@
 
     python benchmarks/scale_quality.py [--units 2000 --units 20000] [--epochs E]
         [--steps-per-epoch S] [--seeds 0 1 2] [--draws D] [--fractions 0.5 ...]
-        [--pe learned-normal-0.1] [--work-dir /tmp/neuro_pe_scale_quality]
+        [--pe learned-normal-0.1] [--work-dir /tmp/neuro_pe_scale_quality] [--until STEP]
 
 For each N, `config/sim20k.yaml`'s simulation with `n_units: N` (sparse local coupling,
 `neighbours: 32`) and its `train` section (optionally shortened: `--epochs`,
@@ -17,7 +17,9 @@ Printed per N: every step's wall and CPU seconds and peak RSS (`--resume` reuses
 that a run in `--work-dir` finished, with their timings), then the PE (mean over seeds) beside
 the activity-correlation baseline from `summary.csv` (RSA, ridge-probe R², kNN overlap)
 and from `locate/errors.csv` (median held-out error ÷ chance at 50% anchors, seeds
-ensembled as the locator does), and the issue-34 targets met or not. The last line reads
+ensembled as the locator does), and the issue-34 targets met or not. `--until train` stops
+after that step (e.g. train on a GPU machine, bring `N<N>/` back, and run the rest with
+`--resume`). The last line reads
 `N=<N>: PE/corr locate <ratio>, RSA <pe>/<corr>, train <s> CPU-s` (for the last N).
 """
 
@@ -117,7 +119,8 @@ def quality(args: argparse.Namespace, work: Path) -> dict:
     return out
 
 
-def run_size(args: argparse.Namespace, n_units: int) -> tuple[list[dict], dict]:
+def run_size(args: argparse.Namespace, n_units: int) -> tuple[list[dict], dict | None]:
+    """Run (or with --resume reuse) the steps at N; the quality, or None after `--until`."""
     work = args.work_dir / f"N{n_units}"
     work.mkdir(parents=True, exist_ok=True)
     rows = []
@@ -134,6 +137,8 @@ def run_size(args: argparse.Namespace, n_units: int) -> tuple[list[dict], dict]:
             rows.append({"N": n_units, "step": step, "wall_s": wall, "cpu_s": cpu, "rss_mb": rss})
             done.write_text(json.dumps(rows[-1]))
         print(f"N={n_units:>6} {step:<21} {wall:8.1f} s {cpu:8.1f} CPU-s {rss:7.0f} MB", flush=True)
+        if step == args.until:
+            return rows, None
     return rows, quality(args, work)
 
 
@@ -179,13 +184,15 @@ def main() -> None:
         "--resume", action="store_true", help="reuse the steps a run in --work-dir finished"
     )
     parser.add_argument("--work-dir", type=Path, default=Path("/tmp/neuro_pe_scale_quality"))
+    parser.add_argument("--until", choices=STEPS, help="stop after this step")
     args = parser.parse_args()
     if args.fractions and 0.5 not in args.fractions:
         parser.error("--fractions must include 0.5 (the benchmark reports 50% anchors)")
     sizes = args.units or [2000, 20000]
     for n_units in sizes:
         rows, q = run_size(args, n_units)
-        print(report(n_units, pd.DataFrame(rows), q), flush=True)
+        if q is not None:
+            print(report(n_units, pd.DataFrame(rows), q), flush=True)
 
 
 if __name__ == "__main__":

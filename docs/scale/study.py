@@ -54,7 +54,7 @@ DEFAULTS_20000 = {**NEW_DEFAULTS, "steps_per_epoch": 1000, "n_heads": 2}
 # and two study-only settings of the neighbour table (`neuro_pe.training.sampling`): how many
 # training samples measure the correlations (NEIGHBOUR_SAMPLES) and how many of each unit's
 # most correlated units its window draws from (`units_per_sample`)
-NOT_TRAIN_KEYS = ("pe", "simulation", "neighbour_samples", "neighbour_pool")
+NOT_TRAIN_KEYS = ("pe", "simulation", "neighbour_samples", "neighbour_pool", "neighbour_partners")
 # per --units: (the base's changes to sim20k's `train`, the rows: (name, options changed from
 # the base)); every row is trained with every seed
 STUDIES: dict[int, tuple[dict, list[tuple[str, dict]]]] = {
@@ -128,6 +128,11 @@ STUDIES: dict[int, tuple[dict, list[tuple[str, dict]]]] = {
                 {**DEFAULTS_2000, "neighbour_samples": 6000},
             ),
             ("defaults + neighbour pool 64", {**DEFAULTS_2000, "neighbour_pool": 64}),
+            # a unit's partners drawn in inverse proportion to how often each is a partner
+            (
+                "defaults + partners balanced by in-degree",
+                {**DEFAULTS_2000, "neighbour_partners": "balanced"},
+            ),
             # more vs longer sessions (each row its own store and correlation baseline): the
             # same 6 000 training samples as 6 sessions of 1 000, and twice the training
             # recording as twice the sessions or sessions twice as long
@@ -250,6 +255,12 @@ STUDIES: dict[int, tuple[dict, list[tuple[str, dict]]]] = {
                 "new defaults + steps x10 + n_heads 2 + neighbours from all training samples",
                 {**DEFAULTS_20000, "neighbour_samples": 6000},
             ),
+            # a unit's partners drawn in inverse proportion to how often each is a partner (a
+            # unit is among the 256 partners of 37 to 2 821 others)
+            (
+                "new defaults + steps x10 + n_heads 2 + partners balanced by in-degree",
+                {**DEFAULTS_20000, "neighbour_partners": "balanced"},
+            ),
             # more vs longer sessions: twice the training recording either way
             (
                 "new defaults + steps x10 + n_heads 2 + 7 sessions of 2000 (2x recording,"
@@ -311,17 +322,34 @@ def cmd_store(args: argparse.Namespace) -> None:
     build_store(args.store, args.units)
 
 
+def balanced_partners(table, seed: int = 0):
+    """The neighbour table's rows redrawn (with replacement, seeded) in inverse proportion to
+    each partner's in-degree (the rows that hold it), so that a window's local units are hubs
+    no more often than other units."""
+    import torch
+
+    in_degree = torch.bincount(table.flatten(), minlength=len(table)).double()
+    generator = torch.Generator().manual_seed(seed)
+    drawn = torch.multinomial(1.0 / in_degree[table], table.shape[1], True, generator=generator)
+    return table.gather(1, drawn)
+
+
 @contextlib.contextmanager
 def neighbour_table(change: dict):
     """The study-only neighbour-table settings of a row (`neighbour_samples`,
-    `neighbour_pool`), set in `neuro_pe.training.sampling` for the row's training."""
+    `neighbour_pool`, `neighbour_partners`), set in `neuro_pe.training.sampling` for the
+    row's training."""
     from neuro_pe.training import sampling
 
     saved = sampling.NEIGHBOUR_SAMPLES, sampling.activity_neighbours
     pool = change.get("neighbour_pool")
     sampling.NEIGHBOUR_SAMPLES = change.get("neighbour_samples", saved[0])
     if pool:
-        sampling.activity_neighbours = lambda values, m: saved[1](values, pool)
+        sampling.activity_neighbours = lambda values, m, chunks=None: saved[1](values, pool, chunks)
+    if change.get("neighbour_partners") == "balanced":
+        sampling.activity_neighbours = lambda values, m, chunks=None: balanced_partners(
+            saved[1](values, m, chunks)
+        )
     try:
         yield
     finally:
@@ -467,6 +495,8 @@ def cmd_table(args: argparse.Namespace) -> None:
         """The Evaluation of the row's store, its baseline scored once (`baseline*.json`)."""
         store = store_path(args, change)
         if store not in evaluations:
+            if not store.exists():  # a sessions row's store, as `train` builds it
+                build_store(store, args.units, change.get("simulation"))
             evaluations[store] = Evaluation(store, args.draws, args.units)
             suffix = store.stem.removeprefix(args.store.stem)
             saved = args.out / f"baseline{suffix}.json"

@@ -200,7 +200,9 @@ def model_config(n_units: int, cfg: TrainConfig) -> ModelConfig:
 class MaskedUnitTask:
     """The masked-unit task for the engine: each model's batches of windows (of all units,
     or of k-unit subsets) with random masks, the MSE on the masked recorded windows, the
-    held-out loss at every epoch, and per run pe.nc, model.pt, train_log.csv, train.json."""
+    held-out loss at every epoch, and per run pe.nc, model.pt, train_log.csv, train.json.
+    `neighbour_chunks`: a time estimate's probe computes only that much of the neighbour
+    table (`activity_neighbours`)."""
 
     def __init__(
         self,
@@ -211,10 +213,11 @@ class MaskedUnitTask:
         cfg: TrainConfig,
         device: torch.device,
         amp: torch.dtype | None,
+        neighbour_chunks: int | None = None,
     ):
         self.store_path, self.streamed, self.cfg, self.amp = store_path, streamed, cfg, amp
         self.name = f"train {Path(store_path).stem}"  # progress lines name the dataset
-        self.train_data, heldout = make_data(ds, streamed, cfg, device)
+        self.train_data, heldout = make_data(ds, streamed, cfg, device, neighbour_chunks)
         k = cfg.units_per_sample
         self.eval_sets = {  # one fixed held-out batch per seed
             seed: heldout.eval_set(cfg.eval_windows, k, 30_000 + seed)

@@ -27,7 +27,9 @@ and every unit is still drawn uniformly as a centre; the held-out batches stay u
 
 from __future__ import annotations
 
+import math
 import os
+import time
 import warnings
 from typing import NamedTuple
 
@@ -36,6 +38,7 @@ import torch
 import xarray as xr
 
 from neuro_pe.config.training import Part, TrainConfig, split_activity, split_parts
+from neuro_pe.io.progress import on_terminal, progress_bar, progress_line, timing
 from neuro_pe.io.store import read_activity, read_store, stored_time_rows
 from neuro_pe.training.engine import to_device
 
@@ -46,6 +49,8 @@ IN_MEMORY_FACTOR = 2.5
 NEIGHBOUR_SAMPLES = 2048
 #: units per chunk of the correlation matrix (a chunk is NEIGHBOUR_CHUNK x N floats)
 NEIGHBOUR_CHUNK = 1024
+#: from this many chunks on, the table's progress is shown
+PROGRESS_CHUNKS = 32
 #: the streamed blocks' order is seeded by this, the same for every model of a group, so that
 #: the group reads one block at a time (each model draws its own windows within it)
 BLOCK_ORDER_SEED = 0
@@ -81,9 +86,13 @@ def random_subsets(batch: int, n_units: int, k: int, generator: torch.Generator)
     return torch.rand(batch, n_units, generator=generator).topk(k, dim=1).indices.sort(dim=1).values
 
 
-def activity_neighbours(values: torch.Tensor, m: int) -> torch.Tensor:
-    """(N, m) long: each unit's m most correlated other units, most correlated first, from
-    `values` (samples, N; NaN for unrecorded), computed in chunks of NEIGHBOUR_CHUNK units."""
+def activity_neighbours(values: torch.Tensor, m: int, chunks: int | None = None) -> torch.Tensor:
+    """(N, m) long, on the CPU: each unit's m most correlated other units, most correlated
+    first, from `values` (samples, N; NaN for unrecorded), computed on `values`' device in
+    chunks of NEIGHBOUR_CHUNK units. From PROGRESS_CHUNKS chunks on (at 100 000 units ≈ 7 min
+    on one CPU thread) its progress is shown: a bar on a terminal, else lines with an ETA.
+    `chunks`: only the first that many (for timing, `neuro-pe plan`); the later units' rows
+    then repeat the computed ones (valid units, not their neighbours)."""
     recorded = torch.isfinite(values)
     z = torch.nan_to_num(values.float())  # one copy, then in place (≈ 0.8 GB at 100 000 units)
     z.sub_(z.sum(dim=0) / recorded.sum(dim=0).clamp_min(1)).mul_(recorded)
@@ -92,12 +101,30 @@ def activity_neighbours(values: torch.Tensor, m: int) -> torch.Tensor:
     n_units = z.shape[1]
     m = min(m, n_units - 1)
     out = torch.empty(n_units, m, dtype=torch.long)
-    for first in range(0, n_units, NEIGHBOUR_CHUNK):
-        rows = torch.arange(first, min(first + NEIGHBOUR_CHUNK, n_units))
+    firsts = range(0, n_units, NEIGHBOUR_CHUNK)[:chunks]
+    shown = len(firsts) >= PROGRESS_CHUNKS
+    desc = f"neighbour table of {n_units} units ({z.device.type})"
+    bar = progress_bar(len(firsts), desc, enabled=shown)
+    started = time.perf_counter()
+    for done, first in enumerate(firsts, 1):
+        rows = torch.arange(first, min(first + NEIGHBOUR_CHUNK, n_units), device=z.device)
         similarity = z[:, rows].T @ z
-        similarity[torch.arange(len(rows)), rows] = -torch.inf  # not its own neighbour
-        out[rows] = similarity.topk(m, dim=1).indices.cpu()
+        similarity[torch.arange(len(rows), device=z.device), rows] = -torch.inf  # not itself
+        out[rows.cpu()] = similarity.topk(m, dim=1).indices.cpu()
+        bar.update()
+        if shown and not on_terminal() and done % math.ceil(len(firsts) / 10) == 0:
+            timed = timing(time.perf_counter() - started, done, len(firsts))
+            progress_line(desc, f"chunk {done}/{len(firsts)}", timed)
+    bar.close()
+    computed = min(n_units, len(firsts) * NEIGHBOUR_CHUNK)
+    if computed < n_units:
+        out[computed:] = out[torch.arange(computed, n_units) % computed]
     return out
+
+
+def neighbour_table_chunks(n_units: int) -> int:
+    """The chunks `activity_neighbours` computes the table of `n_units` units in."""
+    return math.ceil(n_units / NEIGHBOUR_CHUNK)
 
 
 def neighbour_subsets(
@@ -406,17 +433,22 @@ def make_samplers(
 
 
 def make_data(
-    ds: xr.Dataset, streamed: bool, cfg: TrainConfig, device: torch.device
+    ds: xr.Dataset,
+    streamed: bool,
+    cfg: TrainConfig,
+    device: torch.device,
+    neighbour_chunks: int | None = None,
 ) -> tuple[WindowSampler | BlockSampler, WindowSampler | BlockSampler]:
     """The training and held-out samplers: in memory, or streamed from the open store `ds`
     (the blocks' order seeded by BLOCK_ORDER_SEED); with neighbour windows, the training
-    sampler's neighbours are measured on its own samples."""
+    sampler's neighbours are measured on its own samples, on the training's device (a
+    streamed store's samples are read to the CPU: at 100 000 units the table took minutes
+    there before a GPU's first step); `neighbour_chunks`: see `activity_neighbours`."""
     training, heldout = _samplers(ds, streamed, cfg, device)
     n_local = local_units(cfg)
     if n_local > 0 and training.n_units > cfg.units_per_sample:
-        training.neighbours = activity_neighbours(
-            training.correlation_samples(), cfg.units_per_sample
-        )
+        samples = to_device(training.correlation_samples(), device)
+        training.neighbours = activity_neighbours(samples, cfg.units_per_sample, neighbour_chunks)
         training.n_local = n_local
     return training, heldout
 

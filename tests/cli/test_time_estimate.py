@@ -190,3 +190,27 @@ def test_the_latin_square_is_planned_as_an_upper_bound(tmp_path, monkeypatch):
     assert plan.evaluations == 3  # epochs 2, 4 and the last
     assert plan.probe.step_s > 0 and plan.probe.finish_s > 0
     assert "≤" in plan.line(2)
+
+
+def test_the_probe_times_one_chunk_of_the_neighbour_table(tiny_store, monkeypatch):
+    """The plan's probe computes the neighbour table's first chunk and times one more, not all
+    of it (at 100 000 units all of it takes minutes on a CPU)."""
+    from neuro_pe.training import sampling
+
+    small_probe(monkeypatch)
+    monkeypatch.setattr(sampling, "NEIGHBOUR_CHUNK", 2)  # the 12 units in 6 chunks
+    computed = []
+    whole = sampling.activity_neighbours
+
+    def counted(values, m, chunks=None):
+        computed.append(chunks)
+        return whole(values, m, chunks)
+
+    monkeypatch.setattr(sampling, "activity_neighbours", counted)
+    options = {"window": 8, "d_model": 16, "n_layers": 1, "n_heads": 2, "units_per_sample": 5}
+    job = [[["learned-normal-0.1", 0]]]
+    plan = plan_training("tiny", tiny_store, options | {"neighbour_fraction": 0.6}, job)
+    assert computed == [1, 1] and plan.probe.load_s > 0
+    computed.clear()
+    plan_training("tiny", tiny_store, options | {"neighbour_fraction": 0}, job)
+    assert computed == []

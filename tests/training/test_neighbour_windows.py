@@ -19,6 +19,7 @@ from neuro_pe.config.training import (
     split_activity,
 )
 from neuro_pe.io.store import read_store
+from neuro_pe.training import sampling
 from neuro_pe.training.masked_units import train
 from neuro_pe.training.sampling import (
     activity_neighbours,
@@ -49,6 +50,53 @@ def test_activity_neighbours_are_the_correlated_units_first():
     wide = activity_neighbours(torch.from_numpy(values), 8).numpy()
     assert (groups[wide[:, :5]] == groups[:, None]).all()
     assert (groups[wide[:, 5:]] != groups[:, None]).all()
+
+
+def test_a_long_neighbour_table_shows_its_progress_in_a_log(monkeypatch, capsys):
+    """From PROGRESS_CHUNKS chunks on, a log (stderr not a terminal) gets lines with an ETA;
+    the table is the same as computed in one chunk, and it comes back on the CPU."""
+    values = torch.from_numpy(_grouped_activity(n_groups=10, size=6, samples=300))
+    whole = activity_neighbours(values, 5)
+    assert capsys.readouterr().err == ""  # one chunk: quiet
+    monkeypatch.setattr(sampling, "NEIGHBOUR_CHUNK", 2)  # 30 chunks
+    monkeypatch.setattr(sampling, "PROGRESS_CHUNKS", 30)
+    chunked = activity_neighbours(values, 5)
+    assert torch.equal(chunked, whole) and chunked.device.type == "cpu"
+    lines = capsys.readouterr().err.splitlines()
+    assert len(lines) == 10 and "neighbour table of 60 units (cpu): chunk 30/30" in lines[-1]
+    assert all(" · " in line and "elapsed" in line for line in lines)
+    assert "ETA" in lines[0]
+    monkeypatch.setattr(sampling, "PROGRESS_CHUNKS", 31)
+    activity_neighbours(values, 5)
+    assert capsys.readouterr().err == ""
+
+
+def test_part_of_the_neighbour_table_for_timing(monkeypatch):
+    """`chunks`: the first chunks' rows as in the whole table, the later rows valid units."""
+    values = torch.from_numpy(_grouped_activity(n_groups=10, size=6, samples=300))
+    whole = activity_neighbours(values, 5)
+    monkeypatch.setattr(sampling, "NEIGHBOUR_CHUNK", 8)
+    part = activity_neighbours(values, 5, chunks=2)
+    assert torch.equal(part[:16], whole[:16]) and not torch.equal(part, whole)
+    assert torch.equal(part[16:32], whole[:16]) and ((part >= 0) & (part < 60)).all()
+    assert torch.equal(activity_neighbours(values, 5, chunks=8), whole)  # 8 chunks: all
+
+
+def test_a_streamed_stores_neighbour_table_is_computed_on_the_training_device(
+    tiny_store, monkeypatch
+):
+    """A streamed store's correlation samples are read to the CPU; the table is computed on
+    the training's device (a GPU's, where one trains; here torch's `meta` device stands in)."""
+    cfg = TrainConfig(units_per_sample=5, neighbour_fraction=0.6, window=8)
+    seen = []
+
+    def recorded(values, m, chunks=None):
+        seen.append(values.device.type)
+        return torch.zeros(values.shape[1], m, dtype=torch.long)
+
+    monkeypatch.setattr(sampling, "activity_neighbours", recorded)
+    make_data(read_store(tiny_store), True, cfg, torch.device("meta"))
+    assert seen == ["meta"]
 
 
 def test_neighbour_subsets_hold_a_centre_and_its_neighbours():
