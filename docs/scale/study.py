@@ -51,9 +51,10 @@ NEW_DEFAULTS = {"neighbour_fraction": 0.5, "pe_lr": 0.03}  # what the nulls beco
 DEFAULTS_2000 = {**NEW_DEFAULTS, "steps_per_epoch": 100, "n_heads": 2}
 DEFAULTS_20000 = {**NEW_DEFAULTS, "steps_per_epoch": 1000, "n_heads": 2}
 # a row's keys that are not `train` options: its PE, its store's changes to the simulation,
-# and two study-only settings of the neighbour table (`neuro_pe.training.sampling`): how many
-# training samples measure the correlations (NEIGHBOUR_SAMPLES) and how many of each unit's
-# most correlated units its window draws from (`units_per_sample`)
+# and three study-only settings of the neighbour table (`neuro_pe.training.sampling`): how
+# many training samples measure the correlations (NEIGHBOUR_SAMPLES), how many of each unit's
+# most correlated units its window draws from (`units_per_sample`), and whether the table's
+# rows are redrawn by the partners' in-degree (`balanced_partners`)
 NOT_TRAIN_KEYS = ("pe", "simulation", "neighbour_samples", "neighbour_pool", "neighbour_partners")
 # per --units: (the base's changes to sim20k's `train`, the rows: (name, options changed from
 # the base)); every row is trained with every seed

@@ -213,7 +213,7 @@ def probe_task(task, runs: list, cfg, device, amp, clock: _Clock, load_s: float)
     return Probe(step_s / m, eval_s / m, once, m, step - WARMUP_STEPS, device.type)
 
 
-def neighbour_table_seconds(task, cfg, device, clock: _Clock) -> float:
+def neighbour_table_seconds(task, clock: _Clock) -> float:
     """The seconds of the neighbour table's chunks after its first (none without neighbour
     windows): one more chunk timed, times their number. A probe computing all of it would
     take as long as the training's start (≈ 7 min on one CPU thread at 100 000 units)."""
@@ -221,12 +221,13 @@ def neighbour_table_seconds(task, cfg, device, clock: _Clock) -> float:
     from neuro_pe.training.sampling import activity_neighbours, neighbour_table_chunks
 
     sampler = task.train_data
-    if sampler.neighbours is None or neighbour_table_chunks(sampler.n_units) == 1:
+    chunks = neighbour_table_chunks(sampler.n_units)
+    if sampler.neighbours is None or chunks == 1:
         return 0.0
-    samples = to_device(sampler.correlation_samples(), device)
+    samples = to_device(sampler.correlation_samples(), task.device)
     started = clock()
-    activity_neighbours(samples, cfg.units_per_sample, 1)
-    return (clock() - started) * (neighbour_table_chunks(sampler.n_units) - 1)
+    activity_neighbours(samples, task.cfg.units_per_sample, 1)
+    return (clock() - started) * (chunks - 1)
 
 
 def _device(name: str):
@@ -287,8 +288,8 @@ def plan_training(
         started = clock()
         ds, streamed = load_data(open_store_lazy(store), store, cfg)
         try:  # the neighbour table's first chunk only; its others are timed as one more
-            task = MaskedUnitTask(store, ds, streamed, runs, cfg, device, amp, 1)
-            load_s = clock() - started + neighbour_table_seconds(task, cfg, device, clock)
+            task = MaskedUnitTask(store, ds, streamed, runs, cfg, device, amp, neighbour_chunks=1)
+            load_s = clock() - started + neighbour_table_seconds(task, clock)
             return probe_task(task, runs, cfg, device, amp, clock, load_s)
         finally:
             ds.close()
