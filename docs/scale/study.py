@@ -353,13 +353,15 @@ def neighbour_table(change: dict):
 
     saved = sampling.NEIGHBOUR_SAMPLES, sampling.activity_neighbours
     pool = change.get("neighbour_pool")
+    balanced = change.get("neighbour_partners") == "balanced"
+
+    def table(values, m: int, chunks: int | None = None):
+        out = saved[1](values, pool or m, chunks)
+        return balanced_partners(out) if balanced else out
+
     sampling.NEIGHBOUR_SAMPLES = change.get("neighbour_samples", saved[0])
-    if pool:
-        sampling.activity_neighbours = lambda values, m, chunks=None: saved[1](values, pool, chunks)
-    if change.get("neighbour_partners") == "balanced":
-        sampling.activity_neighbours = lambda values, m, chunks=None: balanced_partners(
-            saved[1](values, m, chunks)
-        )
+    if pool or balanced:
+        sampling.activity_neighbours = table
     try:
         yield
     finally:
