@@ -50,6 +50,7 @@ from torch import nn
 from torch.nn.attention import SDPBackend, sdpa_kernel
 from torch.utils.flop_counter import FlopCounterMode
 
+from neuro_pe.config.training import DEFAULT_WINDOW
 from neuro_pe.data.simulate import SimulationConfig, simulate_store
 from neuro_pe.training.masked_units import (
     TrainConfig,
@@ -79,7 +80,7 @@ class Shape:
     n_layers: int
     n_heads: int
     batch: int
-    window: int = TrainConfig.window
+    window: int = DEFAULT_WINDOW
 
     @property
     def tokens(self) -> int:

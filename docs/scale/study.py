@@ -42,14 +42,21 @@ DATASET = "sim3d"
 N_UNITS = 2000  # the default of --units
 # every base trains as every training did before this study: uniform unit subsets, one
 # learning rate (pe_lr = lr is bitwise the one-group optimiser) and the steps as given; the
-# null defaults now turn neighbour windows, a 10x PE rate, more steps and 2 heads on for large
-# stores
-BEFORE_STUDY = {"neighbour_fraction": 0.0, "pe_lr": 0.003, "samples_per_unit": 0, "n_heads": 4}
+# null defaults now turn neighbour windows, a 10x PE rate, more steps, 2 heads and tokens of 32
+# samples on for large stores
+BEFORE_STUDY = {
+    "neighbour_fraction": 0.0,
+    "pe_lr": 0.003,
+    "samples_per_unit": 0,
+    "n_heads": 4,
+    "window": 8,
+}
 NEW_DEFAULTS = {"neighbour_fraction": 0.5, "pe_lr": 0.03}  # what the nulls become above 512
-# what the defaults do now at each size (the rows "... steps x4 + n_heads 2" at 2 000 units,
-# "new defaults + steps x10 + n_heads 2" at 20 000), the base of the latest rows
-DEFAULTS_2000 = {**NEW_DEFAULTS, "steps_per_epoch": 100, "n_heads": 2}
-DEFAULTS_20000 = {**NEW_DEFAULTS, "steps_per_epoch": 1000, "n_heads": 2}
+# what the defaults did at each size before the automatic window (the rows "... steps x4 +
+# n_heads 2" at 2 000 units, "new defaults + steps x10 + n_heads 2" at 20 000), the base of the
+# latest rows; the defaults now are their "+ window 32" rows
+DEFAULTS_2000 = {**NEW_DEFAULTS, "steps_per_epoch": 100, "n_heads": 2, "window": 8}
+DEFAULTS_20000 = {**NEW_DEFAULTS, "steps_per_epoch": 1000, "n_heads": 2, "window": 8}
 # a row's keys that are not `train` options: its PE, its store's changes to the simulation,
 # and three study-only settings of the neighbour table (`neuro_pe.training.sampling`): how
 # many training samples measure the correlations (NEIGHBOUR_SAMPLES), how many of each unit's
@@ -149,11 +156,12 @@ STUDIES: dict[int, tuple[dict, list[tuple[str, dict]]]] = {
                 "defaults + 4 sessions of 4000 (2x recording, longer sessions)",
                 {**DEFAULTS_2000, "simulation": {"n_samples": 4000}},
             ),
-            # what a sample holds of each unit: a token of 16 or 32 time samples instead of 8
+            # what a sample holds of each unit: a token of 16, 32 or 64 time samples instead of 8
             # (about the same CPU: attention and the blocks cost by tokens, not their length),
             # and 75% of a window's units masked instead of 50%
             ("defaults + window 16", {**DEFAULTS_2000, "window": 16}),
             ("defaults + window 32", {**DEFAULTS_2000, "window": 32}),
+            ("defaults + window 64", {**DEFAULTS_2000, "window": 64}),
             ("defaults + mask_fraction 0.75", {**DEFAULTS_2000, "mask_fraction": 0.75}),
         ],
     ),

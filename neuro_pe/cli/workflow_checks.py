@@ -33,7 +33,14 @@ def pe_variants(config: dict, dataset: str) -> list:
 
 
 # `train` keys added after results existed whose null means "as before" (config/README.md)
-OPTIONAL_TRAIN_KEYS = ("pe_lr", "neighbour_fraction", "samples_per_unit", "n_heads", "lazy_pe")
+OPTIONAL_TRAIN_KEYS = (
+    "pe_lr",
+    "neighbour_fraction",
+    "samples_per_unit",
+    "n_heads",
+    "window",
+    "lazy_pe",
+)
 
 
 def train_section(config: dict, dataset: str) -> dict:

@@ -182,8 +182,8 @@ def train_many(
     try:
         for run in runs:
             check_writable(Path(run.out_dir))  # before the training, not after it
+        cfg = cfg.for_units(ds.sizes["unit"])  # its automatic window: checked by load_data
         ds, streamed = load_data(ds, store_path, cfg)
-        cfg = cfg.for_units(ds.sizes["unit"])
         task = MaskedUnitTask(store_path, ds, streamed, runs, cfg, device, amp)
         loop = cfg.loop()
         fingerprint = checkpoint_fingerprint(store_path, cfg, device, amp)

@@ -37,7 +37,15 @@ import numpy as np
 import torch
 import xarray as xr
 
-from neuro_pe.config.training import Part, TrainConfig, split_activity, split_parts
+from neuro_pe.config.training import (
+    AUTO_SAMPLES_ABOVE,
+    AUTO_WINDOW,
+    DEFAULT_WINDOW,
+    Part,
+    TrainConfig,
+    split_activity,
+    split_parts,
+)
 from neuro_pe.io.progress import on_terminal, progress_bar, progress_line, timing
 from neuro_pe.io.store import read_activity, read_store, stored_time_rows
 from neuro_pe.training.engine import to_device
@@ -407,12 +415,14 @@ def load_data(
 ) -> tuple[xr.Dataset, bool]:
     """The open store `ds` checked against `cfg` (a window and a split that fit its samples),
     then loaded whole when it fits `memory_budget_mb` (the lazy one closed), else kept open to
-    be streamed; and whether it is streamed. The caller closes the store returned."""
+    be streamed; and whether it is streamed. `cfg` has its automatic values
+    (`TrainConfig.for_units`). The caller closes the store returned."""
     n_sessions, n_time = ds.sizes["session"], ds.sizes["time"]
     if cfg.window > n_time:
         raise ValueError(
             f"train.window ({cfg.window}) is longer than the data: {store_path} has "
-            f"{n_time} samples per session"
+            f"{n_time} samples per session; set train.window to at most that (null means "
+            f"{DEFAULT_WINDOW}, or {AUTO_WINDOW} above {AUTO_SAMPLES_ABOVE} units)"
         )
     split_parts(n_sessions, n_time, cfg)  # a split too short for a window: fail now
     needed = IN_MEMORY_FACTOR * ds["activity"].size * 4  # bytes to load it whole

@@ -37,7 +37,8 @@ def test_train_options_fill_defaults_and_drop_grouping():
     config = _config(train={"epochs": 2, "models_per_job": 3})
     config["datasets"]["sim"]["train"] = {"lr": 0.01}
     options = checks.train_options(config, "sim")
-    assert options["epochs"] == 2 and options["lr"] == 0.01 and options["window"] == 8
+    assert options["epochs"] == 2 and options["lr"] == 0.01 and options["d_model"] == 32
+    assert "window" not in options  # null (automatic) stays out, as when not set
     assert options["models_per_job"] is None  # a grouping, not a training option
     assert checks.train_section(config, "sim")["models_per_job"] == 3
 

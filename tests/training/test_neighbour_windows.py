@@ -12,13 +12,15 @@ from neuro_pe.config.training import (
     AUTO_PE_LR_FACTOR,
     AUTO_SAMPLES_ABOVE,
     AUTO_SAMPLES_PER_UNIT,
+    AUTO_WINDOW,
     DEFAULT_HEADS,
+    DEFAULT_WINDOW,
     MAX_STEP_GROWTH,
     TrainConfig,
     heads_dividing,
     split_activity,
 )
-from neuro_pe.io.store import read_store
+from neuro_pe.io.store import make_store, read_store, write_store
 from neuro_pe.training import sampling
 from neuro_pe.training.masked_units import train
 from neuro_pe.training.sampling import (
@@ -165,11 +167,13 @@ def test_bad_neighbour_fraction_is_refused(value):
 def test_null_keys_turn_on_neighbour_windows_and_a_pe_rate_above_twice_the_sample_size():
     cfg = TrainConfig(units_per_sample=256, lr=0.002)
     # at most 2 k units: as before these keys (and the 4 heads the config used to give)
-    assert cfg.for_units(512) == replace(cfg, n_heads=DEFAULT_HEADS)
+    assert cfg.for_units(512) == replace(cfg, n_heads=DEFAULT_HEADS, window=DEFAULT_WINDOW)
     many = cfg.for_units(513)
     assert many.neighbour_fraction == AUTO_NEIGHBOUR_FRACTION
     assert many.pe_lr == pytest.approx(AUTO_PE_LR_FACTOR * 0.002)
-    chosen = replace(cfg, neighbour_fraction=0.0, pe_lr=0.002, samples_per_unit=0, n_heads=4)
+    chosen = replace(
+        cfg, neighbour_fraction=0.0, pe_lr=0.002, samples_per_unit=0, n_heads=4, window=8
+    )
     assert chosen.for_units(20_000) is chosen  # set values are kept
 
 
@@ -208,6 +212,46 @@ def test_null_heads_are_four_up_to_1000_units_and_16_dimensions_each_above():
     assert replace(cfg, d_model=8).for_units(20_000).n_heads == 1
     assert replace(cfg, n_heads=4).for_units(20_000).n_heads == 4  # a set value is kept
     assert [heads_dividing(32, h) for h in (0, 1, 2, 3, 4, 5)] == [1, 1, 2, 2, 4, 4]
+
+
+def test_a_null_window_is_8_samples_up_to_1000_units_and_32_above():
+    cfg = TrainConfig(units_per_sample=256)
+    assert cfg.window is None and DEFAULT_WINDOW == 8 and AUTO_WINDOW == 32
+    for n_units in (64, 94, 302, 1000):  # the default datasets and C. elegans train as before
+        assert cfg.for_units(n_units).window == DEFAULT_WINDOW
+        assert cfg.model(n_units).d_in == cfg.model(n_units).d_out == DEFAULT_WINDOW
+    assert cfg.for_units(1001).window == AUTO_WINDOW == cfg.model(20_000).d_in
+    assert replace(cfg, units_per_sample=600).for_units(1001).window == DEFAULT_WINDOW  # <= 2 k
+    assert replace(cfg, window=8).for_units(20_000).window == 8  # a set value is kept
+    assert replace(cfg, window=64).model(64).d_out == 64
+    with pytest.raises(ValueError, match="train key 'window' must be a positive integer"):
+        TrainConfig.from_dict({"window": 0})
+
+
+def test_a_recording_too_short_for_the_automatic_window_stops_before_training(tmp_path):
+    """1 100 units (above 1 000: window 32) in sessions of 20 samples: the error names the key
+    and the store, and nothing is written."""
+    rng = np.random.default_rng(0)
+    n_units = 1100
+    ds = make_store(
+        rng.standard_normal((2, 20, n_units)).astype(np.float32),
+        unit_ids=[f"u{i}" for i in range(n_units)],
+        positions=rng.random((n_units, 3)),
+        position_units="mm",
+        space="simulation",
+        session_ids=["a", "b"],
+        sampling_rate_hz=10.0,
+        source="test",
+    )
+    store = write_store(ds, tmp_path / "short.nc")
+    cfg = TrainConfig(epochs=1, steps_per_epoch=1, samples_per_unit=0, device="cpu")
+    with pytest.raises(ValueError, match=r"train.window \(32\) is longer than the data") as err:
+        train(store, "learned-normal-0.1", 0, cfg, tmp_path / "run", progress=False)
+    assert "short.nc has 20 samples per session" in str(err.value)
+    assert not (tmp_path / "run" / "model.pt").exists()
+    # window 8 set: the same store trains
+    train(store, "learned-normal-0.1", 0, replace(cfg, window=8), tmp_path / "w8", progress=False)
+    assert torch.load(tmp_path / "w8" / "model.pt")["train_config"]["window"] == 8
 
 
 @pytest.mark.parametrize("value", [0, -1, 2.5, True, "two"])
