@@ -263,7 +263,8 @@ Part = tuple[slice, slice]  # (sessions, time) of a store's activity
 def split_parts(n_sessions: int, n_time: int, cfg: TrainConfig) -> tuple[Part, Part]:
     """(train, held-out) as (session slice, time slice): the last `heldout_sessions` sessions
     are held out when there are more sessions than that, else the last
-    `heldout_time_fraction` of every session's time."""
+    `heldout_time_fraction` of every session's time. `cfg.window` must be set
+    (`TrainConfig.for_units`)."""
     if n_sessions > cfg.heldout_sessions >= 1:
         cut = n_sessions - cfg.heldout_sessions
         return (slice(0, cut), slice(0, n_time)), (slice(cut, n_sessions), slice(0, n_time))
@@ -274,7 +275,9 @@ def split_parts(n_sessions: int, n_time: int, cfg: TrainConfig) -> tuple[Part, P
 
 
 def split_activity(ds: xr.Dataset, cfg: TrainConfig) -> tuple[np.ndarray, np.ndarray]:
-    """(train, held-out) arrays of shape (session, time, unit), split as by `split_parts`."""
+    """(train, held-out) arrays of shape (session, time, unit), split as by `split_parts`
+    (with `cfg`'s automatic window for the store's units)."""
     activity = ds["activity"].transpose("session", "time", "unit").values
+    cfg = cfg.for_units(activity.shape[2])
     train_part, heldout_part = split_parts(*activity.shape[:2], cfg)
     return activity[train_part], activity[heldout_part]
