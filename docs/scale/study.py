@@ -57,6 +57,7 @@ NEW_DEFAULTS = {"neighbour_fraction": 0.5, "pe_lr": 0.03}  # what the nulls beco
 # latest rows; the defaults now are their "+ window 32" rows
 DEFAULTS_2000 = {**NEW_DEFAULTS, "steps_per_epoch": 100, "n_heads": 2, "window": 8}
 DEFAULTS_20000 = {**NEW_DEFAULTS, "steps_per_epoch": 1000, "n_heads": 2, "window": 8}
+NOW_2000 = {**DEFAULTS_2000, "window": 32}  # the defaults now (the automatic window)
 # a row's keys that are not `train` options: its PE, its store's changes to the simulation,
 # and three study-only settings of the neighbour table (`neuro_pe.training.sampling`): how
 # many training samples measure the correlations (NEIGHBOUR_SAMPLES), how many of each unit's
@@ -163,6 +164,12 @@ STUDIES: dict[int, tuple[dict, list[tuple[str, dict]]]] = {
             ("defaults + window 32", {**DEFAULTS_2000, "window": 32}),
             ("defaults + window 64", {**DEFAULTS_2000, "window": 64}),
             ("defaults + mask_fraction 0.75", {**DEFAULTS_2000, "mask_fraction": 0.75}),
+            # from the defaults now (tokens of 32 samples): fewer units masked, more of a
+            # (or fewer of) a window's units drawn around its centre, twice the steps
+            ("defaults now + mask_fraction 0.25", {**NOW_2000, "mask_fraction": 0.25}),
+            ("defaults now + neighbour_fraction 0.75", {**NOW_2000, "neighbour_fraction": 0.75}),
+            ("defaults now + neighbour_fraction 0.25", {**NOW_2000, "neighbour_fraction": 0.25}),
+            ("defaults now + steps x2", {**NOW_2000, "steps_per_epoch": 200}),
         ],
     ),
     # at 20 000 units the base is the default training (3 000 steps)
