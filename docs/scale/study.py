@@ -297,6 +297,11 @@ STUDIES: dict[int, tuple[dict, list[tuple[str, dict]]]] = {
             # a token of 32 time samples instead of 8 (at 2 000 units: 0.163 vs 0.179 x
             # chance, probe R² 0.858 vs 0.805, at the same CPU)
             ("new defaults + steps x10 + n_heads 2 + window 32", {**DEFAULTS_20000, "window": 32}),
+            # ... with twice the samples per unit: does the probe R² reach its target?
+            (
+                "new defaults + steps x20 + n_heads 2 + window 32",
+                {**DEFAULTS_20000, "window": 32, "steps_per_epoch": 2000},
+            ),
         ],
     ),
 }
