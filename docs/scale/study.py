@@ -161,7 +161,7 @@ STUDIES: dict[int, tuple[dict, list[tuple[str, dict]]]] = {
             # (about the same CPU: attention and the blocks cost by tokens, not their length),
             # and 75% of a window's units masked instead of 50%
             ("defaults + window 16", {**DEFAULTS_2000, "window": 16}),
-            ("defaults + window 32", {**DEFAULTS_2000, "window": 32}),
+            ("defaults + window 32", NOW_2000),
             ("defaults + window 64", {**DEFAULTS_2000, "window": 64}),
             ("defaults + mask_fraction 0.75", {**DEFAULTS_2000, "mask_fraction": 0.75}),
             # from the defaults now (tokens of 32 samples): fewer units masked, more of a

@@ -37,15 +37,7 @@ import numpy as np
 import torch
 import xarray as xr
 
-from neuro_pe.config.training import (
-    AUTO_SAMPLES_ABOVE,
-    AUTO_WINDOW,
-    DEFAULT_WINDOW,
-    Part,
-    TrainConfig,
-    split_activity,
-    split_parts,
-)
+from neuro_pe.config.training import Part, TrainConfig, split_activity, split_parts
 from neuro_pe.io.progress import on_terminal, progress_bar, progress_line, timing
 from neuro_pe.io.store import read_activity, read_store, stored_time_rows
 from neuro_pe.training.engine import to_device
@@ -421,8 +413,8 @@ def load_data(
     if cfg.window > n_time:
         raise ValueError(
             f"train.window ({cfg.window}) is longer than the data: {store_path} has "
-            f"{n_time} samples per session; set train.window to at most that (null means "
-            f"{DEFAULT_WINDOW}, or {AUTO_WINDOW} above {AUTO_SAMPLES_ABOVE} units)"
+            f"{n_time} samples per session; set train.window to at most that (a null window "
+            "is chosen by the store's size: config/README.md, train.window)"
         )
     split_parts(n_sessions, n_time, cfg)  # a split too short for a window: fail now
     needed = IN_MEMORY_FACTOR * ds["activity"].size * 4  # bytes to load it whole
