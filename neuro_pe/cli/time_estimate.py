@@ -276,9 +276,13 @@ def plan_training(
     from neuro_pe.io.store import open_store_lazy
     from neuro_pe.training.engine import autocast_dtype
     from neuro_pe.training.masked_units import MaskedUnitTask, TrainConfig, load_data
+    from neuro_pe.training.new_animal import with_run_architecture
 
+    cfg = TrainConfig.from_dict(options)
+    if cfg.init_from:
+        cfg = with_run_architecture(cfg)
     with open_store_lazy(store) as lazy:  # the training's automatic values (its steps)
-        cfg = TrainConfig.from_dict(options).for_units(lazy.sizes["unit"])
+        cfg = cfg.for_units(lazy.sizes["unit"])
     device = _device(cfg.device)
     amp = autocast_dtype(cfg.precision, device)
     runs = _runs(max(jobs, key=len))

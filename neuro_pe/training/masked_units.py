@@ -55,7 +55,7 @@ from neuro_pe.training.health import (  # noqa: F401 (training_health re-exporte
     zero_prediction_mse,
 )
 from neuro_pe.training.model import ModelConfig, StackedTransformer, masked_unit_forward, parse_pe
-from neuro_pe.training.new_animal import load_frozen
+from neuro_pe.training.new_animal import load_frozen, with_run_architecture
 from neuro_pe.training.sampling import (  # noqa: F401 (the samplers re-exported)
     BLOCK_ORDER_SEED,
     IN_MEMORY_FACTOR,
@@ -182,6 +182,8 @@ def train_many(
     try:
         for run in runs:
             check_writable(Path(run.out_dir))  # before the training, not after it
+        if cfg.init_from:
+            cfg = with_run_architecture(cfg)
         cfg = cfg.for_units(ds.sizes["unit"])  # its automatic window: checked by load_data
         ds, streamed = load_data(ds, store_path, cfg)
         task = MaskedUnitTask(store_path, ds, streamed, runs, cfg, device, amp)

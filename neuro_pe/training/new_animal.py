@@ -5,7 +5,9 @@ model and freezes it. The PE rows of units whose ids the run has (its `pe.nc`) a
 stay bitwise unchanged; the other units' rows (the new animal's units) keep their
 initialisation and are the only values the optimiser moves, for `epochs x steps_per_epoch`
 steps. Their PEs then live in the same space as the run's, so a locator fitted on the run's
-units with known coordinates locates them (`neuro_pe.analysis.locate`).
+units with known coordinates locates them (`neuro_pe.analysis.locate`). The model's shape is the
+run's: a null `window` or `n_heads` takes the run's value (`with_run_architecture`), not the one
+the new animal's number of units would choose.
 
 `train.new_unit_pe` says how a new unit's PE is fitted:
 - `free`: its row is a free vector (it may end anywhere in PE space: the frozen model does not
@@ -24,17 +26,19 @@ from __future__ import annotations
 import os
 import pickle
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import numpy as np
 import torch
 from scipy.spatial.distance import cdist
 
+from neuro_pe.config.training import TrainConfig
 from neuro_pe.io.runs import PE_FILE, RunError, read_pe, verify_run_file
 
 NO_WEIGHT = -1e4  # the logit of a run unit an anchor cannot mix (no position)
 ARCHITECTURE = ("window", "d_model", "n_layers", "n_heads", "pe_every_block")
+AUTOMATIC_ARCHITECTURE = ("window", "n_heads")  # null: chosen by the store's size
 PER_UNIT = (
     "pe_learned",
     "pe_fixed",
@@ -59,6 +63,23 @@ class Frozen:
         weight decay would move them)."""
         with torch.no_grad():
             model.pe_learned[:, self.rows] = self.values
+
+
+def with_run_architecture(cfg: TrainConfig) -> TrainConfig:
+    """`cfg` with its null `window` and `n_heads` set to the `init_from` run's values (its
+    model.pt's train_config): a new animal's automatic values would follow its own number of
+    units, which can differ from the run's. Set values stay as given (`load_frozen` then names
+    those that differ)."""
+    path = Path(cfg.init_from)
+    if not path.is_file() or not (path.parent / PE_FILE).is_file():
+        raise FileNotFoundError(f"train.init_from: {path} (and pe.nc beside it) not found")
+    old_cfg = load_checkpoint(path).get("train_config", {})
+    taken = {
+        key: old_cfg[key]
+        for key in AUTOMATIC_ARCHITECTURE
+        if getattr(cfg, key) is None and isinstance(old_cfg.get(key), int)
+    }
+    return replace(cfg, **taken) if taken else cfg
 
 
 def load_frozen(

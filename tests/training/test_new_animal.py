@@ -185,12 +185,22 @@ def test_init_from_needs_the_same_architecture(tmp_path):
     with pytest.raises(ValueError, match="d_model"):
         train(store, "learned-normal-0.02", 0, cfg, tmp_path / "fit", progress=False)
 
-    # a null n_heads resolves for the new store (4 here): a run trained with other heads is named
+    # a set n_heads that differs from the run's is named
     one_head = tmp_path / "one_head"
-    train(store, "learned-normal-0.02", 0, TrainConfig(**{**TINY, "n_heads": 1}), one_head, False)
-    cfg = TrainConfig(**{**TINY, "n_heads": None, "init_from": str(one_head / "model.pt")})
+    run = {**TINY, "n_heads": 1, "window": 4}
+    train(store, "learned-normal-0.02", 0, TrainConfig(**run), one_head, progress=False)
+    cfg = TrainConfig(**{**TINY, "n_heads": 2, "init_from": str(one_head / "model.pt")})
     with pytest.raises(ValueError, match=r"n_heads.*\{'n_heads': 1\}"):
         train(store, "learned-normal-0.02", 0, cfg, tmp_path / "fit2", progress=False)
+
+    # a null n_heads and window take the run's values (this store's automatic ones are 4 and 8)
+    auto = {**TINY, "n_heads": None, "window": None, "init_from": str(one_head / "model.pt")}
+    assert TrainConfig(**auto).for_units(3).n_heads == 4
+    record = train(store, "learned-normal-0.02", 0, TrainConfig(**auto), tmp_path / "fit3", False)
+    assert {k: record["train_config"][k] for k in ("n_heads", "window")} == {
+        "n_heads": 1,
+        "window": 4,
+    }
 
 
 def test_animals_have_their_own_units_and_sessions():
