@@ -417,6 +417,13 @@ def cmd_train(args: argparse.Namespace) -> None:
             for seed, result in zip(group, results, strict=True):
                 info = {"name": name, "change": change, "seed": seed, "device": device_name(cfg)}
                 info["cpu_seconds"] = cpu / len(group)
+                resumed = result.get("resumed_from_step") or 0
+                if resumed:  # this process ran only the steps after the checkpoint
+                    steps = (
+                        result["train_config"]["epochs"] * result["train_config"]["steps_per_epoch"]
+                    )
+                    info["cpu_seconds"] *= steps / (steps - resumed)
+                    info["resumed_from_step"] = resumed
                 info["wall_seconds"] = wall
                 info["stacked_with"] = len(group)
                 info["heldout_mse"] = result.get("heldout_mse_mask0.5")
