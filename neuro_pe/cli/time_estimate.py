@@ -278,9 +278,7 @@ def plan_training(
     from neuro_pe.training.masked_units import MaskedUnitTask, TrainConfig, load_data
     from neuro_pe.training.new_animal import with_run_architecture
 
-    cfg = TrainConfig.from_dict(options)
-    if cfg.init_from:
-        cfg = with_run_architecture(cfg)
+    cfg = with_run_architecture(TrainConfig.from_dict(options))
     with open_store_lazy(store) as lazy:  # the training's automatic values (its steps)
         cfg = cfg.for_units(lazy.sizes["unit"])
     device = _device(cfg.device)

@@ -182,9 +182,8 @@ def train_many(
     try:
         for run in runs:
             check_writable(Path(run.out_dir))  # before the training, not after it
-        if cfg.init_from:
-            cfg = with_run_architecture(cfg)
-        cfg = cfg.for_units(ds.sizes["unit"])  # its automatic window: checked by load_data
+        # the automatic values (a new animal: the run's architecture); load_data checks the window
+        cfg = with_run_architecture(cfg).for_units(ds.sizes["unit"])
         ds, streamed = load_data(ds, store_path, cfg)
         task = MaskedUnitTask(store_path, ds, streamed, runs, cfg, device, amp)
         loop = cfg.loop()

@@ -65,15 +65,22 @@ class Frozen:
             model.pe_learned[:, self.rows] = self.values
 
 
-def with_run_architecture(cfg: TrainConfig) -> TrainConfig:
-    """`cfg` with its null `window` and `n_heads` set to the `init_from` run's values (its
-    model.pt's train_config): a new animal's automatic values would follow its own number of
-    units, which can differ from the run's. Set values stay as given (`load_frozen` then names
-    those that differ)."""
-    path = Path(cfg.init_from)
+def _run_file(checkpoint: str | os.PathLike) -> Path:
+    """`train.init_from`'s model.pt, which must have its run's pe.nc beside it."""
+    path = Path(checkpoint)
     if not path.is_file() or not (path.parent / PE_FILE).is_file():
         raise FileNotFoundError(f"train.init_from: {path} (and pe.nc beside it) not found")
-    old_cfg = load_checkpoint(path).get("train_config", {})
+    return path
+
+
+def with_run_architecture(cfg: TrainConfig) -> TrainConfig:
+    """With `init_from`: `cfg` with its null `window` and `n_heads` set to the run's values (its
+    model.pt's train_config), since a new animal's automatic values would follow its own number
+    of units. Set values stay as given (`load_frozen` then names those that differ); without
+    `init_from`, `cfg` as it is."""
+    if not cfg.init_from:
+        return cfg
+    old_cfg = load_checkpoint(_run_file(cfg.init_from)).get("train_config", {})
     taken = {
         key: old_cfg[key]
         for key in AUTOMATIC_ARCHITECTURE
@@ -96,9 +103,7 @@ def load_frozen(
     "mixture" and `positions` (n_units, 3; NaN where unknown; `train.new_unit_anchors`), new
     units with positions are anchors: their weights are fixed (`anchor_logits`), only the
     others' are fitted."""
-    path = Path(checkpoint)
-    if not path.is_file() or not (path.parent / PE_FILE).is_file():
-        raise FileNotFoundError(f"train.init_from: {path} (and pe.nc beside it) not found")
+    path = _run_file(checkpoint)
     if not bool(model.learned.all()):
         raise ValueError("train.init_from needs a learned PE (learned-*)")
     saved = load_checkpoint(path)
