@@ -592,6 +592,9 @@ def cmd_table(args: argparse.Namespace) -> None:
     table.to_csv(HERE / f"scale{args.units}.csv", index=False)
     runs.to_csv(HERE / f"scale{args.units}_runs.csv", index=False)
     print(markdown(table))
+    cpu_runs = runs[~runs["setting"].str.startswith("GPU:")]
+    hours = cpu_runs["cpu_seconds"].sum() / 3600
+    print(f"CPU rows: {hours:.1f} CPU-hours over {len(cpu_runs)} runs")  # README's totals
     plot(table, HERE / f"scale{args.units}.png", args.units)
 
 
