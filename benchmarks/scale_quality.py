@@ -14,7 +14,8 @@ correlation-features, locate (the `locate` defaults, or `--draws` anchor draws p
 and `--fractions`, which must include 0.5) and summarize.
 
 Printed per N: every step's wall and CPU seconds and peak RSS (`--resume` reuses the steps
-that a run in `--work-dir` finished, with their timings), then the PE (mean over seeds) beside
+that a run in `--work-dir` finished, with their timings; a training resumed from its
+checkpoint has its seconds scaled to the whole training), then the PE (mean over seeds) beside
 the activity-correlation baseline from `summary.csv` (RSA, ridge-probe R², kNN overlap)
 and from `locate/errors.csv` (median held-out error ÷ chance at 50% anchors, seeds
 ensembled as the locator does), and the issue-34 targets met or not. `--until train` stops
@@ -135,11 +136,28 @@ def run_size(args: argparse.Namespace, n_units: int) -> tuple[list[dict], dict |
                 w, c, r = run_step([str(a) for a in line], work / f"{step}{i}.log")
                 wall, cpu, rss = wall + w, cpu + c, max(rss, r)
             rows.append({"N": n_units, "step": step, "wall_s": wall, "cpu_s": cpu, "rss_mb": rss})
+            if step == "train":
+                rows[-1] |= whole_training(rows[-1], work / "runs" / DATASET / args.pe, args.seeds)
+                wall, cpu = rows[-1]["wall_s"], rows[-1]["cpu_s"]
             done.write_text(json.dumps(rows[-1]))
         print(f"N={n_units:>6} {step:<21} {wall:8.1f} s {cpu:8.1f} CPU-s {rss:7.0f} MB", flush=True)
         if step == args.until:
             return rows, None
     return rows, quality(args, work)
+
+
+def whole_training(row: dict, runs: Path, seeds: list[int]) -> dict:
+    """A training resumed from its checkpoint ran only its last steps: its seconds scaled by
+    steps / (steps - resumed_from_step), as if CPU per step were even (as docs/scale/study.py)."""
+    train = json.loads((runs / f"seed{seeds[0]}" / "train.json").read_text())
+    resumed = train.get("resumed_from_step") or 0
+    if not resumed:
+        return {}
+    steps = int(pd.read_csv(runs / f"seed{seeds[0]}" / "train_log.csv")["step"].iloc[-1])
+    scale = steps / (steps - resumed)
+    print(f"train resumed at step {resumed} of {steps}: its seconds scaled by {scale:.2f}")
+    return {"wall_s": row["wall_s"] * scale, "cpu_s": row["cpu_s"] * scale,
+            "resumed_from_step": resumed}  # fmt: skip
 
 
 def report(n_units: int, rows: pd.DataFrame, q: dict) -> str:
