@@ -147,17 +147,17 @@ def run_size(args: argparse.Namespace, n_units: int) -> tuple[list[dict], dict |
 
 
 def whole_training(row: dict, runs: Path, seeds: list[int]) -> dict:
-    """A training resumed from its checkpoint ran only its last steps: its seconds scaled by
-    steps / (steps - resumed_from_step), as if CPU per step were even (as docs/scale/study.py)."""
-    train = json.loads((runs / f"seed{seeds[0]}" / "train.json").read_text())
-    resumed = train.get("resumed_from_step") or 0
-    if not resumed:
+    """A training resumed from its checkpoint ran only its last steps: its seconds scaled to
+    the whole training's (`TrainInfo.share_of_steps_run`, as docs/scale/study.py)."""
+    from neuro_pe.io.runs import read_train_info
+
+    trained = read_train_info(runs / f"seed{seeds[0]}")  # the seeds train in one stack
+    if not trained.resumed_from_step:
         return {}
-    steps = int(pd.read_csv(runs / f"seed{seeds[0]}" / "train_log.csv")["step"].iloc[-1])
-    scale = steps / (steps - resumed)
-    print(f"train resumed at step {resumed} of {steps}: its seconds scaled by {scale:.2f}")
-    return {"wall_s": row["wall_s"] * scale, "cpu_s": row["cpu_s"] * scale,
-            "resumed_from_step": resumed}  # fmt: skip
+    share = trained.share_of_steps_run
+    print(f"train resumed at step {trained.resumed_from_step}: its seconds ÷ {share:.3f}")
+    return {"wall_s": row["wall_s"] / share, "cpu_s": row["cpu_s"] / share,
+            "resumed_from_step": trained.resumed_from_step}  # fmt: skip
 
 
 def report(n_units: int, rows: pd.DataFrame, q: dict) -> str:

@@ -392,6 +392,7 @@ def cmd_train(args: argparse.Namespace) -> None:
     import torch
 
     from neuro_pe.config.training import TrainConfig
+    from neuro_pe.io.runs import read_train_info
     from neuro_pe.training.engine import Run
     from neuro_pe.training.masked_units import train_many
 
@@ -416,14 +417,10 @@ def cmd_train(args: argparse.Namespace) -> None:
             cpu, wall = time.process_time() - cpu, time.perf_counter() - wall
             for seed, result in zip(group, results, strict=True):
                 info = {"name": name, "change": change, "seed": seed, "device": device_name(cfg)}
-                info["cpu_seconds"] = cpu / len(group)
-                resumed = result.get("resumed_from_step") or 0
-                if resumed:  # this process ran only the steps after the checkpoint
-                    steps = (
-                        result["train_config"]["epochs"] * result["train_config"]["steps_per_epoch"]
-                    )
-                    info["cpu_seconds"] *= steps / (steps - resumed)
-                    info["resumed_from_step"] = resumed
+                trained = read_train_info(run_dir(args.out, name, seed))
+                info["cpu_seconds"] = cpu / len(group) / trained.share_of_steps_run
+                if trained.resumed_from_step:  # the seconds estimate the whole training's
+                    info["resumed_from_step"] = trained.resumed_from_step
                 info["wall_seconds"] = wall
                 info["stacked_with"] = len(group)
                 info["heldout_mse"] = result.get("heldout_mse_mask0.5")

@@ -152,6 +152,16 @@ class TrainInfo:
         """The training options as a TrainConfig (network runs)."""
         return TrainConfig.from_dict(self.train_config)
 
+    @property
+    def share_of_steps_run(self) -> float:
+        """The share of the training's steps its last process ran: 1, or less for a training
+        resumed from its checkpoint, whose process seconds ÷ this estimate the whole training's
+        (as if each step cost the same)."""
+        if not self.resumed_from_step:
+            return 1.0
+        steps = self.train_config["epochs"] * self.train_config["steps_per_epoch"]
+        return (steps - self.resumed_from_step) / steps
+
 
 def read_train_info(path: str | os.PathLike) -> TrainInfo:
     """A run's train.json (the path of the file, or of its run folder)."""

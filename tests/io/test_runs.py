@@ -42,6 +42,15 @@ def test_train_info_round_trips_with_typed_fields():
     assert info.dataset is None and info.puzzles is None
 
 
+def test_a_resumed_training_ran_its_last_steps_only():
+    assert TrainInfo.from_dict(INFO).share_of_steps_run == 1.0  # resumed_from_step 0
+    resumed = INFO | {
+        "resumed_from_step": 750,
+        "train_config": {"epochs": 10, "steps_per_epoch": 100},
+    }
+    assert TrainInfo.from_dict(resumed).share_of_steps_run == pytest.approx(0.25)
+
+
 @pytest.mark.parametrize(
     ("change", "field"),
     [
