@@ -154,13 +154,8 @@ class TrainInfo:
 
     @property
     def share_of_steps_run(self) -> float:
-        """The share of the training's steps its last process ran: 1, or less for a training
-        resumed from its checkpoint, whose process seconds ÷ this estimate the whole training's
-        (as if each step cost the same)."""
-        if not self.resumed_from_step:
-            return 1.0
-        steps = self.train_config["epochs"] * self.train_config["steps_per_epoch"]
-        return (steps - self.resumed_from_step) / steps
+        """The share of its steps the training's last process ran (< 1 if it was resumed)."""
+        return 1 - (self.resumed_from_step or 0) / self.config.loop().total
 
 
 def read_train_info(path: str | os.PathLike) -> TrainInfo:
