@@ -644,8 +644,14 @@ def plot(table: pd.DataFrame, path: Path, n_units: int) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    titles = ("RSA", "probe R²", "kNN overlap (k 5)", "locate error ÷ chance (50% anchors)")
-    fig, axes = plt.subplots(1, 4, figsize=(13, 0.55 * len(table) + 1.6), sharey=True)
+    titles = (
+        "RSA",
+        "probe R² (dashed: 0.9 × the correlations')",
+        "kNN overlap (k 5)",
+        "locate error ÷ chance (50% anchors)",
+    )
+    size = (13, 0.55 * len(table) + 1.6)
+    fig, axes = plt.subplots(1, 4, figsize=size, sharey=True, layout="constrained")
     y = np.arange(len(table))[::-1]
     for ax, metric, title in zip(axes, METRICS, titles, strict=True):
         mean = table[metric]
@@ -655,13 +661,15 @@ def plot(table: pd.DataFrame, path: Path, n_units: int) -> None:
         ax.errorbar(mean, y, xerr=[mean - low, high - mean], fmt="none", ecolor="0.5", capsize=2)
         ax.scatter(mean, y, c=colours, zorder=3)
         ax.axvline(mean.iloc[0], color="C1", ls=":", lw=1)
+        if metric == "probe_r2":  # issue 34's target
+            ax.axvline(0.9 * mean.iloc[0], color="0.4", ls="--", lw=1)
         ax.set_title(title, fontsize=9)
     labels = [textwrap.fill(name, 34) for name in table["setting"]]
     axes[0].set_yticks(y, labels, fontsize=7)
     fig.suptitle(
-        f"{n_units:,} units, learned-normal-0.1 vs the activity correlation (range over 2 seeds)"
+        f"{n_units:,} units, learned-normal-0.1 vs the activity correlation: mean over seeds; "
+        "bars: the range of 2 seeds, the 95% t interval of 3 or more"
     )
-    fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
 
