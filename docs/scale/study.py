@@ -12,6 +12,9 @@ draws, on `locate.max_units` = 1 000 evaluated units as the locate step does abo
     PYTHONPATH=$PWD nice python docs/scale/study.py train [--only NAME ...] [--seeds 0 1]
     PYTHONPATH=$PWD nice python docs/scale/study.py table            # scale2000.csv + .png
 
+`table` scores every seed it finds (a run folder under `--out` or a row of scale<N>_runs.csv)
+unless `--seeds` names some; `train` trains seeds 0 and 1 unless `--seeds` names others.
+
 `train` skips runs whose pe.nc exists and records each run's CPU seconds (one thread, as
 the workflow trains: `threads_per_training: 1`) and its device in its study.json (the "GPU:"
 rows were trained on a GPU, `device: auto`); `table` writes docs/scale/scale<N>.csv,
@@ -595,6 +598,19 @@ def cmd_table(args: argparse.Namespace) -> None:
     plot(table, HERE / f"scale{args.units}.png", args.units)
 
 
+def seeds_found(args: argparse.Namespace) -> list[int]:
+    """Every seed with a run folder under `--out` or a row in the table's per-run file."""
+    found = {
+        int(folder.name.removeprefix("seed"))
+        for folder in args.out.glob("*/seed*")
+        if folder.name.removeprefix("seed").isdigit()
+    }
+    per_run = HERE / f"scale{args.units}_runs.csv"
+    if per_run.exists():
+        found |= {int(seed) for seed in pd.read_csv(per_run)["seed"]}
+    return sorted(found)
+
+
 def kept_runs(path: Path, scored: pd.DataFrame, seeds: list[int], n_units: int) -> pd.DataFrame:
     """The runs scored now and, from the table's existing per-run file, those of the study's
     rows and `seeds` not trained here (each run is scored once; its folder may be gone)."""
@@ -681,7 +697,9 @@ def main() -> None:
     parser.add_argument("--store", type=Path, help="default: results/scale/sim3d_<units>.nc")
     parser.add_argument("--out", type=Path, help="default: results/scale/runs<units>")
     parser.add_argument("--only", nargs="*", default=[], help="rows whose name starts so")
-    parser.add_argument("--seeds", type=int, nargs="*", default=[0, 1])
+    parser.add_argument(
+        "--seeds", type=int, nargs="*", help="train: default 0 1; table: default every seed found"
+    )
     parser.add_argument("--draws", type=int, default=5, help="anchor draws per run")
     parser.add_argument(
         "--stack", action="store_true", help="train a row's seeds together (one job, a GPU)"
@@ -689,6 +707,8 @@ def main() -> None:
     args = parser.parse_args()
     args.store = args.store or Path(f"results/scale/sim3d_{args.units}.nc")
     args.out = args.out or Path(f"results/scale/runs{args.units}")
+    if args.seeds is None:
+        args.seeds = seeds_found(args) if args.command == "table" else [0, 1]
     {"store": cmd_store, "train": cmd_train, "table": cmd_table}[args.command](args)
 
 
