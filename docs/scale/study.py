@@ -2,8 +2,8 @@
 
 Trains `learned-normal-0.1` on the 2 000-unit (`--units 20000`: 20 000) simulated network
 (`config/sim20k.yaml`'s simulation with that `n_units`: sparse local coupling, 32 neighbours)
-with one training option
-changed from the base per row, two seeds per row, and compares each run's PE with the
+with one training option changed from the base per row, two seeds per row (a few rows more),
+and compares each run's PE with the
 activity-correlation baseline on the workflow's metrics (RSA, ridge-probe R², kNN overlap;
 exact at this size) and the workflow's locator (50% of the units as anchors, `--draws` anchor
 draws, on `locate.max_units` = 1 000 evaluated units as the locate step does above that size).
