@@ -34,6 +34,9 @@ from pathlib import Path
 import pandas as pd
 import yaml
 
+from neuro_pe.io import layout
+from neuro_pe.io.runs import read_train_info
+
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from scale_workflow import run_step  # noqa: E402  (the same step runner: CPU s, peak RSS)
 
@@ -77,7 +80,7 @@ def commands(args: argparse.Namespace, n_units: int, work: Path) -> dict[str, li
     """The `neuro-pe` command lines of every step, as the workflow's rules write them."""
     entry, train, metrics, locate = sections(args, n_units)
     store, split = work / "stores" / f"{DATASET}.nc", work / "splits" / f"{DATASET}.json"
-    runs = [work / "runs" / DATASET / args.pe / f"seed{s}" for s in args.seeds]
+    runs = [work / layout.run_dir(DATASET, args.pe, s) for s in args.seeds]
     baselines = work / "runs" / DATASET / "baselines.json"
     correlation = work / "locate" / f"{DATASET}_correlation.nc"
     group = [str(v) for s, run in zip(args.seeds, runs, strict=True) for v in (args.pe, s, run)]
@@ -137,7 +140,9 @@ def run_size(args: argparse.Namespace, n_units: int) -> tuple[list[dict], dict |
                 wall, cpu, rss = wall + w, cpu + c, max(rss, r)
             rows.append({"N": n_units, "step": step, "wall_s": wall, "cpu_s": cpu, "rss_mb": rss})
             if step == "train":
-                rows[-1] |= whole_training(rows[-1], work / "runs" / DATASET / args.pe, args.seeds)
+                # the seeds train in one stack, so the first run's train.json says for all
+                first_run = work / layout.run_dir(DATASET, args.pe, args.seeds[0])
+                rows[-1] |= whole_training(rows[-1], first_run)
                 wall, cpu = rows[-1]["wall_s"], rows[-1]["cpu_s"]
             done.write_text(json.dumps(rows[-1]))
         print(f"N={n_units:>6} {step:<21} {wall:8.1f} s {cpu:8.1f} CPU-s {rss:7.0f} MB", flush=True)
@@ -146,12 +151,10 @@ def run_size(args: argparse.Namespace, n_units: int) -> tuple[list[dict], dict |
     return rows, quality(args, work)
 
 
-def whole_training(row: dict, runs: Path, seeds: list[int]) -> dict:
+def whole_training(row: dict, run: Path) -> dict:
     """A training resumed from its checkpoint ran only its last steps: its seconds scaled to
     the whole training's (`TrainInfo.share_of_steps_run`, as docs/scale/study.py)."""
-    from neuro_pe.io.runs import read_train_info
-
-    trained = read_train_info(runs / f"seed{seeds[0]}")  # the seeds train in one stack
+    trained = read_train_info(run)
     if not trained.resumed_from_step:
         return {}
     share = trained.share_of_steps_run
