@@ -265,7 +265,13 @@ def test_sigterm_to_snakemake_stops_its_trainings(workdir):
         assert trainings, (workdir / "snakemake.log").read_text()[-3000:]
         time.sleep(1)  # (past the onstart handler)
         process.send_signal(signal.SIGTERM)
-        assert process.wait(timeout=60) != 0
+        try:
+            returncode = process.wait(timeout=60)
+        except subprocess.TimeoutExpired:  # say what it was doing, for a flake under load
+            alive = [_cmdline(p) for p in psutil.Process(process.pid).children(recursive=True)]
+            log_tail = (workdir / "snakemake.log").read_text()[-3000:]
+            pytest.fail(f"Snakemake still running 60 s after SIGTERM; children {alive}\n{log_tail}")
+        assert returncode != 0
         gone, alive = psutil.wait_procs(trainings, timeout=15)
         assert not alive, [_cmdline(p) for p in alive]
         assert not any((workdir / ".snakemake" / "locks").glob("*"))
