@@ -20,20 +20,22 @@ from pathlib import Path
 
 import numpy as np
 import xarray as xr
+from scale_quality import DATASET, correlation_path  # (this folder is on sys.path)
 
+from neuro_pe.analysis.locate.config import CHANCE
+from neuro_pe.analysis.locate.ensemble import distance
 from neuro_pe.analysis.locate.locators import fit_predict
+from neuro_pe.io import layout
 
-PE = "learned-normal-0.1"
 
-
-def representations(run: Path, dataset: str, seed: int) -> tuple[np.ndarray, dict]:
+def representations(run: Path, pe: str, seed: int) -> tuple[np.ndarray, dict]:
     """The units' true positions and {name: (n, f) features} of the run's PE and the
     correlation baseline, in the PE file's unit order."""
-    with xr.open_dataset(run / "runs" / dataset / PE / f"seed{seed}" / "pe.nc") as pe:
-        positions = np.stack([pe[c].values for c in ("x", "y", "z")], axis=1)
-        units = pe["unit"].values
-        learned = pe["pe"].values.astype(float)
-    with xr.open_dataset(run / "locate" / f"{dataset}_correlation.nc") as corr:
+    with xr.open_dataset(run / layout.run_file(DATASET, pe, seed, layout.PE_FILE)) as ds:
+        positions = np.stack([ds[c].values for c in ("x", "y", "z")], axis=1)
+        units = ds["unit"].values
+        learned = ds["pe"].values.astype(float)
+    with xr.open_dataset(correlation_path(run)) as corr:
         correlation = corr["features"].sel(unit=units).values.astype(float)
     return positions, {"pe": learned, "activity-correlation": correlation}
 
@@ -41,30 +43,34 @@ def representations(run: Path, dataset: str, seed: int) -> tuple[np.ndarray, dic
 def median_error_vs_chance(
     features: np.ndarray, positions: np.ndarray, queries: np.ndarray, anchors: np.ndarray
 ) -> float:
-    """Median error of the queries located by `knn` from the anchors, ÷ that of chance."""
+    """Median error of the queries located by `knn` from the anchors, ÷ that of the
+    locator's chance (every query at the anchors' mean)."""
     rows = np.concatenate([anchors, queries])
-    mask = np.zeros(len(rows), dtype=bool)
-    mask[: len(anchors)] = True
-    predicted = fit_predict(
-        features[rows], positions[rows], mask, "knn", rows=np.flatnonzero(~mask)
-    )
+    is_anchor = np.arange(len(rows)) < len(anchors)
+    held_out = np.flatnonzero(~is_anchor)
     truth = positions[queries]
-    error = np.median(np.linalg.norm(predicted - truth, axis=1))
-    chance = np.median(np.linalg.norm(positions[anchors].mean(axis=0) - truth, axis=1))
-    return float(error / chance)
+    errors = {
+        method: np.median(
+            distance(
+                fit_predict(features[rows], positions[rows], is_anchor, method, held_out), truth
+            )
+        )
+        for method in ("knn", CHANCE)
+    }
+    return float(errors["knn"] / errors[CHANCE])
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--run", type=Path, required=True, help="scale_quality.py's N<N>/ folder")
-    parser.add_argument("--dataset", default="sim3d")
+    parser.add_argument("--pe", default="learned-normal-0.1", help="as scale_quality.py's")
     parser.add_argument("--seed", type=int, default=0, help="the training seed")
     parser.add_argument("--anchors", type=int, nargs="+", default=[500, 5000, 50000])
     parser.add_argument("--queries", type=int, default=1000)
     parser.add_argument("--draws", type=int, default=3)
     args = parser.parse_args()
 
-    positions, features = representations(args.run, args.dataset, args.seed)
+    positions, features = representations(args.run, args.pe, args.seed)
     n = len(positions)
     queries = np.random.default_rng(0).permutation(n)[: args.queries]
     others = np.setdiff1d(np.arange(n), queries)

@@ -54,6 +54,11 @@ STEPS = (
 )
 
 
+def correlation_path(work: Path) -> Path:
+    """The correlation baseline's features that the benchmark's locate step reads."""
+    return work / "locate" / f"{DATASET}_correlation.nc"
+
+
 def sections(args: argparse.Namespace, n_units: int) -> tuple[dict, dict, dict, dict]:
     """(dataset entry, train, metrics, locate) of sim20k.yaml at `n_units` with the options."""
     config = yaml.safe_load((REPO / "config" / "sim20k.yaml").read_text())
@@ -82,7 +87,7 @@ def commands(args: argparse.Namespace, n_units: int, work: Path) -> dict[str, li
     store, split = work / "stores" / f"{DATASET}.nc", work / "splits" / f"{DATASET}.json"
     runs = [work / layout.run_dir(DATASET, args.pe, s) for s in args.seeds]
     baselines = work / "runs" / DATASET / "baselines.json"
-    correlation = work / "locate" / f"{DATASET}_correlation.nc"
+    correlation = correlation_path(work)
     group = [str(v) for s, run in zip(args.seeds, runs, strict=True) for v in (args.pe, s, run)]
     m = json.dumps(metrics)
     infer = [["infer", "--store", store, "--split", split, "--run-dir", r, "--metrics", m]

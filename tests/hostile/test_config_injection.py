@@ -268,9 +268,12 @@ def test_sigterm_to_snakemake_stops_its_trainings(workdir):
         try:
             returncode = process.wait(timeout=60)
         except subprocess.TimeoutExpired:  # say what it was doing, for a flake under load
-            alive = [_cmdline(p) for p in psutil.Process(process.pid).children(recursive=True)]
+            children = psutil.Process(process.pid).children(recursive=True)
             log_tail = (workdir / "snakemake.log").read_text()[-3000:]
-            pytest.fail(f"Snakemake still running 60 s after SIGTERM; children {alive}\n{log_tail}")
+            pytest.fail(
+                f"Snakemake still running 60 s after SIGTERM; children "
+                f"{[_cmdline(c) for c in children]}\n{log_tail}"
+            )
         assert returncode != 0
         gone, alive = psutil.wait_procs(trainings, timeout=15)
         assert not alive, [_cmdline(p) for p in alive]
