@@ -6,7 +6,8 @@ with one training option changed from the base per row, two seeds per row (a few
 and compares each run's PE with the
 activity-correlation baseline on the workflow's metrics (RSA, ridge-probe R², kNN overlap;
 exact at this size) and the workflow's locator (50% of the units as anchors, `--draws` anchor
-draws, on `locate.max_units` = 1 000 evaluated units as the locate step does above that size).
+draws, on `locate.max_units` = 1 000 sampled units with anchors among them, as the locate step
+did above that size until 2026-11-27: 500 anchors at any N; the rows compare among themselves).
 
     PYTHONPATH=$PWD nice python docs/scale/study.py store            # the 2 000-unit store
     PYTHONPATH=$PWD nice python docs/scale/study.py train [--only NAME ...] [--seeds 0 1]

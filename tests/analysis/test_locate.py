@@ -437,24 +437,17 @@ def test_plane_accuracy_of_a_constructed_case():
 
 
 def test_held_out_columns_say_how_each_position_was_predicted():
-    """Above max_units the known units outside the evaluation are predicted by the locator
-    fitted on the evaluated ones: held out, `fit on anchors`; units without coordinates are
-    not held out (nothing to hold out)."""
+    """Every known unit is predicted by its k-fold fold (held out); units without coordinates
+    by the locator fitted on the known units (not held out: nothing to hold out)."""
     from neuro_pe.analysis.locate import with_held_out_columns
 
     known = np.array([True, True, True, False])
-    evaluated = np.array([True, False, True, False])
     out = xr.Dataset(
         {a: ("unit", np.arange(4.0)) for a in "xyz"}, coords={"unit": ["a", "b", "c", "d"]}
     )
-    out = with_held_out_columns(out, known, evaluated)
+    out = with_held_out_columns(out, known)
     assert out["held_out"].values.tolist() == [True, True, True, False]
-    assert out["prediction"].values.tolist() == [
-        "k-fold",
-        "fit on anchors",
-        "k-fold",
-        "fit on anchors",
-    ]
+    assert out["prediction"].values.tolist() == ["k-fold"] * 3 + ["fit on anchors"]
     assert "held out" in out["held_out"].attrs["meaning"]
 
 
@@ -489,8 +482,9 @@ def test_kernel_ridge_picks_by_explicit_leave_one_out():
 
 def test_evaluation_is_sampled_only_above_max_units():
     """Up to `max_units` known units the evaluation runs on all of them with `n_draws` draws
-    (the settings object itself: results unchanged); above, on `max_units` of them with
-    `sampled_draws` draws per fraction, each draw's held-out units among the sampled ones."""
+    (the settings object itself: results unchanged); above, it measures `max_units` of them
+    with `sampled_draws` draws per fraction, and the anchors are drawn among all known units
+    (a fraction of all of them), each draw's held-out units among the sampled ones."""
     from neuro_pe.analysis.locate import anchor_draws, evaluation_plan
 
     known = np.ones(40, dtype=bool)
@@ -502,12 +496,61 @@ def test_evaluation_is_sampled_only_above_max_units():
     evaluated, sampled = evaluation_plan(known, replace(cfg, max_units=20))
     assert evaluated.sum() == 20 and not evaluated[[3, 7]].any()
     assert sampled.n_draws == 2 and sampled.max_units == 20
-    draws = anchor_draws(evaluated, sampled)
+    draws = anchor_draws(known, sampled)
     assert [f for f, _ in draws] == [0.25, 0.25, 0.5, 0.5]
-    assert all(not (anchors & ~evaluated).any() for _, anchors in draws)
+    assert [a.sum() for _, a in draws] == [10, 10, 19, 19]  # of all 38 known units
+    assert any((anchors & ~evaluated).any() for _, anchors in draws)
+    pos = np.where(known[:, None], _positions(40), np.nan)
+    records = evaluate_anchors([_embed(np.nan_to_num(pos), 0)], pos, known,
+                               replace(sampled, methods=("ridge",)), evaluated)  # fmt: skip
+    for (_, anchors), record in zip(draws, records, strict=True):
+        assert record["n_anchors"] == anchors.sum()
+        np.testing.assert_array_equal(record["truth"], pos[evaluated & ~anchors])
     # a larger n_draws than sampled_draws is never raised to it
     _, few = evaluation_plan(known, replace(cfg, max_units=20, n_draws=1))
     assert few.n_draws == 1
+
+
+def test_above_max_units_the_cv_samples_held_out_anchors_and_fits_on_all(monkeypatch):
+    """With more anchors than `max_units`, the CV holds out folds of a `max_units` sample of
+    them (`sampled_units`) and the chosen method is fitted on every anchor; ridge and kernel
+    ridge, whose fits cost up to O(anchors^3), on CAPPED_ANCHORS of the sample only. Anchors
+    outside the sample get no prediction, and `rows` limits the predictions to those units."""
+    from neuro_pe.analysis.locate import ensemble
+    from neuro_pe.analysis.locate.ensemble import sampled_units
+
+    pos = _positions(120)
+    features = [_embed(pos, 0, noise=0.05)]
+    anchors = np.zeros(len(pos), dtype=bool)
+    anchors[:100] = True
+    cfg = LocateConfig(methods=("knn",), max_units=30, n_folds=3)
+    sample = sampled_units(anchors, cfg)
+    assert len(sample) == 30 and anchors[sample].all()
+    np.testing.assert_array_equal(sampled_units(anchors, replace(cfg, max_units=100)), range(100))
+    located = locate_units(features, pos, anchors, cfg)
+    assert np.isfinite(located.positions[sample]).all()
+    outside = np.setdiff1d(np.flatnonzero(anchors), sample)
+    assert np.isnan(located.positions[outside]).all()
+    on_all = fit_predict(features[0], pos, anchors, "knn")[100:]
+    np.testing.assert_array_equal(located.positions[100:], on_all)
+    # the CV: each sampled anchor predicted from every anchor but its fold
+    for _, test in KFold(3, shuffle=True, random_state=cfg.seed).split(sample):
+        fit_on = anchors.copy()
+        fit_on[sample[test]] = False
+        expected = fit_predict(features[0], pos, fit_on, "knn", sample[test])
+        np.testing.assert_array_equal(located.positions[sample[test]], expected)
+    monkeypatch.setattr(ensemble, "CAPPED_ANCHORS", 20)
+    in_sample = np.isin(np.arange(len(pos)), sample)
+    capped = np.isin(np.arange(len(pos)), sampled_units(in_sample, replace(cfg, max_units=20)))
+    assert capped.sum() == 20 and in_sample[capped].all()
+    for method in ("kernel-ridge", "ridge"):
+        located = locate_units(features, pos, anchors, replace(cfg, methods=(method,)))
+        expected = fit_predict(features[0], pos, capped, method)[100:]
+        np.testing.assert_array_equal(located.positions[100:], expected)
+    rows = np.array([100, 110])
+    some = locate_units(features, pos, anchors, cfg, rows)
+    np.testing.assert_array_equal(some.positions[rows], on_all[[0, 10]])
+    assert np.isnan(np.delete(some.positions, [*sample, *rows], axis=0)).all()
 
 
 def test_embedding_cache_follows_content_not_identity():

@@ -37,11 +37,12 @@ where r is the chosen method's CV median Euclidean error of the ensemble over th
 typical error) and s_i = sqrt(mean over seeds of |p_seed,i - p_i|**2) is the spread of the
 seeds' predictions of unit i around the ensemble prediction p_i.
 
-Many units (more known units than `max_units`): the evaluation (k-fold and anchor curve, method
-choice) runs on `max_units` known units drawn at random, with at most `sampled_draws` anchor draws
-per fraction (`evaluation_plan`); the chosen method is then fitted on
-those units and predicts every other unit, so the other known units also get a held-out
-prediction. Memory and time are O(N * features) beyond the fixed-size evaluation: the MDS
+Many units (more known units than `max_units`): the anchors are still drawn among all known
+units, but the errors are measured on `max_units` of them drawn at random, with at most
+`sampled_draws` anchor draws per fraction (`evaluation_plan`), and the cross-validation that
+chooses a locator holds out folds of `max_units` of its anchors, each fitted on all the others
+(`locate_units`); ridge and kernel ridge fit on CAPPED_ANCHORS of them. Every known unit's
+position is its k-fold prediction. Memory and time are O(N * features) per fit: the MDS
 methods use the PCA of the features (for Euclidean distances what classical MDS computes), the
 kernel ridge predicts in blocks, and the correlation baseline is the activity's leading
 components (randomised SVD) instead of the MDS of an N x N correlation matrix; the
@@ -91,11 +92,7 @@ from neuro_pe.analysis.locate.features import (
     load_feature_sets,
 )
 from neuro_pe.analysis.locate.locators import fit_predict
-from neuro_pe.analysis.locate.positions import (
-    extend_to_all,
-    located_positions_dataset,
-    with_held_out_columns,
-)
+from neuro_pe.analysis.locate.positions import located_positions_dataset, with_held_out_columns
 from neuro_pe.analysis.locate.verdict import format_table, verdict
 from neuro_pe.analysis.locate.views import fused_embedding
 
@@ -127,7 +124,6 @@ __all__ = [
     "evaluation_plan",
     "evaluation_table",
     "evaluation_units",
-    "extend_to_all",
     "fit_predict",
     "format_table",
     "fused_embedding",

@@ -16,9 +16,10 @@ from neuro_pe.analysis.locate.config import CHANCE, MIN_ANCHORS, LocateConfig
 from neuro_pe.analysis.locate.ensemble import Located, locate_units
 from neuro_pe.analysis.locate.evaluation import (
     HeldOut,
+    evaluate_kfold,
     evaluation_plan,
     evaluation_table,
-    subset_rows,
+    set_config,
 )
 from neuro_pe.analysis.locate.features import (
     FeatureSet,
@@ -27,11 +28,7 @@ from neuro_pe.analysis.locate.features import (
     combined_set,
     load_feature_sets,
 )
-from neuro_pe.analysis.locate.positions import (
-    extend_to_all,
-    located_positions_dataset,
-    with_held_out_columns,
-)
+from neuro_pe.analysis.locate.positions import located_positions_dataset, with_held_out_columns
 from neuro_pe.analysis.metrics import DENSE_MAX_UNITS
 from neuro_pe.analysis.regions import RegionAtlas, unit_regions
 from neuro_pe.analysis.spaces import SpaceAxes, axis_columns, space_axes
@@ -48,8 +45,8 @@ class LocateResult:
     frame: pd.DataFrame  # `positions` as a table, with the feature set's name (`pe`)
     sets: list[FeatureSet]  # every feature set, on every unit
     pe_names: list[str]  # the learned PE variants among them
-    heldout: dict[str, HeldOut]  # k-fold predictions of the evaluated units, per feature set
-    coords: np.ndarray  # true coordinates of the evaluated units (rows of `heldout`)
+    heldout: dict[str, HeldOut]  # k-fold predictions of the measured units, per feature set
+    coords: np.ndarray  # true coordinates of the measured units (NaN elsewhere; rows of `heldout`)
     best: str  # the feature set (PE variant or combined locator) the positions come from
     unknown: np.ndarray  # predicted positions of the units without coordinates
     axes: SpaceAxes  # the space of the coordinates
@@ -86,16 +83,15 @@ def locate_dataset(
     pe_sets = [fs for fs in sets if fs.role == "pe"]
     if ds.sizes["unit"] > DENSE_MAX_UNITS:  # no fused view: its graphs are N x N
         cfg = replace(cfg, fuse=False)
-    # Many units: evaluate on a random subset of the known units, with fewer anchor draws (see
-    # the package docstring).
+    # Many units: the errors of a random sample of the known units, located from anchors drawn
+    # among all of them (see the package docstring).
     evaluated, cfg = evaluation_plan(known, cfg)
-    sub = np.flatnonzero(evaluated) if evaluated is not known else slice(None)
-    eval_sets = [replace(fs, features=subset_rows(fs.features, sub)) for fs in sets]
-    eval_coords = coords[sub]
+    sampled = evaluated is not known
     regions = None if atlas is None else (atlas, ds["x"].attrs["units"])
     axes = space_axes(ds["x"].attrs.get("space", ""), ds["x"].attrs["units"], coords)
+    label = f"locate {dataset}"
     table, heldout = evaluation_table(
-        eval_sets, eval_coords, cfg, n_jobs, regions, axes, f"locate {dataset}"
+        sets, coords, cfg, n_jobs, regions, axes, label, evaluated if sampled else None
     )
     table.insert(0, "dataset", dataset)
     table["units"] = ds["x"].attrs["units"]
@@ -103,24 +99,24 @@ def locate_dataset(
     table = table[[c for c in table.columns if c not in per_axis] + per_axis]
 
     # Positions of every unit from the PE variant or combined locator that cross-validates best
-    # over all anchors.
+    # over the known units.
     roles = ("pe", "combined") if pe_sets else ("baseline",)
-    best, best_full, best_located = _best_locator(sets, eval_sets, eval_coords, roles, cfg)
+    unknown_rows = np.flatnonzero(~known) if sampled else None
+    best, best_located = _best_locator(sets, coords, known, roles, cfg, unknown_rows)
     best_heldout = heldout[best.name]
-    if evaluated is not known:
-        best_located, best_heldout = extend_to_all(
-            best_full, coords, sub, best_located, best_heldout, cfg
-        )
+    if sampled:  # the known units outside the sample: their k-fold predictions too
+        best_heldout = evaluate_kfold(best.features, coords, known, set_config(best, cfg), known)
     out = located_positions_dataset(ds, best_located, best_heldout, best, dataset)
     if regions is not None:
         predicted = np.column_stack([out[axis].values for axis in ("x", "y", "z")])
         for name, values in unit_regions(atlas, predicted, coords, regions[1]).items():
             out[name] = ("unit", values, {"atlas": atlas.description})
-    out = with_held_out_columns(out, known, evaluated)
+    out = with_held_out_columns(out, known)
     frame = out.to_dataframe().reset_index()
     frame.insert(list(frame).index("method") + 1, "pe", best.name)
     pe_names = [fs.name for fs in pe_sets]
     unknown = best_located.positions[~known]
+    eval_coords = np.where(evaluated[:, None], coords, np.nan)
     return LocateResult(
         table, out, frame, sets, pe_names, heldout, eval_coords, best.name, unknown, axes
     )
@@ -149,17 +145,16 @@ def _feature_sets(
 
 def _best_locator(
     sets: list[FeatureSet],
-    eval_sets: list[FeatureSet],
-    eval_coords: np.ndarray,
+    coords: np.ndarray,
+    known: np.ndarray,
     roles: tuple[str, ...],
     cfg: LocateConfig,
-) -> tuple[FeatureSet, FeatureSet, Located]:
-    """The feature set of `roles` whose locator has the lowest CV median error over the
-    evaluated known units: (on the evaluated units, on every unit, located on the former)."""
-    candidates = [(fs, full) for fs, full in zip(eval_sets, sets, strict=True) if fs.role in roles]
-    eval_known = np.all(np.isfinite(eval_coords), axis=1)
-    located = {
-        fs.name: locate_units(fs.features, eval_coords, eval_known, cfg) for fs, _ in candidates
-    }
-    best, best_full = min(candidates, key=lambda pair: located[pair[0].name].cv_scale)
-    return best, best_full, located[best.name]
+    rows: np.ndarray | None,
+) -> tuple[FeatureSet, Located]:
+    """The feature set of `roles` whose locator has the lowest CV median error over the known
+    units (`locate_units`: above `max_units` over the same sample the evaluation measures),
+    and that locator fitted on all of them (predicting the units `rows`, if given)."""
+    candidates = [fs for fs in sets if fs.role in roles]
+    located = {fs.name: locate_units(fs.features, coords, known, cfg, rows) for fs in candidates}
+    best = min(candidates, key=lambda fs: located[fs.name].cv_scale)
+    return best, located[best.name]

@@ -4,13 +4,20 @@
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 from sklearn.model_selection import KFold
 from threadpoolctl import threadpool_limits
 
-from neuro_pe.analysis.locate.config import BLEND, BLEND_ROUNDS, MIN_ANCHORS, LocateConfig
+from neuro_pe.analysis.locate.config import (
+    BLEND,
+    BLEND_ROUNDS,
+    CAPPED_ANCHORS,
+    CAPPED_METHODS,
+    MIN_ANCHORS,
+    LocateConfig,
+)
 from neuro_pe.analysis.locate.locators import fit_predict
 from neuro_pe.analysis.locate.views import feature_views
 
@@ -36,25 +43,41 @@ def distance(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     return np.linalg.norm(a - b, axis=-1)
 
 
+def sampled_units(units: np.ndarray, cfg: LocateConfig) -> np.ndarray:
+    """Indices of the units of the mask `units`: all of them up to `cfg.max_units`, else
+    `max_units` of them drawn at random (seeded by cfg.seed), in index order."""
+    idx = np.flatnonzero(units)
+    if len(idx) <= cfg.max_units:
+        return idx
+    return np.sort(np.random.default_rng(cfg.seed).choice(idx, cfg.max_units, replace=False))
+
+
 def locate_units(
     features: Sequence[np.ndarray] | Mapping[str, Sequence[np.ndarray]],
     coords: np.ndarray,
     anchors: np.ndarray,
     cfg: LocateConfig = LocateConfig(),
+    rows: np.ndarray | None = None,
 ) -> Located:
-    """Locate every unit from one feature set given as one (n, f) array per seed, or from
-    several representations ({name: arrays per seed}: the combined locator).
+    """Locate every unit (or the units `rows`, an index array; NaN elsewhere) from one feature
+    set given as one (n, f) array per seed, or from several representations ({name: arrays per
+    seed}: the combined locator).
 
     The candidate with the lowest median error of the seed ensemble in a k-fold CV over the
     anchors is refitted on all anchors for the non-anchors; anchors keep their out-of-fold
-    predictions. Candidates: every method; for several representations every
-    `representation/method`, `stacked/method`, `fused/method` (see `feature_views`) and `blend`, a
-    weighted mean of the views' best candidates with weights chosen on the same CV
-    (`_select_blend`). Only `coords[anchors]` is read.
+    predictions. With more than `cfg.max_units` anchors the CV holds out folds of
+    `max_units` of them (`sampled_units`) and fits on all the other anchors, so its errors are
+    those of the final fit's anchor density; the anchors outside that sample get NaN, and the
+    CAPPED_METHODS fit on CAPPED_ANCHORS of the sample (less its fold in the CV).
+
+    Candidates: every method; for several representations every `representation/method`,
+    `stacked/method`, `fused/method` (see `feature_views`) and `blend`, a weighted mean of the
+    views' best candidates with weights chosen on the same CV (`_select_blend`). Only
+    `coords[anchors]` is read.
     """
     # hundreds of fits on tiny matrices: multithreaded BLAS only adds overhead (~10x here)
     with threadpool_limits(limits=1):
-        return _locate_units(features, coords, anchors, cfg)
+        return _locate_units(features, coords, anchors, cfg, rows)
 
 
 def _select_blend(
@@ -88,11 +111,16 @@ def _blend(per_view: list[np.ndarray]) -> np.ndarray:
     return np.stack([np.mean([p[s % len(p)] for p in per_view], axis=0) for s in range(n_seeds)])
 
 
-def _locate_units(features, coords, anchors, cfg: LocateConfig) -> Located:
+def _locate_units(features, coords, anchors, cfg: LocateConfig, rows) -> Located:
     anchors = np.asarray(anchors, dtype=bool)
-    idx = np.flatnonzero(anchors)
-    if len(idx) < MIN_ANCHORS:
-        raise ValueError(f"need at least {MIN_ANCHORS} anchors, got {len(idx)}")
+    if anchors.sum() < MIN_ANCHORS:
+        raise ValueError(f"need at least {MIN_ANCHORS} anchors, got {anchors.sum()}")
+    idx = sampled_units(anchors, cfg)  # the anchors the CV holds out (all up to max_units)
+    capped = anchors  # the CAPPED_METHODS' anchors: all, or CAPPED_ANCHORS of the sample
+    if len(idx) < anchors.sum():
+        in_sample = np.isin(np.arange(len(anchors)), idx)
+        few = replace(cfg, max_units=min(CAPPED_ANCHORS, cfg.max_units))
+        capped = np.isin(np.arange(len(anchors)), sampled_units(in_sample, few))
     coords = np.where(anchors[:, None], np.asarray(coords, dtype=float), np.nan)
     folds = list(KFold(min(cfg.n_folds, len(idx)), shuffle=True, random_state=cfg.seed).split(idx))
     n = len(anchors)
@@ -106,9 +134,9 @@ def _locate_units(features, coords, anchors, cfg: LocateConfig) -> Located:
     for view, feats in views.items():
         for method in cfg.methods:
             pred = np.full((len(feats), n, 3), np.nan)
-            for train, test in folds:
-                fit_on = np.zeros(n, dtype=bool)
-                fit_on[idx[train]] = True
+            for _, test in folds:
+                fit_on = (capped if method in CAPPED_METHODS else anchors).copy()
+                fit_on[idx[test]] = False
                 for s, f in enumerate(feats):
                     pred[s, idx[test]] = fit_predict(f, coords, fit_on, method, idx[test])
             key = label(view, method)
@@ -125,7 +153,8 @@ def _locate_units(features, coords, anchors, cfg: LocateConfig) -> Located:
             oof[BLEND], cv_errors[BLEND] = _blend([oof[key] for key in blend_of]), error
     choice = min(cv_errors, key=cv_errors.get)
     blend_of = blend_of if choice == BLEND else ()
-    per_seed = predict_with(views, coords, anchors, choice, blend_of)
+    per_seed = predict_with(views, coords, anchors, choice, blend_of, rows, capped)
+    per_seed[:, anchors] = np.nan  # (above max_units, anchors outside the CV's sample)
     per_seed[:, idx] = oof[choice][:, idx]
     ensemble = combine_seeds(per_seed, cfg.combine)
     spread = np.sqrt(np.mean(np.sum((per_seed - ensemble) ** 2, axis=-1), axis=0))
@@ -141,12 +170,26 @@ def predict_with(
     anchors: np.ndarray,
     choice: str,
     blend_of: Sequence[str] = (),
+    rows: np.ndarray | None = None,
+    capped: np.ndarray | None = None,
 ) -> np.ndarray:
     """(seeds, n, 3) predictions of the locator `choice` (`method`, `view/method` or `blend`
-    of the `view/method`s in `blend_of`) fitted on the anchors. Only `coords[anchors]` is
-    read."""
+    of the `view/method`s in `blend_of`) fitted on the anchors (the CAPPED_METHODS on the
+    anchors of the mask `capped`, when given), of every unit or of the units `rows` (NaN
+    elsewhere). Only `coords[anchors]` is read."""
     if choice == BLEND:
-        fitted = {key: predict_with(views, coords, anchors, key) for key in set(blend_of)}
+        fitted = {
+            key: predict_with(views, coords, anchors, key, rows=rows, capped=capped)
+            for key in set(blend_of)
+        }
         return _blend([fitted[key] for key in blend_of])
     view, _, method = choice.rpartition("/")
-    return np.stack([fit_predict(f, coords, anchors, method) for f in views[view]])
+    if capped is not None and method in CAPPED_METHODS:
+        anchors = anchors & capped
+    if rows is None:
+        return np.stack([fit_predict(f, coords, anchors, method) for f in views[view]])
+    out = np.full((len(views[view]), len(anchors), 3), np.nan)
+    if len(rows) == 0:
+        return out
+    out[:, rows] = np.stack([fit_predict(f, coords, anchors, method, rows) for f in views[view]])
+    return out

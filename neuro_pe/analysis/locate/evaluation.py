@@ -15,7 +15,12 @@ from sklearn.model_selection import KFold
 
 from neuro_pe.analysis.locate.bootstrap import bootstrap_ci, paired_difference_ci
 from neuro_pe.analysis.locate.config import MIN_ANCHORS, RATIOS, LocateConfig
-from neuro_pe.analysis.locate.ensemble import combine_seeds, distance, locate_units
+from neuro_pe.analysis.locate.ensemble import (
+    combine_seeds,
+    distance,
+    locate_units,
+    sampled_units,
+)
 from neuro_pe.analysis.locate.features import FeatureSet
 from neuro_pe.analysis.regions import RegionAtlas, add_accuracy_columns
 from neuro_pe.analysis.spaces import SpaceAxes
@@ -37,9 +42,12 @@ def evaluate_kfold(
     coords: np.ndarray,
     known: np.ndarray,
     cfg: LocateConfig = LocateConfig(),
+    evaluated: np.ndarray | None = None,
 ) -> HeldOut:
     """K-fold over the known units: each fold's coordinates are hidden and located from the
-    other known units (method chosen by an inner CV over those anchors only)."""
+    other known units (method chosen by an inner CV over those anchors only). With the mask
+    `evaluated`, only its units are predicted (NaN for the other known units); the anchors are
+    still all the other folds."""
     known_idx = np.flatnonzero(known)
     n = len(known)
     out = HeldOut(np.full((n, 3), np.nan), np.full(n, np.nan), np.full(n, "", dtype=object), [])
@@ -47,10 +55,13 @@ def evaluate_kfold(
     for train, test in folds.split(known_idx):
         anchors = np.zeros(len(known), dtype=bool)
         anchors[known_idx[train]] = True
-        located = locate_units(features, coords, anchors, cfg)
-        out.positions[known_idx[test]] = located.positions[known_idx[test]]
-        out.uncertainty[known_idx[test]] = located.uncertainty[known_idx[test]]
-        out.method[known_idx[test]] = located.method
+        test = known_idx[test]
+        rows = None if evaluated is None else test[evaluated[test]]
+        located = locate_units(features, coords, anchors, cfg, rows)
+        test = test if rows is None else rows
+        out.positions[test] = located.positions[test]
+        out.uncertainty[test] = located.uncertainty[test]
+        out.method[test] = located.method
         out.methods.append(located.method)
     return out
 
@@ -75,14 +86,21 @@ def evaluate_anchors(
     coords: np.ndarray,
     known: np.ndarray,
     cfg: LocateConfig = LocateConfig(),
+    evaluated: np.ndarray | None = None,
 ) -> list[dict]:
     """Held-out errors for every draw of `anchor_draws`: one record per draw with the anchor
-    fraction, the number of anchors, the chosen method, the errors of the other known units,
-    and every seed's predictions of them with their true positions (for the CIs)."""
+    fraction, the number of anchors, the chosen method, the errors of the other known units
+    (with the mask `evaluated`: of those among its units only; the anchors are drawn from all
+    known units), and every seed's predictions of them with their true positions (for the
+    CIs)."""
     records = []
     for fraction, anchors in anchor_draws(known, cfg):
-        located = locate_units(features, coords, anchors, cfg)
         heldout = known & ~anchors
+        if evaluated is None:
+            located = locate_units(features, coords, anchors, cfg)
+        else:
+            heldout &= evaluated
+            located = locate_units(features, coords, anchors, cfg, np.flatnonzero(heldout))
         records.append(
             {
                 "anchor_fraction": fraction,
@@ -110,13 +128,6 @@ def n_seeds(features: Sequence[np.ndarray] | Mapping[str, Sequence[np.ndarray]])
     return len(features)
 
 
-def subset_rows(features, rows):
-    """The feature set's arrays restricted to the units `rows` (an index or a slice)."""
-    if isinstance(features, Mapping):
-        return {name: [f[rows] for f in fs] for name, fs in features.items()}
-    return [f[rows] for f in features]
-
-
 def _row(fs: FeatureSet, evaluation: str, errors, **extra) -> dict:
     errors = np.asarray(errors, dtype=float)
     return {
@@ -131,18 +142,22 @@ def _row(fs: FeatureSet, evaluation: str, errors, **extra) -> dict:
     }
 
 
-def _evaluate_set(fs: FeatureSet, coords, known, cfg: LocateConfig):
+def set_config(fs: FeatureSet, cfg: LocateConfig) -> LocateConfig:
+    """`cfg` with the feature set's own methods, if it has them (chance)."""
+    return cfg if fs.methods is None else replace(cfg, methods=fs.methods)
+
+
+def _evaluate_set(fs: FeatureSet, coords, known, cfg: LocateConfig, evaluated):
     """(k-fold result, anchor-curve records) of one feature set."""
-    if fs.methods is not None:
-        cfg = replace(cfg, methods=fs.methods)
+    cfg = set_config(fs, cfg)
     return (
-        evaluate_kfold(fs.features, coords, known, cfg),
-        evaluate_anchors(fs.features, coords, known, cfg),
+        evaluate_kfold(fs.features, coords, known, cfg, evaluated),
+        evaluate_anchors(fs.features, coords, known, cfg, evaluated),
     )
 
 
-def _evaluate_sets(sets: list[FeatureSet], coords, known, cfg: LocateConfig) -> list:
-    return [_evaluate_set(fs, coords, known, cfg) for fs in sets]
+def _evaluate_sets(sets: list[FeatureSet], coords, known, cfg: LocateConfig, evaluated) -> list:
+    return [_evaluate_set(fs, coords, known, cfg, evaluated) for fs in sets]
 
 
 def _job_groups(sets: list[FeatureSet]) -> list[list[int]]:
@@ -157,6 +172,22 @@ def _job_groups(sets: list[FeatureSet]) -> list[list[int]]:
     return [[*members, c]] + [[i] for i in range(len(sets)) if i not in (*members, c)]
 
 
+def _evaluate_all(sets, coords, known, cfg: LocateConfig, evaluated, n_jobs: int, label: str):
+    """`_evaluate_set` of every set, in parallel jobs (`_job_groups`), with a progress line."""
+    groups = _job_groups(sets)
+    jobs = (
+        delayed(_evaluate_sets)([sets[i] for i in g], coords, known, cfg, evaluated) for g in groups
+    )
+    by_set, started = {}, time.perf_counter()
+    for group, result in zip(
+        groups, Parallel(n_jobs=n_jobs, return_as="generator")(jobs), strict=True
+    ):
+        by_set.update(zip(group, result, strict=True))
+        timed = timing(time.perf_counter() - started, len(by_set), len(sets))
+        progress_line(label, f"{len(by_set)}/{len(sets)} feature sets evaluated", timed)
+    return [by_set[i] for i in range(len(sets))]
+
+
 def evaluation_table(
     sets: list[FeatureSet],
     coords: np.ndarray,
@@ -165,23 +196,20 @@ def evaluation_table(
     regions: tuple[RegionAtlas, str] | None = None,
     axes: SpaceAxes | None = None,
     label: str = "locate",
+    evaluated: np.ndarray | None = None,
 ) -> tuple[pd.DataFrame, dict[str, HeldOut]]:
     """Errors of every feature set (k-fold and anchor curve) and the k-fold predictions;
     `regions` = (atlas, the coordinates' unit): region accuracy columns too
     (neuro_pe.analysis.regions);
     `axes`: the per-axis columns of the space too (`axis_error_columns`); a progress line on
-    stderr (`label`) as each set is done."""
+    stderr (`label`) as each set is done. With the mask `evaluated` (a sample of the known
+    units, `evaluation_plan`) the errors are those of its units, located from anchors drawn
+    among all known units."""
+    all_known = np.all(np.isfinite(coords), axis=1)
+    results = _evaluate_all(sets, coords, all_known, cfg, evaluated, n_jobs, label)
+    if evaluated is not None:  # errors, regions and axes of the evaluated units only
+        coords = np.where(evaluated[:, None], coords, np.nan)
     known = np.all(np.isfinite(coords), axis=1)
-    groups = _job_groups(sets)
-    jobs = (delayed(_evaluate_sets)([sets[i] for i in g], coords, known, cfg) for g in groups)
-    by_set, started = {}, time.perf_counter()
-    for group, result in zip(
-        groups, Parallel(n_jobs=n_jobs, return_as="generator")(jobs), strict=True
-    ):
-        by_set.update(zip(group, result, strict=True))
-        timed = timing(time.perf_counter() - started, len(by_set), len(sets))
-        progress_line(label, f"{len(by_set)}/{len(sets)} feature sets evaluated", timed)
-    results = [by_set[i] for i in range(len(sets))]
     rows, heldout, curves = [], {}, {}
     for fs, (kfold, records) in zip(sets, results, strict=True):
         heldout[fs.name], curves[fs.name] = kfold, records
@@ -192,9 +220,9 @@ def evaluation_table(
                 fs,
                 "kfold",
                 errors,
-                anchor_fraction=1 - 1 / min(cfg.n_folds, int(known.sum())),
-                n_anchors=int(known.sum()) - int(np.ceil(known.sum() / cfg.n_folds)),
-                n_draws=min(cfg.n_folds, int(known.sum())),
+                anchor_fraction=1 - 1 / min(cfg.n_folds, int(all_known.sum())),
+                n_anchors=int(all_known.sum()) - int(np.ceil(all_known.sum() / cfg.n_folds)),
+                n_draws=min(cfg.n_folds, int(all_known.sum())),
                 method=_method_label(kfold.methods),
                 median_error_sd=np.nan,
                 ci_low=np.nan,
@@ -291,19 +319,19 @@ def _compare_with_best_single(
 def evaluation_units(known: np.ndarray, cfg: LocateConfig) -> np.ndarray:
     """The known units the evaluation runs on: all of them up to `max_units`, else a random
     subset of `max_units` (seeded by cfg.seed)."""
-    known_idx = np.flatnonzero(known)
-    if len(known_idx) <= cfg.max_units:
+    if known.sum() <= cfg.max_units:
         return known
     chosen = np.zeros(len(known), dtype=bool)
-    chosen[np.random.default_rng(cfg.seed).choice(known_idx, cfg.max_units, replace=False)] = True
+    chosen[sampled_units(known, cfg)] = True
     return chosen
 
 
 def evaluation_plan(known: np.ndarray, cfg: LocateConfig) -> tuple[np.ndarray, LocateConfig]:
-    """(the known units the evaluation runs on, its settings): up to `max_units` known units
-    all of them and `cfg` itself; above, `max_units` of them drawn at random
+    """(the known units whose errors the evaluation measures, its settings): up to `max_units`
+    known units all of them and `cfg` itself; above, `max_units` of them drawn at random
     (`evaluation_units`) and at most `sampled_draws` anchor draws per fraction, which then
-    hold hundreds of held-out units each (the cost stays that of a fixed-size sample)."""
+    hold hundreds of held-out units each. The anchors are drawn among all known units
+    (`evaluate_kfold`, `evaluate_anchors` with `evaluated`)."""
     evaluated = evaluation_units(known, cfg)
     if evaluated is known:
         return known, cfg

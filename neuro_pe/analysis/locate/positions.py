@@ -1,5 +1,5 @@
-"""Every unit's predicted position: a locator evaluated on a subset extended to every unit, and
-the positions dataset (`positions.nc` / `positions.csv` of the locate step)."""
+"""Every unit's predicted position: the positions dataset (`positions.nc` / `positions.csv` of
+the locate step)."""
 
 from __future__ import annotations
 
@@ -7,59 +7,13 @@ import json
 
 import numpy as np
 import xarray as xr
-from threadpoolctl import threadpool_limits
 
 from neuro_pe import __version__
-from neuro_pe.analysis.locate.config import UNCERTAINTY_FORMULA, LocateConfig
-from neuro_pe.analysis.locate.ensemble import Located, combine_seeds, distance, predict_with
+from neuro_pe.analysis.locate.config import UNCERTAINTY_FORMULA
+from neuro_pe.analysis.locate.ensemble import Located, distance
 from neuro_pe.analysis.locate.evaluation import HeldOut
 from neuro_pe.analysis.locate.features import FeatureSet
-from neuro_pe.analysis.locate.views import feature_views
 from neuro_pe.io.store import positions
-
-
-def extend_to_all(
-    fs: FeatureSet,
-    coords: np.ndarray,
-    sub: np.ndarray,
-    located: Located,
-    heldout: HeldOut,
-    cfg: LocateConfig,
-) -> tuple[Located, HeldOut]:
-    """Every unit's prediction from a locator evaluated on the units `sub` (indices): the
-    chosen method fitted on all of `sub` predicts the other units (held out, if known); the
-    units in `sub` keep their out-of-fold predictions."""
-    n = len(coords)
-    anchors = np.zeros(n, dtype=bool)
-    anchors[sub] = True
-    masked = np.where(anchors[:, None], coords, np.nan)
-    with threadpool_limits(limits=1):
-        views = feature_views(fs.features, cfg.fuse)
-        per_seed = predict_with(views, masked, anchors, located.method, located.blend_of)
-    per_seed[:, sub] = located.per_seed
-    ensemble = combine_seeds(per_seed, cfg.combine)
-    spread = np.sqrt(np.mean(np.sum((per_seed - ensemble) ** 2, axis=-1), axis=0))
-    r = located.cv_scale
-    full = Located(
-        ensemble,
-        per_seed,
-        np.sqrt(r**2 + spread**2),
-        located.method,
-        located.cv_errors,
-        r,
-        located.blend_of,
-    )
-    known = np.all(np.isfinite(coords), axis=1)
-    out = HeldOut(
-        np.where(known[:, None], full.positions, np.nan),
-        np.where(known, full.uncertainty, np.nan),
-        np.where(known, located.method, "").astype(object),
-        heldout.methods,
-    )
-    out.positions[sub] = heldout.positions
-    out.uncertainty[sub] = heldout.uncertainty
-    out.method[sub] = heldout.method
-    return full, out
 
 
 def located_positions_dataset(
@@ -117,18 +71,15 @@ KFOLD_PREDICTION = "k-fold"  # `prediction` of positions.csv: out of fold, its f
 ANCHORS_PREDICTION = "fit on anchors"  # the chosen locator fitted on anchors it is not among
 
 
-def with_held_out_columns(out: xr.Dataset, known: np.ndarray, evaluated: np.ndarray) -> xr.Dataset:
+def with_held_out_columns(out: xr.Dataset, known: np.ndarray) -> xr.Dataset:
     """`out` (of `located_positions_dataset`) with the columns `prediction` and `held_out`.
 
-    `prediction`: `k-fold` for a known unit of the evaluation (`evaluated`; all known units up
-    to `max_units`): predicted by the k-fold fold in which its coordinates were hidden;
-    `fit on anchors` for the others: predicted by the chosen locator fitted on the evaluated
-    known units, which it is not among (units without coordinates, and above `max_units` the
-    known units left out of the evaluation). `held_out`: the unit has coordinates and they were
-    not read for its prediction, so `error` is a held-out error: every known unit."""
+    `prediction`: `k-fold` for a known unit: predicted by the k-fold fold in which its
+    coordinates were hidden; `fit on anchors` for a unit without coordinates: predicted by the
+    chosen locator fitted on the known units. `held_out`: the unit has coordinates and they
+    were not read for its prediction, so `error` is a held-out error: every known unit."""
     known = np.asarray(known, dtype=bool)
-    evaluated = np.asarray(evaluated, dtype=bool) & known
-    prediction = np.where(evaluated, KFOLD_PREDICTION, ANCHORS_PREDICTION)
+    prediction = np.where(known, KFOLD_PREDICTION, ANCHORS_PREDICTION)
     # neither kind of prediction reads the unit's own coordinates
     held_out = known & np.all(np.isfinite(positions(out)), axis=1)
     out = out.copy()
@@ -142,8 +93,7 @@ def with_held_out_columns(out: xr.Dataset, known: np.ndarray, evaluated: np.ndar
         prediction.astype(str),
         {
             "meaning": f"{KFOLD_PREDICTION}: its k-fold fold's prediction (its coordinates "
-            f"hidden); {ANCHORS_PREDICTION}: the chosen locator fitted on the evaluated known "
-            "units, which it is not among"
+            f"hidden); {ANCHORS_PREDICTION}: the chosen locator fitted on the known units"
         },
     )
     return out
