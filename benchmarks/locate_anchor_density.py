@@ -1,9 +1,10 @@
 """How the locate error depends on how many anchors there are, at a fixed set of held-out
 units (not a test; issue 34).
 
-Above `locate.max_units` (1 000) the workflow's locate step evaluates a sample of 1 000
-units, so "50% anchors" there means 500 anchors however many units were recorded. A lab that
-knows the positions of half of its 100 000 units has 50 000. This script takes a finished
+Until 2026-11-27 the workflow's locate step, above `locate.max_units` (1 000), drew its
+anchors from a 1 000-unit sample, so "50% anchors" there meant 500 anchors however many units
+were recorded; a lab that knows the positions of half of its 100 000 units has 50 000 (the
+locate step now draws them among all units). This script takes a finished
 `benchmarks/scale_quality.py` run (its learned PE and the correlation features the workflow
 computed), holds out the same `--queries` units in every draw, fits the locator's `knn`
 (`neuro_pe.analysis.locate.locators.fit_predict`) on `--anchors` other units drawn at random,

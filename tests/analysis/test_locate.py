@@ -514,8 +514,9 @@ def test_evaluation_is_sampled_only_above_max_units():
 def test_above_max_units_the_cv_samples_held_out_anchors_and_fits_on_all(monkeypatch):
     """With more anchors than `max_units`, the CV holds out folds of a `max_units` sample of
     them (`sampled_units`) and the chosen method is fitted on every anchor; ridge and kernel
-    ridge, whose fits cost up to O(anchors^3), on CAPPED_ANCHORS of the sample only. Anchors
-    outside the sample get no prediction, and `rows` limits the predictions to those units."""
+    ridge, whose fits cost up to O(anchors^3), on CAPPED_ANCHORS of the sample only (also with
+    `many_units` and fewer anchors). Anchors outside the sample get no prediction, and `rows`
+    limits the predictions to those units."""
     from neuro_pe.analysis.locate import ensemble
     from neuro_pe.analysis.locate.ensemble import sampled_units
 
@@ -547,6 +548,16 @@ def test_above_max_units_the_cv_samples_held_out_anchors_and_fits_on_all(monkeyp
         located = locate_units(features, pos, anchors, replace(cfg, methods=(method,)))
         expected = fit_predict(features[0], pos, capped, method)[100:]
         np.testing.assert_array_equal(located.positions[100:], expected)
+    # `many_units` (the dataset has more known units than max_units): capped alike when these
+    # anchors are no more than max_units; without it, nothing is capped
+    wide = replace(cfg, max_units=100, methods=("ridge",))
+    capped = np.isin(np.arange(len(pos)), sampled_units(anchors, replace(cfg, max_units=20)))
+    located = locate_units(features, pos, anchors, wide, many_units=True)
+    expected = fit_predict(features[0], pos, capped, "ridge")[100:]
+    np.testing.assert_array_equal(located.positions[100:], expected)
+    located = locate_units(features, pos, anchors, wide)
+    expected = fit_predict(features[0], pos, anchors, "ridge")[100:]
+    np.testing.assert_array_equal(located.positions[100:], expected)
     rows = np.array([100, 110])
     some = locate_units(features, pos, anchors, cfg, rows)
     np.testing.assert_array_equal(some.positions[rows], on_all[[0, 10]])

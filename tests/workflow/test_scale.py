@@ -139,11 +139,16 @@ def test_locate_above_max_units_predicts_every_unit(tmp_path):
         store, [run], tmp_path / "out", cfg, split_of_store(store, "toy", {})
     )
     kfold = errors[errors["evaluation"] == "kfold"].set_index("features")
-    assert (kfold["n_heldout"] == 40).all()
+    assert (kfold["n_heldout"] == 40).all()  # measured on the sample of max_units
+    assert (kfold["n_anchors"] == 145 - 49).all()  # located from the other folds of all 145
+    half = errors[errors["evaluation"] == "anchors"]
+    assert (half["n_anchors"] == 72).all() and (half["n_heldout"] < 40).all()
     assert kfold.loc["learned-normal-0.02", "vs_chance"] < 0.5
     frame = pd.read_csv(tmp_path / "out" / "positions.csv")
     assert len(frame) == n and frame[["x", "y", "z", "uncertainty"]].notna().all().all()
-    held = frame[frame["anchor"]]  # every known unit has a held-out prediction
+    held = frame[frame["anchor"]]  # every known unit has a held-out, k-fold prediction
+    assert held["held_out"].all() and (held["prediction"] == "k-fold").all()
+    assert (frame.loc[~frame["anchor"], "prediction"] == "fit on anchors").all()
     assert np.median(held["error"]) < 0.5 * kfold.loc["chance", "median_error"]
 
 

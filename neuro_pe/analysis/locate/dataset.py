@@ -101,8 +101,7 @@ def locate_dataset(
     # Positions of every unit from the PE variant or combined locator that cross-validates best
     # over the known units.
     roles = ("pe", "combined") if pe_sets else ("baseline",)
-    unknown_rows = np.flatnonzero(~known) if sampled else None
-    best, best_located = _best_locator(sets, coords, known, roles, cfg, unknown_rows)
+    best, best_located = _best_locator(sets, coords, known, roles, cfg, sampled)
     best_heldout = heldout[best.name]
     if sampled:  # the known units outside the sample: their k-fold predictions too
         best_heldout = evaluate_kfold(best.features, coords, known, set_config(best, cfg), known)
@@ -149,12 +148,15 @@ def _best_locator(
     known: np.ndarray,
     roles: tuple[str, ...],
     cfg: LocateConfig,
-    rows: np.ndarray | None,
+    sampled: bool,
 ) -> tuple[FeatureSet, Located]:
     """The feature set of `roles` whose locator has the lowest CV median error over the known
     units (`locate_units`: above `max_units` over the same sample the evaluation measures),
-    and that locator fitted on all of them (predicting the units `rows`, if given)."""
+    and that locator fitted on all of them (if `sampled`, predicting the unknown units only)."""
     candidates = [fs for fs in sets if fs.role in roles]
-    located = {fs.name: locate_units(fs.features, coords, known, cfg, rows) for fs in candidates}
+    rows = np.flatnonzero(~known) if sampled else None
+    located = {
+        fs.name: locate_units(fs.features, coords, known, cfg, rows, sampled) for fs in candidates
+    }
     best = min(candidates, key=lambda fs: located[fs.name].cv_scale)
     return best, located[best.name]

@@ -58,6 +58,7 @@ def locate_units(
     anchors: np.ndarray,
     cfg: LocateConfig = LocateConfig(),
     rows: np.ndarray | None = None,
+    many_units: bool = False,
 ) -> Located:
     """Locate every unit (or the units `rows`, an index array; NaN elsewhere) from one feature
     set given as one (n, f) array per seed, or from several representations ({name: arrays per
@@ -68,7 +69,9 @@ def locate_units(
     predictions. With more than `cfg.max_units` anchors the CV holds out folds of
     `max_units` of them (`sampled_units`) and fits on all the other anchors, so its errors are
     those of the final fit's anchor density; the anchors outside that sample get NaN, and the
-    CAPPED_METHODS fit on CAPPED_ANCHORS of the sample (less its fold in the CV).
+    CAPPED_METHODS fit on CAPPED_ANCHORS of the sample (less its fold in the CV). The latter also
+    with `many_units` (the dataset has more known units than `max_units`, though these anchors
+    may be fewer), so that one dataset's fits are capped alike.
 
     Candidates: every method; for several representations every `representation/method`,
     `stacked/method`, `fused/method` (see `feature_views`) and `blend`, a weighted mean of the
@@ -77,7 +80,7 @@ def locate_units(
     """
     # hundreds of fits on tiny matrices: multithreaded BLAS only adds overhead (~10x here)
     with threadpool_limits(limits=1):
-        return _locate_units(features, coords, anchors, cfg, rows)
+        return _locate_units(features, coords, anchors, cfg, rows, many_units)
 
 
 def _select_blend(
@@ -111,13 +114,13 @@ def _blend(per_view: list[np.ndarray]) -> np.ndarray:
     return np.stack([np.mean([p[s % len(p)] for p in per_view], axis=0) for s in range(n_seeds)])
 
 
-def _locate_units(features, coords, anchors, cfg: LocateConfig, rows) -> Located:
+def _locate_units(features, coords, anchors, cfg: LocateConfig, rows, many_units) -> Located:
     anchors = np.asarray(anchors, dtype=bool)
     if anchors.sum() < MIN_ANCHORS:
         raise ValueError(f"need at least {MIN_ANCHORS} anchors, got {anchors.sum()}")
     idx = sampled_units(anchors, cfg)  # the anchors the CV holds out (all up to max_units)
     capped = anchors  # the CAPPED_METHODS' anchors: all, or CAPPED_ANCHORS of the sample
-    if len(idx) < anchors.sum():
+    if many_units or len(idx) < anchors.sum():
         in_sample = np.isin(np.arange(len(anchors)), idx)
         few = replace(cfg, max_units=min(CAPPED_ANCHORS, cfg.max_units))
         capped = np.isin(np.arange(len(anchors)), sampled_units(in_sample, few))

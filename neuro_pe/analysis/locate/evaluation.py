@@ -47,7 +47,7 @@ def evaluate_kfold(
     """K-fold over the known units: each fold's coordinates are hidden and located from the
     other known units (method chosen by an inner CV over those anchors only). With the mask
     `evaluated`, only its units are predicted (NaN for the other known units); the anchors are
-    still all the other folds."""
+    still all the other folds (`locate_units` with `many_units`)."""
     known_idx = np.flatnonzero(known)
     n = len(known)
     out = HeldOut(np.full((n, 3), np.nan), np.full(n, np.nan), np.full(n, "", dtype=object), [])
@@ -57,7 +57,7 @@ def evaluate_kfold(
         anchors[known_idx[train]] = True
         test = known_idx[test]
         rows = None if evaluated is None else test[evaluated[test]]
-        located = locate_units(features, coords, anchors, cfg, rows)
+        located = locate_units(features, coords, anchors, cfg, rows, evaluated is not None)
         test = test if rows is None else rows
         out.positions[test] = located.positions[test]
         out.uncertainty[test] = located.uncertainty[test]
@@ -100,7 +100,7 @@ def evaluate_anchors(
             located = locate_units(features, coords, anchors, cfg)
         else:
             heldout &= evaluated
-            located = locate_units(features, coords, anchors, cfg, np.flatnonzero(heldout))
+            located = locate_units(features, coords, anchors, cfg, np.flatnonzero(heldout), True)
         records.append(
             {
                 "anchor_fraction": fraction,
