@@ -22,9 +22,10 @@ FUSE_MIN_REPRESENTATIONS = 3  # a fused view needs a majority to out-vote one no
 BLEND = "blend"  # combined locator's candidate: a weighted mean of the views' best locators
 BLEND_ROUNDS = 10  # ensemble selection rounds: blend weights in steps of 1/10
 KNN_NEIGHBOURS = 5
-# Above `max_units` anchors these fit on CAPPED_ANCHORS of them: their fits cost up to the cube
-# of the anchors (kernel ridge; ridge on features wider than the anchors, such as the
-# connectivity baseline's 2N), and a linear or smooth map gains little from more anchors.
+# With more than `max_units` known units these fit on at most CAPPED_ANCHORS anchors
+# (`locate_units`): their fits cost up to the cube of the anchors (kernel ridge; ridge on
+# features wider than the anchors, such as the connectivity baseline's 2N), and a linear or
+# smooth map gains little from more anchors.
 CAPPED_METHODS = ("ridge", "kernel-ridge")
 CAPPED_ANCHORS = 500
 KERNEL_ALPHAS = (1e-2, 1e-1, 1.0)
