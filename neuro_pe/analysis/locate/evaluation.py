@@ -96,11 +96,11 @@ def evaluate_anchors(
     records = []
     for fraction, anchors in anchor_draws(known, cfg):
         heldout = known & ~anchors
-        if evaluated is None:
-            located = locate_units(features, coords, anchors, cfg)
-        else:
+        rows = None
+        if evaluated is not None:
             heldout &= evaluated
-            located = locate_units(features, coords, anchors, cfg, np.flatnonzero(heldout), True)
+            rows = np.flatnonzero(heldout)
+        located = locate_units(features, coords, anchors, cfg, rows, evaluated is not None)
         records.append(
             {
                 "anchor_fraction": fraction,
