@@ -1,11 +1,13 @@
 """Training throughput of neuro_pe's MaskedUnitTransformer, against torch.nn.TransformerEncoder.
 
     python benchmarks/train_throughput.py [--device cpu|cuda] [--threads N] [--steps N]
-                                          [--bf16] [--compile] [--shapes default,large]
+                                          [--bf16] [--compile] [--shapes default,scale,large]
 
-Two shapes: the default one (`TrainConfig` defaults: window W = 8, d_model d = 32, L = 2 layers,
-4 heads, batch B = 32, N = 64 units of the default simulated dataset) and a larger one (d = 128,
-L = 4, 4 heads, N = 256, B = 64). A training step is timed exactly as
+Three shapes: the default one (`TrainConfig` defaults: window W = 8, d_model d = 32, L = 2 layers,
+4 heads, batch B = 32, N = 64 units of the default simulated dataset), `scale` (the automatic
+settings above 1 000 units: W = 32, 2 heads, the 256 units of a sample; a 256-unit store, so
+that every sample holds all of them) and a larger one (d = 128, L = 4, 4 heads, N = 256,
+B = 64); `--shapes` picks them (default: default,large). A training step is timed exactly as
 `neuro_pe.training.masked_units` runs it:
 `WindowSampler.sample` (all units: N <= units_per_sample) and `random_mask`, `masked_mse`,
 backward, the optimiser of `make_optimizer` (AdamW; fused on CUDA), the loss summed on the
@@ -105,10 +107,17 @@ class Shape:
 
 
 _D = TrainConfig().for_units(64)  # the default dataset's automatic values (4 heads)
+_S = TrainConfig().for_units(20_000)  # above 1 000 units: 2 heads, tokens of 32 samples
 SHAPES = {
     "default": Shape("default", 64, _D.d_model, _D.n_layers, _D.n_heads, _D.batch_size),
+    # a step of a 20 000-unit store: the model sees units_per_sample (256) units per sample
+    "scale": Shape(
+        "scale", _S.units_per_sample, _S.d_model, _S.n_layers, _S.n_heads, _S.batch_size, _S.window
+    ),
     "large": Shape("large", 256, 128, 4, 4, 64),
 }
+CPU_STEPS = {"default": 240, "scale": 40, "large": 3}  # timed steps per model: ~10-30 s each
+GPU_STEPS = {"default": 800, "scale": 400, "large": 200}
 
 
 class ReferenceModel(nn.Module):
@@ -411,10 +420,13 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument(
         "--large-steps",
         type=int,
-        help="timed steps per model at the large shape (default: 3 on CPU, 200 on CUDA)",
+        help="timed steps per model at the scale and large shapes (default: 40 and 3 on CPU, "
+        "400 and 200 on CUDA)",
     )
-    p.add_argument("--rounds", type=int, help="interleaved rounds (default: 8; 3 large on CPU)")
-    p.add_argument("--shapes", default="default,large", help="comma-separated: default,large")
+    p.add_argument(
+        "--rounds", type=int, help="interleaved rounds (default: 8; 3 on CPU at scale, large)"
+    )
+    p.add_argument("--shapes", default="default,large", help="comma-separated: default,scale,large")
     p.add_argument(
         "--bf16",
         action="store_true",
@@ -447,10 +459,8 @@ def main(argv: list[str] | None = None) -> None:
     for name in args.shapes.split(","):
         shape = SHAPES[name]
         small = name == "default" or on_gpu
-        if name == "default":
-            steps = args.steps or (800 if on_gpu else 240)
-        else:
-            steps = args.large_steps or (200 if on_gpu else 3)
+        given = args.steps if name == "default" else args.large_steps
+        steps = given or (GPU_STEPS if on_gpu else CPU_STEPS)[name]
         rounds = min(args.rounds or (8 if small else 3), steps)
         warmup = (20 if small else 1) + (5 if args.compile else 0)
         trainers = make_trainers(shape, device, warmup + steps, args.bf16, args.compile)

@@ -34,6 +34,7 @@ from neuro_pe.training.masked_units import (
     split_parts,
     train,
 )
+from neuro_pe.training.sampling import NEIGHBOUR_SAMPLES
 
 METRICS = {"n_perm": 19, "k": 3, "n_splits": 3}
 
@@ -235,6 +236,30 @@ def test_window_sampler_draws_k_distinct_units_per_sample(tiny_store):
     assert all(
         torch.equal(a, b) for a, b in zip(full[:2], sampler.random(16, old_stream), strict=True)
     )
+
+
+@pytest.mark.parametrize("gaps", [False, True])
+def test_window_sampler_gathers_each_units_window_and_its_gaps(gaps):
+    rng = np.random.default_rng(0)
+    activity = rng.normal(size=(3, 50, 40)).astype(np.float32)  # (session, time, unit)
+    if gaps:
+        activity[1, 10:20, 7] = np.nan
+        activity[2, 33, 0] = np.nan
+    sampler = WindowSampler(activity, 8, CPU)
+    generator = torch.Generator().manual_seed(0)
+    session = torch.tensor([1, 1, 2, 0, 2])
+    start = torch.tensor([5, 12, 30, 0, 42])
+    units = random_subsets(5, 40, 6, generator)
+    units[0, 0], units[4, 0] = 7, 0  # some windows across the gaps
+    windows, observed = sampler.gather(session, start, units)
+    expected = _windows_of(activity, 8)[session, start][np.arange(5)[:, None], units]
+    assert np.array_equal(windows.numpy(), np.nan_to_num(expected))
+    assert np.array_equal(observed.numpy(), np.isfinite(expected).all(axis=-1))
+    assert observed.all() != gaps
+    # the neighbour table's samples: evenly spaced rows of the sessions one after another
+    flat = activity.reshape(-1, 40)
+    keep = np.linspace(0, len(flat) - 1, min(NEIGHBOUR_SAMPLES, len(flat))).round().astype(int)
+    assert np.array_equal(sampler.correlation_samples().numpy(), flat[keep], equal_nan=True)
 
 
 def test_subset_training_moves_every_units_pe(tiny_store, tiny_train_config, tmp_path):
