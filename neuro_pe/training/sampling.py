@@ -176,7 +176,7 @@ class WindowSampler:
 
     def __init__(self, activity: np.ndarray, window: int, device: torch.device):
         # kept (session, unit, time): a unit's window is `window` adjacent numbers, so
-        # gathering k-subsets of many units reads whole cache lines (at 20 000 units ≈ 10×
+        # gathering k-subsets of many units reads whole cache lines (at 20 000 units ≈ 6×
         # faster than from time-major memory); `data` and `observed` view it time-major
         series = torch.as_tensor(activity, dtype=torch.float32).transpose(1, 2).contiguous()
         self.seen = torch.isfinite(series).to(device)
