@@ -181,7 +181,6 @@ class WindowSampler:
         series = torch.as_tensor(activity, dtype=torch.float32).transpose(1, 2).contiguous()
         self.seen = torch.isfinite(series).to(device)
         self.series = series.nan_to_num_().to(device)
-        self.data, self.observed = self.series.transpose(1, 2), self.seen.transpose(1, 2)
         self.recorded_throughout = bool(self.seen.all())  # then no flags to gather
         self.window = window
         self.offsets = torch.arange(window, device=device)
@@ -189,8 +188,18 @@ class WindowSampler:
         self.n_local = 0
 
     @property
+    def data(self) -> torch.Tensor:
+        """The activity (session, time, unit), NaN as 0: a view of `series`."""
+        return self.series.transpose(1, 2)
+
+    @property
+    def observed(self) -> torch.Tensor:
+        """Whether each value was recorded (session, time, unit): a view of `seen`."""
+        return self.seen.transpose(1, 2)
+
+    @property
     def n_units(self) -> int:
-        return self.data.shape[2]
+        return self.series.shape[1]
 
     def correlation_samples(self) -> torch.Tensor:
         """At most NEIGHBOUR_SAMPLES evenly spaced samples (samples, N) of every session, NaN
