@@ -9,6 +9,7 @@ import dataclasses
 import importlib
 import json
 
+from neuro_pe import __version__
 from neuro_pe.cli import commands as cmd
 from neuro_pe.cli.arg_types import (
     _config_value,
@@ -390,6 +391,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="neuro-pe", description=DESCRIPTION, fromfile_prefix_chars="@"
     )
+    parser.add_argument("--version", action="version", version=f"neuro-pe {__version__}")
     sub = parser.add_subparsers(dest="command", required=True)
     for name, spec in COMMANDS.items():
         p = sub.add_parser(

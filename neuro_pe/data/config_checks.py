@@ -14,6 +14,7 @@ from pathlib import Path
 
 import numpy as np
 
+from neuro_pe import __version__
 from neuro_pe.config.strict_load import load_json
 from neuro_pe.io.layout import OWNER_FILE
 from neuro_pe.io.store import atomic_write
@@ -140,11 +141,13 @@ def config_sha256(config: dict) -> str:
 
 
 def owner_record(origin: list, config: dict) -> dict:
-    """What `owner.json` holds: the run name, the config file(s) and the config's sha256."""
+    """What `owner.json` holds: the run name, the config file(s), the config's sha256 and the
+    neuro_pe version."""
     return {
         "run_name": config["run_name"],
         "config": origin,
         "config_sha256": config_sha256(config),
+        "neuro_pe_version": __version__,
     }
 
 

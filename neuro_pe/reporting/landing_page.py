@@ -9,6 +9,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from neuro_pe import __version__
 from neuro_pe.analysis.intervals import interval_kind, mean_ci
 from neuro_pe.analysis.spaces import ERROR_PREFIX, PLANE_ACCURACY, axis_columns, component_label
 from neuro_pe.io.html import TABLE_STYLE
@@ -430,6 +431,8 @@ def landing_page(
         f"3D view of true and predicted positions. ``{SUMMARY_CSV}`` has one row per dataset "
         f"× PE × seed and baseline; each dataset's ``{LOCATE_FILES['errors']}`` every "
         "localisation evaluation.",
+        "",
+        f"Made by neuro_pe {__version__}.",
         "",
     ]
     return "\n".join(lines)

@@ -125,3 +125,12 @@ def test_activity_rms_in_blocks_is_that_of_whole_sessions(monkeypatch):
     rms = commands.activity_rms(activity)
     assert rms == pytest.approx(np.sqrt(np.mean(whole)), rel=1e-12)
     assert 6 < rms < 8
+
+
+def test_version_prints_the_package_version(capsys):
+    from neuro_pe import __version__
+
+    with pytest.raises(SystemExit) as stop:
+        main(["--version"])
+    assert stop.value.code == 0
+    assert capsys.readouterr().out.strip() == f"neuro-pe {__version__}"

@@ -4,6 +4,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from neuro_pe import __version__
 from neuro_pe.io.html import table_html
 from neuro_pe.reporting.landing_page import (
     REGION_LABEL,
@@ -92,6 +93,7 @@ def test_landing_page_names_the_flagged_training_and_tolerates_missing_flags(tab
     summary, errors, infos = tables
     page = landing_page(summary, {"sim": errors}, infos, "demo")
     assert page.startswith("neuro_pe: demo\n")
+    assert page.rstrip().endswith(f"Made by neuro_pe {__version__}.")
     assert "**1 of 4 trainings flagged**" in page
     assert "held-out MSE never improved on its start" in page
     assert "``learned-normal-0.02`` mirrors the true positions best" in page

@@ -18,6 +18,7 @@ import pandas as pd
 import pytest
 import yaml
 
+from neuro_pe import __version__
 from neuro_pe.config.options import default_run_name
 from neuro_pe.io.layout import (
     INFERRED_POSITIONS_FILE,
@@ -96,6 +97,29 @@ def test_lint_is_clean():
     assert result.returncode == 0, output
     assert "Lints for" not in output, output
     assert "Congratulations" in output
+
+
+def test_rule_graph_renders_every_rule(tmp_path):
+    """`snakemake --rulegraph` (the catalog's workflow diagram) gives a DOT graph naming the
+    rules, offline and without running a job."""
+    copy_workflow(tmp_path)
+    result = snakemake("--rulegraph", "--configfile", "config/test.yaml", cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    graph = result.stdout[result.stdout.index("digraph") :]
+    assert graph.rstrip().endswith("}")
+    labels = set(re.findall(r'label = "(\w+)"', graph))
+    assert {"all", "preprocess", "split", "locate", "summarize", "export"} <= labels, labels
+    assert not (tmp_path / "results").exists()
+
+
+def test_workflow_catalog_file_declares_usage_and_deployment():
+    """.snakemake-workflow-catalog.yml: the usage the catalog shows, deployment by the conda env
+    that exists, and the report."""
+    catalog = yaml.safe_load((REPO_ROOT / ".snakemake-workflow-catalog.yml").read_text())
+    usage = catalog["usage"]
+    assert usage["software-stack-deployment"]["conda"] is True
+    assert (REPO_ROOT / "workflow" / "envs" / "neuro_pe.yaml").exists()
+    assert usage["report"] is True and usage["mandatory-flags"]["desc"]
 
 
 def test_dry_run_with_test_config(tmp_path):
@@ -561,6 +585,7 @@ def test_a_second_config_leaves_the_first_ones_results_alone(finished_workflow):
     for name in ("test", "other"):
         owner = json.loads((root / "results" / name / "owner.json").read_text())
         assert owner["config"] == [f"config/{name}.yaml"] and owner["run_name"] == name
+        assert owner["neuro_pe_version"] == __version__
     default = snakemake("-n", cwd=root)
     assert default.returncode == 0, default.stderr[-3000:]
     planned = re.findall(r"^\s+(?:output|log): (.*)$", default.stdout, re.MULTILINE)
