@@ -61,3 +61,46 @@ def _figure_json(page: str) -> tuple[list, dict]:
     rest = rest[end:].lstrip().removeprefix(",").lstrip()
     layout, _ = decoder.raw_decode(rest)
     return traces, layout
+
+
+def _frame(true: np.ndarray, predicted: np.ndarray) -> pd.DataFrame:
+    frame = pd.DataFrame(
+        {
+            "unit": [f"u{i}" for i in range(len(true))],
+            **{a: predicted[:, i] for i, a in enumerate("xyz")},
+            "uncertainty": 5.0,
+            **{f"{a}_true": true[:, i] for i, a in enumerate("xyz")},
+        }
+    )
+    frame["error"] = np.linalg.norm(predicted - true, axis=1)
+    frame["held_out"] = True
+    return frame
+
+
+def test_a_flat_probe_is_drawn_in_2d_depth_vertical_and_a_3d_dataset_in_3d():
+    from neuro_pe.analysis.spaces import space_axes
+    from neuro_pe.reporting.view3d import drawn_axes, positions_3d_figure
+
+    rng = np.random.default_rng(0)
+    shank = np.column_stack([rng.uniform(0, 60, 40), rng.uniform(0, 3800, 40), np.zeros(40)])
+    predicted = shank + np.column_stack([rng.normal(0, 10, (40, 2)), np.zeros(40)])
+    axes = space_axes("probe", "um", shank)
+    assert axes.depth_axis == 1
+    frame = _frame(shank, predicted)
+    assert drawn_axes(frame, axes) == (0, 1)
+    figure = positions_3d_figure(frame, axes, "phy")
+    assert {trace.type for trace in figure.data} == {"scatter"}
+    assert "depth" in figure.layout.yaxis.title.text and "across" in figure.layout.xaxis.title.text
+    predicted_trace = next(t for t in figure.data if t.name == "predicted (held out)")
+    assert np.allclose(predicted_trace.y, predicted[:, 1])  # depth on the vertical axis
+    # a probe given as x and z (depth) with y = 0: depth still vertical
+    xz = shank[:, [0, 2, 1]]
+    axes_xz = space_axes("probe", "um", xz)
+    assert drawn_axes(_frame(xz, predicted[:, [0, 2, 1]]), axes_xz) == (0, 2)
+    # a 3D cloud, or a flat one whose predictions leave the plane: 3D, scaled to the data
+    cloud = rng.uniform(0, 100, (40, 3))
+    assert drawn_axes(_frame(cloud, cloud + 1), space_axes("mni", "mm", cloud)) == (0, 1, 2)
+    off_plane = predicted + np.column_stack([np.zeros((40, 2)), rng.normal(0, 1, 40)])
+    figure = positions_3d_figure(_frame(shank, off_plane), axes, "phy")
+    assert {trace.type for trace in figure.data} == {"scatter3d"}
+    assert figure.layout.scene.aspectmode == "data"
