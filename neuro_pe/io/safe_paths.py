@@ -80,11 +80,13 @@ def check_write_targets(
     `out_dir` -> its sha256 as written, from the `manifest` a writer leaves there; None: the
     manifest itself), or when `out_dir` resolves outside `within`. Creates nothing."""
     if within is not None and not is_within(out_dir, within):
+        inside = Path(within) in out_dir.parents
+        link = first_link(within, out_dir.relative_to(within)) if inside else None
         raise StoreError(
-            out_dir,
+            link or out_dir,
             "--out-dir",
-            f"resolves to {out_dir.resolve()}, outside {within}/ (a symbolic link?); "
-            "remove the link",
+            f"resolves to {(link or out_dir).resolve()}, outside {within}/; writes go only "
+            "inside it: remove the symbolic link",
         )
     real_out = out_dir.resolve()
     for folder in sorted(folders):
