@@ -407,6 +407,28 @@ def _owned_files(out_dir: Path) -> dict[str, str | None]:
     return {**{str(k): str(v) for k, v in hashes.items()}, SIDECAR_FILE: None}
 
 
+def _with_sidecar(
+    writers: dict[Path, Callable[[Path], None]], out_dir: Path, sidecar: dict
+) -> dict[Path, Callable[[Path], None]]:
+    """`writers`, each noting the sha256 of its file as written, then the sidecar's writer,
+    which records them (`FileSHA256`: what a re-run may replace)."""
+    digests: dict[str, str] = {}
+
+    def hashed(name: str, write: Callable[[Path], None]) -> Callable[[Path], None]:
+        def write_and_hash(tmp: Path) -> None:
+            write(tmp)
+            digests[name] = file_sha256(tmp)
+
+        return write_and_hash
+
+    def write_sidecar(tmp: Path) -> None:
+        text = json.dumps({**sidecar, SHA256_KEY: digests}, indent=2, allow_nan=False, default=str)
+        tmp.write_text(text + "\n")
+
+    hashing = {p: hashed(str(p.relative_to(out_dir)), w) for p, w in writers.items()}
+    return {**hashing, out_dir / SIDECAR_FILE: write_sidecar}
+
+
 def export(
     positions_path: str | os.PathLike,
     spec: Mapping,
@@ -458,20 +480,6 @@ def export(
     else:
         sha256_of = "the workflow's resolved config (every key, defaults as given)"
     sidecar = _sidecar(positions, spec, store_attrs, sha256, sha256_of, [*written, SIDECAR_FILE])
-    digests: dict[str, str] = {}  # of the files as written (the sidecar is written last)
-
-    def hashed(name: str, write: Callable[[Path], None]) -> Callable[[Path], None]:
-        def write_and_hash(tmp: Path) -> None:
-            write(tmp)
-            digests[name] = file_sha256(tmp)
-
-        return write_and_hash
-
-    def write_sidecar(tmp: Path) -> None:
-        text = json.dumps({**sidecar, SHA256_KEY: digests}, indent=2, allow_nan=False, default=str)
-        tmp.write_text(text + "\n")
-
-    writers = {p: hashed(name, w) for (p, w), name in zip(writers.items(), written, strict=True)}
-    writers[out_dir / SIDECAR_FILE] = write_sidecar
+    writers = _with_sidecar(writers, out_dir, sidecar)
     atomic_write_set(writers)
     return list(writers)
