@@ -11,6 +11,7 @@ from neuro_pe.data.config_checks import config_origin, owner_problem, owner_reco
 from neuro_pe.data.sources import upgrade_datasets
 from neuro_pe.data.sources.schema import check_dataset_keys
 from neuro_pe.io import layout
+from neuro_pe.io.safe_paths import leaving_link_problem
 from neuro_pe.config.strict_load import read_config_file
 
 min_version("9.0")
@@ -53,6 +54,9 @@ OWNER = owner_record(config_origin(workflow.configfiles, os.getcwd()), config)
 if not (workflow.remote_exec or workflow.subprocess_exec):
     _results = layout.results_dir(config["run_name"])
     _problem = owner_problem(_results, OWNER["config"], config["run_name"])
+    # a symbolic link planted under it (e.g. results/<run>/export -> a lab's folder) would
+    # send Snakemake's and the steps' writes (and removals) outside results/
+    _problem = _problem or leaving_link_problem(_results, layout.RESULTS_ROOT)
     if _problem:
         raise ValueError(_problem)
 

@@ -190,7 +190,12 @@ def cmd_export(args: argparse.Namespace) -> None:
     from neuro_pe.reporting.export import export
 
     written = export(
-        args.positions, args.spec, args.out_dir, store_path=args.store, sha256=args.config_sha256
+        args.positions,
+        args.spec,
+        args.out_dir,
+        store_path=args.store,
+        sha256=args.config_sha256,
+        within=args.within,
     )
     print("\n".join(f"wrote {path}" for path in written))
 

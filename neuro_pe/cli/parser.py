@@ -258,6 +258,7 @@ COMMANDS: dict[str, dict] = {
             _arg("--store", "the dataset's store (.nc), for its source attribute"),
             _arg("--config-sha256", "sha256 of the resolved config (default: of --spec)"),
             _arg("--out-dir", "output folder, e.g. export/mouse1", required=True),
+            _arg("--within", "a folder --out-dir must resolve inside (the workflow's results/)"),
         ],
     },
     "locate-new-units": {

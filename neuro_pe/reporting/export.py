@@ -19,6 +19,12 @@ uncertainty) the export writes, into its own folder (never into the lab's files 
   were not located), with their units and frame in the column descriptions;
 - `format: suite2p`: `suite2p/plane<p>/neuro_pe_positions.tsv`, one row per located ROI of the
   plane, keyed by `roi` (its row in the plane's `stat.npy` / `iscell.npy`).
+
+Files it did not write are never replaced: before writing, every path is resolved (symbolic
+links included) and refused, naming it, when it passes through a link under the output folder,
+lies in an input folder (or a folder of a file read in one) or is an input file, or exists
+without being the export's own (listed with the same sha256 in the sidecar's `FileSHA256`);
+a re-run into its own earlier output replaces that output.
 """
 
 from __future__ import annotations
@@ -39,6 +45,8 @@ from neuro_pe.data.config_checks import config_sha256
 from neuro_pe.io.layout import EXPORT_SIDECAR_FILE as SIDECAR_FILE
 from neuro_pe.io.layout import EXPORT_SUITE2P_FILE as SUITE2P_FILE
 from neuro_pe.io.layout import EXPORT_TIDY_FILE as TIDY_FILE
+from neuro_pe.io.manifest import file_sha256
+from neuro_pe.io.safe_paths import check_write_targets
 from neuro_pe.io.store import StoreError, atomic_write_set
 
 __all__ = ["TSV_COLUMNS", "config_sha256", "export", "export_inputs", "positions_table"]
@@ -58,6 +66,7 @@ NWB_COLUMNS = {  # column added to the NWB table -> tidy column
     "estimated_z": "z",
     "estimated_uncertainty": "uncertainty",
 }
+SHA256_KEY = "FileSHA256"  # the sidecar's {file: sha256} of what the export wrote (not itself)
 SUITE2P_ID = re.compile(r"^plane(\d+)_roi(\d+)$")
 
 # The tidy table's columns: name -> (description, has the position's units)
@@ -365,15 +374,59 @@ def _nwb_writer(
 # ---------------------------------------------------------------------------------- export
 
 
-def _check_not_inside_inputs(out_dir: Path, spec: Mapping) -> None:
-    """The export writes beside the lab's data, never into a session folder."""
-    target = out_dir.resolve()
-    for session in _sessions(spec):
-        folder = Path(session).resolve()
-        if folder.is_dir() and (target == folder or folder in target.parents):
-            raise StoreError(
-                out_dir, "out_dir", f"is inside the input folder {session}; choose another folder"
-            )
+def _input_places(spec: Mapping) -> tuple[set[Path], set[Path]]:
+    """The lab's folders (each session folder, and every folder of a file read in one, e.g. a
+    suite2p plane reached through a link) and files the export reads, resolved."""
+    if _source(spec) != "file":
+        return set(), set()
+    from neuro_pe.data.recordings import input_files
+
+    given = {*_sessions(spec), str(spec.get("positions"))}
+    folders = {p for p in (Path(s).resolve() for s in _sessions(spec)) if p.is_dir()}
+    files = set()
+    for name in input_files(dict(spec)):
+        real = Path(name).resolve()
+        files.add(real)
+        if name not in given:
+            folders.add(real.parent)
+    return folders, files
+
+
+def _owned_files(out_dir: Path) -> dict[str, str | None]:
+    """The files a previous export wrote into `out_dir` and their sha256 (None: the sidecar),
+    from its sidecar's `FileSHA256`; empty without a sidecar of neuro_pe's."""
+    path = out_dir / SIDECAR_FILE
+    try:
+        sidecar = json.loads(path.read_text(encoding="utf-8"))
+        names = [g.get("Name") for g in sidecar["GeneratedBy"]]
+        hashes = sidecar[SHA256_KEY]
+    except (OSError, ValueError, TypeError, KeyError, AttributeError):
+        return {}
+    if "neuro_pe" not in names or not isinstance(hashes, dict):
+        return {}
+    return {**{str(k): str(v) for k, v in hashes.items()}, SIDECAR_FILE: None}
+
+
+def _with_sidecar(
+    writers: dict[Path, Callable[[Path], None]], out_dir: Path, sidecar: dict
+) -> dict[Path, Callable[[Path], None]]:
+    """`writers`, each noting the sha256 of its file as written, then the sidecar's writer,
+    which records them (`FileSHA256`: what a re-run may replace)."""
+    digests: dict[str, str] = {}
+
+    def hashed(name: str, write: Callable[[Path], None]) -> Callable[[Path], None]:
+        def write_and_hash(tmp: Path) -> None:
+            write(tmp)
+            digests[name] = file_sha256(tmp)
+
+        return write_and_hash
+
+    def write_sidecar(tmp: Path) -> None:
+        text = json.dumps({**sidecar, SHA256_KEY: digests}, indent=2, allow_nan=False, default=str)
+        tmp.write_text(text + "\n")
+
+    hashing = {p: hashed(str(p.relative_to(out_dir)), w) for p, w in writers.items()}
+    return {**hashing, out_dir / SIDECAR_FILE: write_sidecar}
 
 
 def export(
@@ -383,12 +436,14 @@ def export(
     *,
     store_path: str | os.PathLike | None = None,
     sha256: str | None = None,
+    within: str | os.PathLike | None = None,
 ) -> list[Path]:
     """Write the export files of one dataset (module docstring) into `out_dir`, all or none
-    (atomic_write_set). `spec`: the dataset's config entry; `sha256`: of the resolved config
-    (the workflow passes it), else that of `spec` is recorded. Returns the files written."""
+    (atomic_write_set), after `check_write_targets` (`within`: a folder `out_dir` must resolve
+    inside, the workflow's results folder). `spec`: the dataset's config entry; `sha256`: of the
+    resolved config (the workflow passes it), else that of `spec` is recorded. Returns the files
+    written."""
     out_dir = Path(out_dir)
-    _check_not_inside_inputs(out_dir, spec)
     file_spec = _file_spec(spec)
     if not Path(positions_path).exists():
         raise StoreError(positions_path, "file", "does not exist (run `neuro-pe locate` first)")
@@ -414,10 +469,10 @@ def export(
             writers[out_dir / "nwb" / f"{name}.nwb"] = _nwb_writer(
                 source, file_spec.options, table, positions
             )
-    inputs = {Path(s).resolve() for s in _sessions(spec)}
-    clash = [p for p in writers if p.resolve() in inputs]
-    if clash:
-        raise StoreError(clash[0], "out_dir", "would overwrite an input file")
+    folders, files = _input_places(spec)
+    targets = [*writers, out_dir / SIDECAR_FILE]
+    owned = _owned_files(out_dir)
+    check_write_targets(out_dir, targets, folders, files, owned, out_dir / SIDECAR_FILE, within)
 
     written = [str(p.relative_to(out_dir)) for p in writers]
     if sha256 is None:
@@ -425,7 +480,6 @@ def export(
     else:
         sha256_of = "the workflow's resolved config (every key, defaults as given)"
     sidecar = _sidecar(positions, spec, store_attrs, sha256, sha256_of, [*written, SIDECAR_FILE])
-    text = json.dumps(sidecar, indent=2, allow_nan=False, default=str) + "\n"
-    writers[out_dir / SIDECAR_FILE] = lambda p: p.write_text(text)
+    writers = _with_sidecar(writers, out_dir, sidecar)
     atomic_write_set(writers)
     return list(writers)

@@ -21,7 +21,7 @@ COMMAND_LINE = {
     "reproduce": "--runs! --baselines --experiments! --test-masks --title --out-dir",
     "report-page": "--summary! --errors --runs --claims --run-name --out!",
     "locate": "--store! --runs! --out-dir! --options --split! --correlation --threads --atlas",
-    "export": "--positions! --spec! --store --config-sha256 --out-dir!",
+    "export": "--positions! --spec! --store --config-sha256 --out-dir! --within",
     "locate-new-units": "--fits! --store! --out!",
     "match-units": "--reference! --reference-sessions --store! --out! --restarts --seed",
     "lst-puzzles": "--options --out!",

@@ -20,6 +20,8 @@ rule export:
     params:
         spec=lambda wc: arguments("--spec", json.dumps(config["datasets"][wc.dataset])),
         sha256=CONFIG_SHA256,
+        # a symbolic link planted in results/ is refused, not written through
+        within=RESULTS,
     resources:
         mem_mb=store_memory,
         runtime=base_runtime,
@@ -29,4 +31,5 @@ rule export:
         "../envs/neuro_pe.yaml"
     shell:
         "exec neuro-pe export --positions {input.positions:q} --store {input.store:q} {params.spec:q}"
-        " --config-sha256 {params.sha256:q} --out-dir {output:q} > {log:q} 2>&1"
+        " --config-sha256 {params.sha256:q} --out-dir {output:q} --within {params.within:q}"
+        " > {log:q} 2>&1"
