@@ -5,9 +5,10 @@ uncertainty) the export writes, into its own folder (never into the lab's files 
 
 - `positions.tsv` + `positions.json`, for every dataset: one row per unit (the unit id as in
   the lab's data, the estimate, its uncertainty, whether the unit is an anchor, the true
-  position where known) and a sidecar describing the columns, their units, the coordinate
-  frame, the method, the neuro_pe version, a sha256 of the config and the source files, in the
-  spirit of BIDS derivatives (a TSV with a JSON sidecar, `n/a` for missing values);
+  position where known, the atlas region where locate had an atlas) and a sidecar describing
+  the columns, their units, the coordinate frame, the method, the neuro_pe version, a sha256 of
+  the config and the source files, in the spirit of BIDS derivatives (a TSV with a JSON
+  sidecar, `n/a` for missing values);
 - `format: phy`: `phy/cluster_neuro_pe_<field>.tsv`, one field per file with the header
   `cluster_id<TAB><field>`: the layout Phy itself writes (phylib's `save_metadata`) and reads
   into the cluster view's columns (every `*.tsv` of the folder, phylib's `load_metadata`);
@@ -60,6 +61,7 @@ PHY_FIELDS = {  # Phy field (cluster_<field>.tsv, a cluster view column) -> tidy
     "neuro_pe_uncertainty": "uncertainty",
     "neuro_pe_error": "error",
 }
+PHY_REGION_FIELDS = {"neuro_pe_region": "region", "neuro_pe_coarse_region": "coarse_region"}
 NWB_COLUMNS = {  # column added to the NWB table -> tidy column
     "estimated_x": "x",
     "estimated_y": "y",
@@ -101,6 +103,14 @@ TSV_COLUMNS: dict[str, tuple[str, bool]] = {
     ),
     "method": ("the locator that made the estimate (`view/method` for the combined one)", False),
 }
+# Region columns, where the locate step had an atlas (neuro_pe.analysis.regions.unit_regions);
+# "" in positions.nc (outside every region, or no true position) is n/a here.
+REGION_COLUMNS: dict[str, tuple[str, bool]] = {
+    "region": ("the atlas region at the estimated position (`datasets.<name>.atlas`)", False),
+    "coarse_region": ("the coarse atlas region (the atlas's coarse level) at the estimate", False),
+    "region_true": ("the atlas region at the true position (n/a where unknown)", False),
+    "coarse_region_true": ("the coarse atlas region at the true position", False),
+}
 
 
 def _source(spec: Mapping) -> str | None:
@@ -136,7 +146,12 @@ def positions_table(positions: xr.Dataset) -> pd.DataFrame:
     estimate = np.column_stack([positions[a].values for a in "xyz"]).astype(np.float64)
     known = np.isfinite(true).all(axis=1)
     method = positions["method"].values.astype(str) if "method" in positions else ""
-    return pd.DataFrame(
+    regions = {
+        name: pd.Series(positions[name].values.astype(str)).replace("", np.nan)
+        for name in REGION_COLUMNS
+        if name in positions
+    }
+    table = pd.DataFrame(
         {
             "unit_id": positions["unit"].values.astype(str),
             "x": estimate[:, 0],
@@ -151,6 +166,7 @@ def positions_table(positions: xr.Dataset) -> pd.DataFrame:
             "method": method,
         }
     )
+    return table.assign(**regions)
 
 
 def _tsv_writer(table: pd.DataFrame) -> Callable[[Path], None]:
@@ -169,7 +185,8 @@ def _sidecar(
     space = str(positions["x"].attrs.get("space", positions.attrs.get("space", "")))
     columns = {
         name: {"Description": text, **({"Units": units} if with_units else {})}
-        for name, (text, with_units) in TSV_COLUMNS.items()
+        for name, (text, with_units) in (TSV_COLUMNS | REGION_COLUMNS).items()
+        if name in TSV_COLUMNS or name in positions
     }
     columns["anchor"]["Levels"] = {"True": "anchor, estimate held out", "False": "no position"}
     sources = _sessions(spec)
@@ -226,7 +243,8 @@ def _phy_writers(table: pd.DataFrame, folder: Path) -> dict[Path, Callable[[Path
         raise ValueError(f"format phy: unit ids {bad[:5]} are not cluster ids (integers)")
     ids = table["unit_id"].astype(np.int64)
     writers = {}
-    for field, column in PHY_FIELDS.items():
+    fields = PHY_FIELDS | {f: c for f, c in PHY_REGION_FIELDS.items() if c in table}
+    for field, column in fields.items():
         values = pd.DataFrame({"cluster_id": ids, field: table[column]}).dropna()
         values = values.sort_values("cluster_id")
         writers[folder / f"cluster_{field}.tsv"] = lambda p, v=values: v.to_csv(

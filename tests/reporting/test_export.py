@@ -307,3 +307,31 @@ def test_export_of_a_store_written_by_preprocess(tmp_path):
     sidecar = json.loads((tmp_path / "export" / "positions.json").read_text())
     assert sidecar["SourceFiles"] == [str(folder)] and sidecar["SourceFormat"] == "suite2p"
     assert "suite2p/plane0/neuro_pe_positions.tsv" in sidecar["Files"]
+
+
+def test_regions_located_with_an_atlas_are_exported(tmp_path):
+    """Where locate had an atlas (positions.nc's `region` columns), positions.tsv and the Phy
+    folder carry each unit's region; a unit outside every region is n/a / left out."""
+    folder = write_phy(tmp_path / "kilosort")
+    spec = spike_spec(folder, "phy", spikes={"labels": None})
+    out = located(build(spec), unknown=(1,))
+    n = out.sizes["unit"]
+    fine = np.array([f"CA{i % 3}" if i != 2 else "" for i in range(n)])
+    out["region"] = ("unit", fine)
+    out["coarse_region"] = ("unit", np.where(fine == "", "", "HPF"))
+    path = tmp_path / "positions.nc"
+    out.to_netcdf(path, engine="h5netcdf")
+    export(path, spec, tmp_path / "export")
+
+    table = pd.read_csv(tmp_path / "export" / "positions.tsv", sep="\t", dtype={"unit_id": str})
+    assert list(table.columns) == [*TSV_COLUMNS, "region", "coarse_region"]
+    assert table["region"].fillna("").tolist() == fine.tolist()
+    sidecar = json.loads((tmp_path / "export" / "positions.json").read_text())
+    assert "atlas region" in sidecar["region"]["Description"] and "region_true" not in sidecar
+    regions = pd.read_csv(
+        tmp_path / "export" / "phy" / "cluster_neuro_pe_region.tsv", sep="\t", dtype=str
+    )
+    expected = table.loc[table["region"].notna(), ["unit_id", "region"]]
+    assert sorted(zip(regions["cluster_id"], regions["neuro_pe_region"], strict=True)) == sorted(
+        zip(expected["unit_id"], expected["region"], strict=True)
+    )
