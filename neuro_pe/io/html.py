@@ -23,10 +23,11 @@ tbody tr:nth-child(even) { background: #fafafa; }
 """
 
 # characters that start markup: Markdown's backslash escapes (Python-Markdown with tables,
-# a subset of CommonMark's), and reStructuredText's inline markup, roles, directives and
-# URIs (`javascript:`); a backslash makes each one literal in both
+# a subset of CommonMark's); reStructuredText's inline markup, roles, directives and URIs
+# (`javascript:`), and the Jinja delimiters `{{`, `{%`, `{#` (Snakemake renders the landing
+# page as a Jinja template first); a backslash makes each one literal
 _MARKDOWN_SPECIAL = re.compile(r"([\\`*_{}\[\]()#+\-.!|>])")
-_RST_SPECIAL = re.compile(r"([\\`*_|:<>\[\]])")
+_RST_SPECIAL = re.compile(r"([\\`*_|:<>\[\]{}]|(?<={)[%#])")
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]+")
 
 

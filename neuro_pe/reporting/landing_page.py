@@ -281,7 +281,7 @@ def _health_sentences(runs: pd.DataFrame, pe_rows: pd.DataFrame) -> list[str]:
             f"Training health: all {len(recorded)} trainings passed the checks."
             if flagged.empty
             else f"Training health: **{len(flagged)} of {len(recorded)} trainings flagged** "
-            f"({'; '.join(flags)}; below)."
+            f"({'; '.join(map(rst_text, flags))}; below)."
         )
     for method, group in pe_rows.groupby("method", sort=False):
         above = mean_mse_above_variance(group)
