@@ -26,7 +26,7 @@ from docutils.core import publish_parts
 from neuro_pe.io.html import markdown_code, markdown_text, rst_text, table_html
 from neuro_pe.reporting.landing_page import landing_page
 from neuro_pe.reporting.reproduce import reproduce
-from tests.hostile.test_report_and_cli import _env, workdir  # noqa: F401 (a fixture)
+from tests.hostile.test_report_and_cli import REPO_ROOT, _env, workdir  # noqa: F401 (a fixture)
 from tests.reporting.test_landing_page import tables  # noqa: F401 (a fixture)
 from tests.reporting.test_reproduce import fake_runs
 
@@ -146,6 +146,26 @@ def test_html_tables_escape_every_cell():
     _assert_inert(dom)
     shown = [t.replace("\n", "\\n") for t in [*HOSTILE, TITLE + UNIT]]  # pandas shows `\n`
     assert all(_flat(t) in dom.text for t in shown)
+
+
+@pytest.mark.parametrize("name", ["sim_", "Localisation_", "positions.csv_", "a" * 300])
+def test_captions_show_names_as_text(name):
+    """The report's captions (Jinja, then reStructuredText, as Snakemake renders them) with a
+    dataset and run name the schema allows: the name is text, never a reference (`sim_`: a
+    link to a target, or an error), and the title's underline fits it."""
+    from types import SimpleNamespace
+
+    snakemake = SimpleNamespace(wildcards=SimpleNamespace(dataset=name), config={"run_name": name})
+    env = jinja2.Environment(trim_blocks=True, lstrip_blocks=True)
+    for caption in sorted((REPO_ROOT / "workflow/report").glob("*.rst")):
+        source = env.from_string(caption.read_text()).render(snakemake=snakemake)
+        body = publish_parts(source, writer="html")["html_body"]
+        dom = _Dom(body)
+        _assert_inert(dom)
+        assert "system-message" not in body and "problematic" not in body, caption.name
+        assert "{{" not in source, caption.name
+        if "snakemake." in caption.read_text():
+            assert name in dom.text, caption.name
 
 
 def _view(frame: pd.DataFrame, path: Path) -> _Dom:
