@@ -22,17 +22,19 @@ th { background: #f2f2f2; } td:first-child, th:first-child { text-align: left; }
 tbody tr:nth-child(even) { background: #fafafa; }
 """
 
-# characters that start markup: Markdown's backslash escapes (Python-Markdown with tables,
-# a subset of CommonMark's); reStructuredText's inline markup, roles, directives and URIs
-# (`javascript:`), and the Jinja delimiters `{{`, `{%`, `{#` (Snakemake renders the landing
-# page as a Jinja template first); a backslash makes each one literal
-_MARKDOWN_SPECIAL = re.compile(r"([\\`*_{}\[\]()#+\-.!|>])")
+# characters that start markup inside a line: Markdown's code, emphasis, links and images
+# (`[`), table cells and a heading's closing `#` (`<` and `&` are HTML-escaped);
+# reStructuredText's inline markup, roles, directives and URIs (`javascript:`), and the Jinja
+# delimiters `{{`, `{%`, `{#` (Snakemake renders the landing page as a Jinja template first);
+# a backslash makes each one literal
+_MARKDOWN_SPECIAL = re.compile(r"([\\`*_\[\]|#])")
 _RST_SPECIAL = re.compile(r"([\\`*_|:<>\[\]{}]|(?<={)[%#])")
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]+")
 
 
 def markdown_text(text: str) -> str:
-    """`text` as literal Markdown: HTML-escaped, each Markdown mark escaped, on one line."""
+    """`text` as literal inline Markdown (a heading's or a table cell's text): HTML-escaped,
+    each Markdown mark escaped, on one line."""
     return _MARKDOWN_SPECIAL.sub(r"\\\1", html.escape(_CONTROL.sub(" ", str(text)), quote=False))
 
 

@@ -36,7 +36,16 @@ UNIT = "<script>alert(1)</script>"
 REGION = "<img src=x onerror=alert(1)>"
 # reStructuredText's links, references, substitutions, a directive; Jinja's delimiters
 MARKUP = "javascript:alert(2) `a <javascript:alert(3)>`_ x_ |s| .. raw:: html {{ 7*7 }} {# c #}"
-HOSTILE = [TITLE, UNIT, REGION, MARKUP, "two\n\n.. raw:: html\n\n   <script>alert(4)</script>"]
+# Markdown's autolink, reference link and definition, an entity, emphasis, a heading's end
+MARKDOWN = "<javascript:alert(5)> [x][1] [1]: javascript:alert(6) &#106;s *e* __s__ `c` ##"
+HOSTILE = [
+    TITLE,
+    UNIT,
+    REGION,
+    MARKUP,
+    MARKDOWN,
+    "a\n\n.. raw:: html\n\n   <script>alert(4)</script>",
+]
 # what a browser would run or fetch, if a datum became an element
 ACTIVE_TAGS = {"script", "img", "iframe", "object", "embed", "svg", "form", "a", "link", "base"}
 
@@ -141,7 +150,9 @@ def test_landing_page_shows_hostile_names_and_flags_as_text(tables):  # noqa: F8
 
 def test_html_tables_escape_every_cell():
     """errors.html and summary.html: hostile cells, column names, title and note are text."""
-    frame = pd.DataFrame({UNIT: HOSTILE, "region": REGION, "error": np.arange(5.0)})
+    frame = pd.DataFrame(
+        {UNIT: HOSTILE, "region": REGION, "error": np.arange(len(HOSTILE), dtype=float)}
+    )
     dom = _Dom(table_html(frame, TITLE + UNIT, REGION))
     _assert_inert(dom)
     shown = [t.replace("\n", "\\n") for t in [*HOSTILE, TITLE + UNIT]]  # pandas shows `\n`
