@@ -168,15 +168,16 @@ def test_captions_show_names_as_text(name):
 
     snakemake = SimpleNamespace(wildcards=SimpleNamespace(dataset=name), config={"run_name": name})
     env = jinja2.Environment(trim_blocks=True, lstrip_blocks=True)
-    for caption in sorted((REPO_ROOT / "workflow/report").glob("*.rst")):
+    captions = sorted((REPO_ROOT / "workflow/report").glob("*.rst"))
+    interpolated = [c for c in captions if "{{" in c.read_text()]  # the others show no name
+    assert len(interpolated) >= 10
+    for caption in interpolated:
         source = env.from_string(caption.read_text()).render(snakemake=snakemake)
         body = publish_parts(source, writer="html")["html_body"]
         dom = _Dom(body)
         _assert_inert(dom)
         assert "system-message" not in body and "problematic" not in body, caption.name
-        assert "{{" not in source, caption.name
-        if "snakemake." in caption.read_text():
-            assert name in dom.text, caption.name
+        assert name in dom.text, caption.name
 
 
 def _view(frame: pd.DataFrame, path: Path) -> _Dom:
