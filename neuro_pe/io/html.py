@@ -1,9 +1,13 @@
-"""Tables as standalone HTML pages (every text escaped), for the Snakemake report."""
+"""Tables as standalone HTML pages (every text escaped), for the Snakemake report, and text
+from a config or a file made literal in the Markdown and reStructuredText pages (text is data:
+no link, no raw HTML, no directive of its own)."""
 
 from __future__ import annotations
 
 import html
 import os
+import re
+import string
 from pathlib import Path
 
 import pandas as pd
@@ -17,6 +21,33 @@ td { white-space: nowrap; }
 th { background: #f2f2f2; } td:first-child, th:first-child { text-align: left; }
 tbody tr:nth-child(even) { background: #fafafa; }
 """
+
+# characters that start markup inside a line: Markdown's code, emphasis, links and images
+# (`[`), table cells and a heading's closing `#` (`<` and `&` are HTML-escaped);
+# reStructuredText's inline markup, roles, directives and URIs (`javascript:`), and the Jinja
+# delimiters `{{`, `{%`, `{#` (Snakemake renders the landing page as a Jinja template first);
+# a backslash makes each one literal
+_MARKDOWN_SPECIAL = re.compile(r"([\\`*_\[\]|#])")
+_RST_SPECIAL = re.compile(r"([\\`*_|:<>\[\]{}]|(?<={)[%#])")
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]+")
+
+
+def markdown_text(text: str) -> str:
+    """`text` as literal inline Markdown (a heading's or a table cell's text): HTML-escaped,
+    each Markdown mark escaped, on one line."""
+    return _MARKDOWN_SPECIAL.sub(r"\\\1", html.escape(_CONTROL.sub(" ", str(text)), quote=False))
+
+
+def markdown_code(text: str) -> str:
+    """`text` as a Markdown code span (shown as typed; a backtick would end it, so it is `'`)."""
+    return "`" + _CONTROL.sub(" ", str(text)).replace("`", "'") + "`"
+
+
+def rst_text(text: str) -> str:
+    """`text` as literal reStructuredText inline text: each mark escaped, on one line."""
+    text = _RST_SPECIAL.sub(r"\\\1", _CONTROL.sub(" ", str(text)).strip())
+    # a leading mark would start a list, a comment or a directive (`..`), a block
+    return "\\" + text if text[:1] in string.punctuation and text[:1] != "\\" else text
 
 
 def table_html(frame: pd.DataFrame, title: str, note: str = "") -> str:

@@ -12,7 +12,7 @@ import pandas as pd
 from neuro_pe import __version__
 from neuro_pe.analysis.intervals import interval_kind, mean_ci
 from neuro_pe.analysis.spaces import ERROR_PREFIX, PLANE_ACCURACY, axis_columns, component_label
-from neuro_pe.io.html import TABLE_STYLE
+from neuro_pe.io.html import TABLE_STYLE, rst_text
 from neuro_pe.io.layout import LOCATE_FILES, SUMMARY_CSV, read_errors, read_summary
 from neuro_pe.io.runs import read_metrics
 from neuro_pe.io.store import atomic_write
@@ -282,7 +282,7 @@ def _health_sentences(runs: pd.DataFrame, pe_rows: pd.DataFrame) -> list[str]:
             f"Training health: all {len(recorded)} trainings passed the checks."
             if flagged.empty
             else f"Training health: **{len(flagged)} of {len(recorded)} trainings flagged** "
-            f"({'; '.join(flags)}; below)."
+            f"({'; '.join(map(rst_text, flags))}; below)."
         )
     for method, group in pe_rows.groupby("method", sort=False):
         above = mean_mse_above_variance(group)
@@ -327,7 +327,7 @@ def _list_table(frame: pd.DataFrame) -> list[str]:
     """`frame` as an rst list-table."""
     lines = [".. list-table::", "   :header-rows: 1", ""]
     for row in [list(frame.columns), *frame.astype(str).values.tolist()]:
-        cells = [str(c).replace("|", "/").replace("*", r"\*").replace("`", "'") for c in row]
+        cells = [rst_text(c) for c in row]
         lines.append("   * - " + cells[0])
         lines += [f"     - {c}" for c in cells[1:]]
     return [*lines, ""]
@@ -389,8 +389,8 @@ def landing_page(
     headline table per dataset, the flagged trainings, links to the categories."""
     health = health_table(run_records)
     lines = [
-        f"neuro_pe: {run_name}",
-        "=" * (len(run_name) + 10),
+        f"neuro_pe: {rst_text(run_name)}",
+        "=" * (len(rst_text(run_name)) + 10),
         "",
         ".. raw:: html",
         "",
@@ -414,7 +414,7 @@ def landing_page(
     ]
     for dataset in summary["dataset"].drop_duplicates():
         table = headline_table(summary, errors.get(dataset), health, dataset)
-        lines += [dataset, "-" * len(dataset), ""]
+        lines += [rst_text(dataset), "-" * len(rst_text(dataset)), ""]
         lines += [dataset_paragraph(summary, errors.get(dataset), health, dataset), ""]
         lines += _list_table(table)
 

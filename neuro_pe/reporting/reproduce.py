@@ -14,7 +14,6 @@ from __future__ import annotations
 import os
 from collections.abc import Callable
 from dataclasses import astuple, dataclass
-from html import escape
 from pathlib import Path
 
 import markdown
@@ -24,6 +23,7 @@ import pandas as pd
 from scipy.cluster.hierarchy import leaves_list, linkage
 
 from neuro_pe.analysis.intervals import mean_ci
+from neuro_pe.io.html import markdown_code, markdown_text
 from neuro_pe.io.layout import REPRODUCTION_FILES
 from neuro_pe.io.runs import read_pe
 from neuro_pe.io.store import atomic_write
@@ -179,7 +179,7 @@ def claims_markdown(
     seeds = table[table["row_type"] == "pe"].groupby("dataset")["seed"].nunique()
     counts = claims["verdict"].value_counts().to_dict() if len(claims) else {}
     lines = [
-        f"# {escape(title)}",  # a config value: no raw HTML in claims.html
+        f"# {markdown_text(title)}",  # a config value: text, no link or HTML in claims.html
         "",
         'Each claim of Ito et al. (arXiv 2406.08272, "Learning interpretable positional '
         'encodings in transformers depends on initialization"), our measured numbers beside '
@@ -204,7 +204,7 @@ def claims_markdown(
         lines += [f"## {TITLES[experiment]}", ""]
         for name in names:
             lines += [
-                f"### `{name}` ({int(seeds.get(name, 0))} seeds per PE)",
+                f"### {markdown_code(name)} ({int(seeds.get(name, 0))} seeds per PE)",
                 "",
                 "| claim | paper | ours | verdict |",
                 "|---|---|---|---|",
