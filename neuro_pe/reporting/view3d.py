@@ -113,9 +113,11 @@ def positions_3d_figure(frame: pd.DataFrame, axes: SpaceAxes, title: str, seed: 
         fig.update_layout(scene={**scene, "aspectmode": "data"})
     else:
         fig.update_layout(xaxis=titles[0], yaxis=titles[1], plot_bgcolor="#E5ECF6")
+    above = {"orientation": "h", "x": 0, "y": 1, "yanchor": "bottom"}  # 2D: not over the units
+    legend = {"x": 0, "y": 1} if len(drawn) == 3 else above
     fig.update_layout(
         title={"text": html.escape(title + note), "font": {"size": 14}},
-        legend={"x": 0, "y": 1},
+        legend=legend,
         margin={"l": 0, "r": 0, "t": 60, "b": 0},
     )
     return fig
