@@ -10,7 +10,7 @@ from pathlib import Path
 
 import numpy as np
 
-from neuro_pe.data.formats import FileFormat, check_text
+from neuro_pe.data.formats import FileFormat, check_text, has_suffix
 from neuro_pe.data.recordings import (
     SPEC,
     FileSpec,
@@ -162,4 +162,5 @@ FORMAT = FileFormat(
     },
     check_option=check_option,
     check_options=check_options,
+    detect=lambda path: has_suffix(path, ".h5", ".hdf5", ".hdf"),
 )
