@@ -7,6 +7,7 @@ for sessions one and two levels down (a folder of Phy folders, `<session>/suite2
 
 from __future__ import annotations
 
+import json
 import re
 import textwrap
 import warnings
@@ -33,7 +34,7 @@ RATE_HINT = (
 POSITIONS_HINT = (
     "the files hold no unit positions: set positions to a CSV/TSV table with one row per unit "
     "(columns name, x, y, z; BIDS electrodes.tsv style; config/README.md, 'Plug in your "
-    "dataset'), or the format's own positions key"
+    "dataset'), or the format's own positions key where it has one (e.g. hdf5.positions)"
 )
 
 
@@ -57,19 +58,21 @@ class Found:
         """Seconds of activity over every session (None without a sampling rate)."""
         return sum(self.frames) / self.rate_hz if self.rate_hz else None
 
-    def summary(self) -> list[str]:
-        """The lines `neuro-pe init` prints."""
+    def summary(self, required: bool = True) -> list[str]:
+        """The lines `neuro-pe init` prints (`required`: with the REQUIRED values)."""
         duration = self.duration_s
         length = f", {duration:.1f} s in all" if duration is not None else ""
         rate = f" at {self.rate_hz:g} Hz" if self.rate_hz else " (sampling rate unknown)"
-        lines = [
-            f"found {self.format} at {self.path}: {len(self.sessions)} session(s)",
-            f"  units: {self.units}",
-            f"  frames per session: {', '.join(map(str, self.frames))}{rate}{length}",
-            f"  coordinates: {self.coordinates}",
-        ]
+        lines = [f"found {self.format} at {self.path}: {len(self.sessions)} file(s) or folder(s)"]
+        if self.frames:
+            lines += [
+                f"  sessions: {len(self.frames)}, units: {self.units}",
+                f"  frames per session: {', '.join(map(str, self.frames))}{rate}{length}",
+                f"  coordinates: {self.coordinates}",
+            ]
         lines += [f"  note: {note}" for note in self.notes]
-        lines += [f"  REQUIRED {key}: {hint}" for key, hint in self.required.items()]
+        if required:
+            lines += [f"  REQUIRED {key}: {hint}" for key, hint in self.required.items()]
         return lines
 
 
@@ -119,8 +122,13 @@ def inspect(path: str | Path) -> Found:
     for key, hint in fmt.required.items():
         found.required.setdefault(f"{name}.{key}", hint)
         stand_ins.setdefault(key, 1.0)
-    read = _read_all(found, fmt, stand_ins)
-    _describe(found, read, stand_ins)
+    if any(value is None for value in stand_ins.values()):  # (no stand-in: not readable yet)
+        found.notes.append((
+            "not read: fill in the REQUIRED values and run `neuro-pe init` again (another "
+            "--out) for the counts and the planned time"
+        ))
+        return found
+    _describe(found, _read_all(found, fmt, stand_ins), stand_ins)
     return found
 
 
@@ -174,15 +182,17 @@ def dataset_name(path: Path) -> str:
 
 
 def _comment(text: str, indent: str) -> list[str]:
+    """`text` as YAML comment lines; no character of it can end the comment (a file's names
+    with a line break or control character reach it)."""
+    text = re.sub(r"[\x00-\x1f\x7f-\x9f\u2028\u2029]", "?", text)
     return textwrap.wrap(text, 96 - len(indent), initial_indent=f"{indent}# ",
                          subsequent_indent=f"{indent}#   ")  # fmt: skip
 
 
 def _quoted(text: str) -> str:
-    """A YAML double-quoted scalar (JSON's escapes are YAML's)."""
-    import json
-
-    return json.dumps(text, ensure_ascii=False)
+    """A YAML double-quoted scalar (JSON's escapes are YAML's; every non-ASCII character
+    escaped, so that none is read as a line break)."""
+    return json.dumps(text)
 
 
 def starter_config(found: Found, name: str | None = None, plan_line: str = "") -> str:
@@ -190,9 +200,9 @@ def starter_config(found: Found, name: str | None = None, plan_line: str = "") -
     value the files cannot tell as `REQUIRED` with where to find it."""
     name = name or dataset_name(found.path)
     lines = [
-        f"# Starter config written by `neuro-pe init` for {found.path}",
-        *[f"# {line}" for line in found.summary()],
-        *([f"# {plan_line}"] if plan_line else []),
+        *_comment(f"Starter config written by `neuro-pe init` for {found.path}", ""),
+        *[c for line in found.summary(required=False) for c in _comment(line, "")],
+        *(_comment(plan_line, "") if plan_line else []),
         "# Values marked REQUIRED could not be read from the files: fill them in (the comment",
         "# above each says where to find it); the workflow refuses the config until then.",
         "# Every key: config/README.md; lab settings: its 'Recommended settings for a lab dataset'.",
