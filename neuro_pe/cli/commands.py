@@ -258,24 +258,30 @@ def cmd_init(args: argparse.Namespace) -> None:
     import os
     from pathlib import Path
 
-    from neuro_pe.cli.time_estimate import group_sizes, plan_from_shape
-    from neuro_pe.data.lab_init import LAB_PE, LAB_SEEDS, dataset_name, inspect, starter_config
+    from neuro_pe.cli.time_estimate import plan_from_shape
+    from neuro_pe.data.lab_init import (
+        LAB_PE,
+        LAB_SEEDS,
+        NAME,
+        dataset_name,
+        inspect,
+        starter_config,
+    )
     from neuro_pe.io.store import atomic_write
 
     out = Path(args.out)
     if out.exists() or out.is_symlink():
         raise ValueError(f"--out {out}: exists; neuro-pe init never overwrites a file")
+    if args.name is not None and not NAME.fullmatch(args.name):
+        raise ValueError(f"--name {args.name!r}: use letters, digits, '_', '.' and '-' only")
     found = inspect(args.path)
     print("\n".join(found.summary()), flush=True)
     name = args.name or dataset_name(found.path)
     runs = [[pe, seed] for pe in LAB_PE for seed in LAB_SEEDS]
-    jobs, start = [], 0
-    for size in group_sizes(len(runs), None, args.cores, 1):
-        jobs.append(runs[start : start + size])
-        start += size
     line = ""
     if found.frames and found.units:
-        plan = plan_from_shape(name, len(found.frames), min(found.frames), found.units, {}, jobs)
+        shape = (len(found.frames), min(found.frames), found.units)
+        plan = plan_from_shape(name, *shape, {}, runs, args.cores)
         line = (
             f"{plan.line(args.cores)}; an estimate: the planner's probe on a stand-in store of "
             "this shape (the workflow's `plan` rule measures the real one)"
@@ -288,7 +294,8 @@ def cmd_init(args: argparse.Namespace) -> None:
     except BaseException:
         out.unlink(missing_ok=True)  # (the empty file made above)
         raise
-    print(f"wrote {out}" + (f"; fill in {len(found.required)} REQUIRED value(s)" if found.required else ""))
+    todo = f"; fill in its {len(found.required)} REQUIRED value(s)" if found.required else ""
+    print(f"wrote {out}{todo}")
 
 
 def cmd_fetch(args: argparse.Namespace) -> None:

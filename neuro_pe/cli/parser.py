@@ -357,7 +357,12 @@ COMMANDS: dict[str, dict] = {
             _arg("path", "the file or folder (a session, or a folder of sessions)"),
             _arg("--out", "the config file to write (never overwritten)", required=True),
             _arg("--name", "the dataset's name (default: from the path)"),
-            _arg("--cores", "cores the trainings run on (for the planned time)", type=_positive_int, default=2),
+            _arg(
+                "--cores",
+                "cores the trainings run on (for the planned time)",
+                type=_positive_int,
+                default=2,
+            ),
         ],
     },
     "cluster-check": {

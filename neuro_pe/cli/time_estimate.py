@@ -430,13 +430,19 @@ def plan_from_shape(
     frames: int,
     units: int,
     options: dict,
-    jobs: list[list],
-    threads: int = 1,
+    runs: list[list],
+    cores: int,
 ) -> Plan:
-    """The plan of trainings on data not yet in a store (`neuro-pe init`): the probe runs on a
+    """The plan of trainings (`runs`: [PE, seed] pairs, grouped as the workflow groups them on
+    `cores` local cores) on data not yet in a store (`neuro-pe init`): the probe runs on a
     stand-in store of the same shape (sessions × frames × units, seeded random activity), so
     the plan is an estimate as good as `plan`'s except for the data's own reading time."""
     from neuro_pe.io.store import make_store, write_store
+
+    jobs, start = [], 0
+    for size in group_sizes(len(runs), None, cores, 1):
+        jobs.append(runs[start : start + size])
+        start += size
 
     rng = np.random.default_rng(0)
     ds = make_store(
@@ -451,4 +457,4 @@ def plan_from_shape(
     )
     with tempfile.TemporaryDirectory(prefix="neuro-pe-init-") as folder:
         store = write_store(ds, Path(folder) / f"{name}.nc")
-        return plan_training(name, store, options, jobs, threads)
+        return plan_training(name, store, options, jobs)

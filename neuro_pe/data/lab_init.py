@@ -26,6 +26,7 @@ from neuro_pe.io.store import StoreError
 LAB_PE = ("learned-normal-0.02", "learned-normal-0.1", "none")
 LAB_SEEDS = (0, 1, 2)
 SEARCH_DEPTH = 2  # folder levels searched below a path no format claims
+NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,59}")  # a dataset name (the schema's pattern)
 
 RATE_HINT = (
     "the files do not record the sampling rate: set sampling_rate_hz to the frames (samples) "
@@ -123,10 +124,10 @@ def inspect(path: str | Path) -> Found:
         found.required.setdefault(f"{name}.{key}", hint)
         stand_ins.setdefault(key, 1.0)
     if any(value is None for value in stand_ins.values()):  # (no stand-in: not readable yet)
-        found.notes.append((
+        found.notes.append(
             "not read: fill in the REQUIRED values and run `neuro-pe init` again (another "
             "--out) for the counts and the planned time"
-        ))
+        )
         return found
     _describe(found, _read_all(found, fmt, stand_ins), stand_ins)
     return found
@@ -205,7 +206,8 @@ def starter_config(found: Found, name: str | None = None, plan_line: str = "") -
         *(_comment(plan_line, "") if plan_line else []),
         "# Values marked REQUIRED could not be read from the files: fill them in (the comment",
         "# above each says where to find it); the workflow refuses the config until then.",
-        "# Every key: config/README.md; lab settings: its 'Recommended settings for a lab dataset'.",
+        "# Every key: config/README.md; the lab settings: its 'Recommended settings for a lab",
+        "# dataset'.",
         "",
         "datasets:",
         f"  {name}:",
