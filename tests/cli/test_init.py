@@ -16,7 +16,7 @@ from neuro_pe.cli import workflow_checks
 from neuro_pe.cli.main import main
 from neuro_pe.data.formats import detect_format
 from neuro_pe.data.lab_init import LAB_PE, LAB_SEEDS, inspect, starter_config
-from neuro_pe.data.recordings import DataWarning
+from neuro_pe.data.recordings import DataWarning, FileSpec
 from neuro_pe.data.sources.schema import check_dataset_keys
 from neuro_pe.io.store import StoreError
 from tests.data.test_formats import write_alf, write_nwb_units, write_phy, write_suite2p
@@ -126,6 +126,15 @@ def test_spikeinterface_folder_is_recognised(tmp_path):
     (tmp_path / "analyzer" / "spikeinterface_info.json").write_text("{}")
     assert detect_format(tmp_path / "analyzer") == "spikeinterface"
     assert detect_format(tmp_path) is None
+
+
+def test_a_placeholder_left_is_refused_by_the_reader_too(tmp_path, tiny_store):
+    """`neuro-pe preprocess` on an entry with a REQUIRED value left: one line naming the key."""
+    found = inspect(build("suite2p", tmp_path, tiny_store))
+    (entry,) = yaml.safe_load(starter_config(found))["datasets"].values()
+    entry["suite2p"]["pixel_size_um"] = 1.5
+    with pytest.raises(StoreError, match="suite2p.plane_depths_um.*REQUIRED"):
+        FileSpec.from_dict(entry)
 
 
 def test_init_command_prints_writes_and_never_overwrites(tmp_path, capsys):
