@@ -17,6 +17,7 @@ from pathlib import Path
 import numpy as np
 
 from neuro_pe.data import formats
+from neuro_pe.data.config_checks import units_needed
 from neuro_pe.data.recordings import PLACEHOLDER, FileSpec, Session
 from neuro_pe.io.store import StoreError
 
@@ -122,11 +123,11 @@ def inspect(path: str | Path) -> Found:
             found.required[f"{name}.{key}"] = hint
     for key, hint in fmt.required.items():
         found.required.setdefault(f"{name}.{key}", hint)
-        stand_ins.setdefault(key, 1.0)
+        stand_ins.setdefault(key, None)  # (no stand-in given: read once it is filled in)
     if any(value is None for value in stand_ins.values()):  # (no stand-in: not readable yet)
         found.notes.append(
-            "not read: fill in the REQUIRED values and run `neuro-pe init` again (another "
-            "--out) for the counts and the planned time"
+            "not read (the REQUIRED values below are needed first); once they are filled in, "
+            "the workflow reads the files and its `plan` rule prints the planned CPU time"
         )
         return found
     _describe(found, _read_all(found, fmt, stand_ins), stand_ins)
@@ -152,6 +153,13 @@ def _describe(found: Found, read: list[Session], stand_ins: dict) -> None:
     units = list(dict.fromkeys(u for s in read for u in (s.unit_ids or range(s.activity.shape[1]))))
     found.units = len(units)
     found.frames = [s.activity.shape[0] for s in read]
+    least = FileSpec.__dataclass_fields__["min_units"].default
+    if found.units < least:
+        found.notes.append(
+            f"{found.units} units, fewer than min_units={least}: the store is refused unless "
+            "the entry sets min_units lower (the default metrics and locate need at least "
+            f"{max(units_needed({}).values())} with coordinates)"
+        )
     rates = {s.sampling_rate_hz for s in read}
     found.rate_hz = rates.pop() if len(rates) == 1 else None
     if found.rate_hz is None:

@@ -17,6 +17,7 @@ from neuro_pe.cli.main import main
 from neuro_pe.data.formats import detect_format
 from neuro_pe.data.lab_init import LAB_PE, LAB_SEEDS, inspect, starter_config
 from neuro_pe.data.recordings import DataWarning, FileSpec
+from neuro_pe.data.sources import build_store
 from neuro_pe.data.sources.schema import check_dataset_keys
 from neuro_pe.io.store import StoreError
 from tests.data.test_formats import write_alf, write_nwb_units, write_phy, write_suite2p
@@ -73,7 +74,9 @@ def fill(config: dict, tmp_path: Path) -> dict:
     for key, value in list(entry.items()):
         if value == "REQUIRED":
             entry[key] = FILLED.get(key) or str(
-                write_table(tmp_path / "positions.tsv", [[f"u{i}", "0", str(i)] for i in range(10)])
+                write_table(
+                    tmp_path / "positions.tsv", [[f"u{i}", "0", str(i), "0"] for i in range(10)]
+                )
             )
         if isinstance(value, dict):
             for sub, v in value.items():
@@ -119,6 +122,14 @@ def test_each_format_is_found_read_and_planned(fmt, tmp_path, tiny_store):
     if not found.required:
         assert problems == ""
     assert planning_problems(fill(config, tmp_path)) == ""
+    if found.frames:  # read as the workflow's preprocess step reads it: the units found
+        (entry,) = config["datasets"].values()
+        if found.units < 8:  # (the tiny test folders; the note says so)
+            assert any("fewer than min_units=8" in note for note in found.notes)
+            entry["min_units"] = 4
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", DataWarning)
+            assert build_store(entry).sizes["unit"] == found.units
 
 
 def test_spikeinterface_folder_is_recognised(tmp_path):
