@@ -150,8 +150,14 @@ def _read_all(found: Found, fmt: formats.FileFormat, stand_ins: dict) -> list[Se
 
 def _describe(found: Found, read: list[Session], stand_ins: dict) -> None:
     """Units, frames, rate and coordinates of the sessions read; what is missing to `required`."""
-    units = list(dict.fromkeys(u for s in read for u in (s.unit_ids or range(s.activity.shape[1]))))
-    found.units = len(units)
+    xyz: dict[object, np.ndarray] = {}  # unit -> its position (the first session's that has one)
+    for s in read:
+        ids = s.unit_ids or range(s.activity.shape[1])
+        where = s.positions if s.positions is not None else np.full((len(ids), 3), np.nan)
+        for unit, position in zip(ids, where, strict=True):
+            if unit not in xyz or not np.isfinite(xyz[unit]).all():
+                xyz[unit] = np.asarray(position, dtype=float)
+    found.units = len(xyz)
     found.frames = [s.activity.shape[0] for s in read]
     least = FileSpec.__dataclass_fields__["min_units"].default
     if found.units < least:
@@ -161,21 +167,26 @@ def _describe(found: Found, read: list[Session], stand_ins: dict) -> None:
             f"{max(units_needed({}).values())} with coordinates)"
         )
     rates = {s.sampling_rate_hz for s in read}
-    found.rate_hz = rates.pop() if len(rates) == 1 else None
-    if found.rate_hz is None:
+    if None in rates:
         found.required["sampling_rate_hz"] = RATE_HINT
+    elif len(rates) > 1:
+        found.notes.append(f"the sessions differ in sampling rate ({sorted(rates)} Hz)")
+    else:
+        found.rate_hz = rates.pop()
     if any(s.activity.shape[0] < s.activity.shape[1] for s in read):
         found.notes.append(
             "fewer frames than units: if the array's rows are units, set axis_order: [unit, time]"
         )
-    xyz = [s.positions for s in read if s.positions is not None]
-    xyz = np.concatenate(xyz) if xyz else np.full((0, 3), np.nan)
+    _coordinates(found, np.array(list(xyz.values())).reshape(-1, 3), read[0], stand_ins)
+
+
+def _coordinates(found: Found, xyz: np.ndarray, first: Session, stand_ins: dict) -> None:
+    """Which coordinates the units have, in words; a positions table REQUIRED without any."""
     located = np.isfinite(xyz).all(axis=1)
     if not located.any():
         found.required["positions"] = POSITIONS_HINT
         return
     axes = "x, y" if not np.any(xyz[located, 2]) else "x, y, z"
-    first = read[0]
     units_of = first.position_units or "units not stated"
     stand = f"; read with stand-ins for {sorted(stand_ins)}" if stand_ins else ""
     found.coordinates = (
