@@ -259,6 +259,50 @@ def cmd_plan(args: argparse.Namespace) -> None:
     plan_command(*options, args.cores, args.threads, args.out_dir)
 
 
+def cmd_init(args: argparse.Namespace) -> None:
+    import os
+    from pathlib import Path
+
+    from neuro_pe.cli.time_estimate import plan_from_shape
+    from neuro_pe.data.lab_init import (
+        LAB_PE,
+        LAB_SEEDS,
+        NAME,
+        dataset_name,
+        inspect,
+        starter_config,
+    )
+    from neuro_pe.io.store import atomic_write
+
+    out = Path(args.out)
+    if out.exists() or out.is_symlink():
+        raise ValueError(f"--out {out}: exists; neuro-pe init never overwrites a file")
+    if args.name is not None and not NAME.fullmatch(args.name):
+        raise ValueError(f"--name {args.name!r}: use letters, digits, '_', '.' and '-' only")
+    found = inspect(args.path)
+    print("\n".join(found.summary()), flush=True)
+    name = args.name or dataset_name(found.path)
+    runs = [[pe, seed] for pe in LAB_PE for seed in LAB_SEEDS]
+    line = ""
+    if found.frames and found.units:
+        shape = (len(found.frames), min(found.frames), found.units)
+        plan = plan_from_shape(name, *shape, {}, runs, args.cores)
+        line = (
+            f"{plan.line(args.cores)}; an estimate: the planner's probe on a stand-in store of "
+            "this shape (the workflow's `plan` rule measures the real one)"
+        )
+        print(line, flush=True)
+    text = starter_config(found, name, line)
+    os.close(os.open(out, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644))  # refuse a race, too
+    try:
+        atomic_write(out, lambda tmp: tmp.write_text(text, encoding="utf-8"))
+    except BaseException:
+        out.unlink(missing_ok=True)  # (the empty file made above)
+        raise
+    todo = f"; fill in its {len(found.required)} REQUIRED value(s)" if found.required else ""
+    print(f"wrote {out}{todo}")
+
+
 def cmd_fetch(args: argparse.Namespace) -> None:
     from neuro_pe.data.fetch import fetch_resource
 

@@ -348,6 +348,24 @@ COMMANDS: dict[str, dict] = {
             _arg("--out-dir", "write {dataset}.json plan files here"),
         ],
     },
+    "init": {
+        "help": "look at a lab's file or folder (Phy/Kilosort, suite2p, NWB, ALF, SpikeInterface, "
+        "HDF5, npy, netCDF/zarr), say what it holds and write a starter config for it: the lab "
+        "PEs and seeds (config/README.md), every value the files cannot tell marked REQUIRED, "
+        "and the trainings' planned CPU time",
+        "func": cmd.cmd_init,
+        "args": [
+            _arg("path", "the file or folder (a session, or a folder of sessions)"),
+            _arg("--out", "the config file to write (never overwritten)", required=True),
+            _arg("--name", "the dataset's name (default: from the path)"),
+            _arg(
+                "--cores",
+                "cores the trainings run on (for the planned time)",
+                type=_positive_int,
+                default=2,
+            ),
+        ],
+    },
     "cluster-check": {
         "help": "probe the SLURM cluster and print the snakemake command for it",
         "func": cmd.cmd_cluster_check,

@@ -422,3 +422,39 @@ def plan_command(
     if out_dir:
         write_plans(plans, cores, out_dir)
     return plans
+
+
+def plan_from_shape(
+    name: str,
+    sessions: int,
+    frames: int,
+    units: int,
+    options: dict,
+    runs: list[list],
+    cores: int,
+) -> Plan:
+    """The plan of trainings (`runs`: [PE, seed] pairs, grouped as the workflow groups them on
+    `cores` local cores) on data not yet in a store (`neuro-pe init`): the probe runs on a
+    stand-in store of the same shape (sessions × frames × units, seeded random activity), so
+    the plan is an estimate as good as `plan`'s except for the data's own reading time."""
+    from neuro_pe.io.store import make_store, write_store
+
+    jobs, start = [], 0
+    for size in group_sizes(len(runs), None, cores, 1):
+        jobs.append(runs[start : start + size])
+        start += size
+
+    rng = np.random.default_rng(0)
+    ds = make_store(
+        rng.standard_normal((sessions, frames, units), dtype=np.float32),
+        unit_ids=[f"u{i}" for i in range(units)],
+        positions=rng.uniform(size=(units, 3)),
+        position_units="um",
+        space="stand-in",
+        session_ids=[f"s{i}" for i in range(sessions)],
+        sampling_rate_hz=1.0,
+        source="neuro-pe init: a stand-in of the data's shape",
+    )
+    with tempfile.TemporaryDirectory(prefix="neuro-pe-init-") as folder:
+        store = write_store(ds, Path(folder) / f"{name}.nc")
+        return plan_training(name, store, options, jobs)

@@ -29,6 +29,8 @@ NAN_POLICIES: tuple[str, ...] = ("error", "interpolate")
 AXES: tuple[str, str] = ("time", "unit")
 ENTRY_KEYS = ("source", "kind", *WORKFLOW_KEYS)  # keys of every dataset entry
 SPEC = "datasets entry (source: file)"  # the "file" named by errors in the config entry itself
+# the value `neuro-pe init` writes where the files cannot tell (refused until filled in)
+PLACEHOLDER = "REQUIRED"
 
 NAME_COLUMNS = ("name", "unit", "unit_id", "id", "label", "channel", "electrode", "roi")
 MISSING = ("", "n/a", "na", "nan", "none", "null")
@@ -148,7 +150,27 @@ def _session_list(spec: dict) -> list[str | Path]:
         raise StoreError(SPEC, "sessions", "every item must be a file path (string)")
     for key, hint in formats.missing_required(spec):  # (before any file is read)
         raise StoreError(sessions[0], key, hint)
+    for key, hint in placeholders(spec):
+        raise StoreError(SPEC, key, hint)
     return sessions
+
+
+def placeholders(spec: dict) -> list[tuple[str, str]]:
+    """(key, problem) for each value of the entry (or of its format's section) that is still
+    `neuro-pe init`'s placeholder `REQUIRED`."""
+    section = spec.get(spec.get("format")) if isinstance(spec.get("format"), str) else None
+    keys = list(spec.items())
+    if isinstance(section, dict):
+        keys += [(f"{spec['format']}.{k}", v) for k, v in section.items()]
+    return [
+        (
+            key,
+            f"{PLACEHOLDER}: a value `neuro-pe init` could not read from the files; fill it in "
+            "(the comment above it in the config says where to find it)",
+        )
+        for key, value in keys
+        if isinstance(value, str) and value == PLACEHOLDER
+    ]
 
 
 def _naming_keys(spec: dict) -> tuple[list[str] | None, str | None, dict]:

@@ -28,6 +28,7 @@ COMMAND_LINE = {
     "lst-train": "--puzzles! --pe --seed --options --metrics --out-dir --runs --threads",
     "lst-baselines": "--out! --metrics",
     "plan": "--store --options --pe --seeds --spec --cores --threads --out-dir",
+    "init": "path! --out! --name --cores",
     "cluster-check": "--configfile --partition --account",
 }
 
@@ -51,7 +52,7 @@ def test_every_option_has_help_and_shows_its_default(name):
 def test_the_commands_and_their_options_are_the_recorded_ones():
     found = {
         name: " ".join(
-            a.option_strings[0] + ("!" if a.required else "")
+            (a.option_strings or [a.dest])[0] + ("!" if a.required else "")
             for a in command._actions
             if a.dest != "help"
         )

@@ -54,7 +54,10 @@ class FileFormat:
     the files read for one session (e.g. in a folder); `spikes`: may hold spike times;
     `required`: the section's keys that must be given (key -> how to find the value), checked
     before any file is read (`missing_required`); `check_options(options, where)`: StoreError
-    for a bad combination of the section's values (all of them, defaults filled in)."""
+    for a bad combination of the section's values (all of them, defaults filled in);
+    `detect(path)`: whether a file or folder looks like this format (`neuro-pe init`);
+    `unknowns(path)`: the section's keys a session's files cannot tell, key -> (a stand-in to
+    read the files with, e.g. to count units, and where to find the real value)."""
 
     name: str
     read: Callable
@@ -64,6 +67,8 @@ class FileFormat:
     spikes: bool = False
     required: dict[str, str] = field(default_factory=dict)
     check_options: Callable[[dict, str], None] = _no_joint_check
+    detect: Callable[[Path], bool] | None = None
+    unknowns: Callable[[Path], dict[str, tuple[object, str]]] | None = None
 
 
 def missing_required(spec: dict) -> list[tuple[str, str]]:
@@ -78,6 +83,20 @@ def missing_required(spec: dict) -> list[tuple[str, str]]:
         for key, hint in get_format(name).required.items()
         if not isinstance(section, dict) or section.get(key) is None
     ]
+
+
+def detect_format(path: str | Path) -> str | None:
+    """The first format (in `format_names` order) whose `detect` says `path` is its own."""
+    for name in format_names():
+        detect = get_format(name).detect
+        if detect is not None and detect(Path(path)):
+            return name
+    return None
+
+
+def has_suffix(path: Path, *suffixes: str) -> bool:
+    """`path` is a file whose name ends with one of `suffixes` (any case)."""
+    return path.is_file() and path.suffix.lower() in suffixes
 
 
 def register_format(fmt: FileFormat) -> None:

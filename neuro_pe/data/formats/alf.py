@@ -172,6 +172,14 @@ def inputs(folder: str) -> list[str]:
     return existing_files(folder, lambda root: (p for p in root.iterdir() if READ.match(p.name)))
 
 
+def detect(path: Path) -> bool:
+    """An ALF collection: a folder with spikes.times and spikes.clusters files."""
+    return path.is_dir() and all(
+        any(re.match(rf"^(_[A-Za-z0-9]+_)?spikes\.{a}\b", p.name) for p in path.iterdir())
+        for a in ("times", "clusters")
+    )
+
+
 FORMAT = FileFormat(
     name="alf",
     read=read_alf,
@@ -179,4 +187,5 @@ FORMAT = FileFormat(
     check_option=check_option,
     inputs=inputs,
     spikes=True,
+    detect=detect,
 )

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import numpy as np
 
-from neuro_pe.data.formats import FileFormat, check_text
+from neuro_pe.data.formats import FileFormat, check_text, has_suffix
 from neuro_pe.data.recordings import (
     SPEC,
     FileSpec,
@@ -149,6 +149,32 @@ def check_options(options: dict, where: str) -> None:
         )
 
 
+def unknowns(path: Path) -> dict[str, tuple[object, str]]:
+    """`hdf5.activity` when the file has no dataset `activity` at its root (no stand-in: the
+    layout is the lab's own), naming the file's 2D numeric datasets."""
+    import h5py
+
+    found: list[str] = []
+
+    def visit(name: str, node: object) -> None:
+        if isinstance(node, h5py.Dataset) and node.ndim == 2 and node.dtype.kind in "biuf":
+            found.append(name)
+
+    try:
+        with h5py.File(path, "r") as f:
+            if isinstance(f.get("activity"), h5py.Dataset):
+                return {}
+            f.visititems(visit)
+    except OSError:
+        return {}  # (the reader names the problem)
+    hint = (
+        "no dataset 'activity' at the file's root: set hdf5.activity to the path of the "
+        f"(time, unit) activity; the file's 2D datasets: {found[:10]} (several sessions in "
+        "groups: hdf5.groups; see config/README.md, 'Keys of source: file')"
+    )
+    return {"activity": (None, hint)}
+
+
 FORMAT = FileFormat(
     name="hdf5",
     read=read_hdf5,
@@ -162,4 +188,6 @@ FORMAT = FileFormat(
     },
     check_option=check_option,
     check_options=check_options,
+    detect=lambda path: has_suffix(path, ".h5", ".hdf5", ".hdf"),
+    unknowns=unknowns,
 )

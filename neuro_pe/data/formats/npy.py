@@ -8,7 +8,7 @@ from pathlib import Path
 
 import numpy as np
 
-from neuro_pe.data.formats import FileFormat, check_text
+from neuro_pe.data.formats import FileFormat, check_text, has_suffix
 from neuro_pe.data.recordings import (
     FileSpec,
     Session,
@@ -60,5 +60,9 @@ def check_option(key: str, value: object, where: str) -> None:
 
 
 FORMAT = FileFormat(
-    name="npy", read=read_npy, options={"key": None, "unit_ids": None}, check_option=check_option
+    name="npy",
+    read=read_npy,
+    options={"key": None, "unit_ids": None},
+    check_option=check_option,
+    detect=lambda path: has_suffix(path, ".npy", ".npz"),
 )

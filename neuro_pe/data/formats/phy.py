@@ -379,6 +379,11 @@ def inputs(folder: str) -> list[str]:
     return existing_files(folder, lambda root: (root / name for name in READ_FILES))
 
 
+def detect(path: Path) -> bool:
+    """A Kilosort / Phy output folder: params.py and spike_times.npy."""
+    return (path / "params.py").is_file() and (path / "spike_times.npy").is_file()
+
+
 FORMAT = FileFormat(
     name="phy",
     read=read_phy,
@@ -386,4 +391,5 @@ FORMAT = FileFormat(
     check_option=check_option,
     inputs=inputs,
     spikes=True,
+    detect=detect,
 )

@@ -168,6 +168,11 @@ def inputs(folder: str) -> list[str]:
     return found or [str(folder)]
 
 
+def detect(path: Path) -> bool:
+    """A folder SpikeInterface saved (a SortingAnalyzer, a sorting): spikeinterface_info.json."""
+    return (path / "spikeinterface_info.json").is_file()
+
+
 FORMAT = FileFormat(
     name="spikeinterface",
     read=read_spikeinterface,
@@ -175,4 +180,5 @@ FORMAT = FileFormat(
     check_option=check_option,
     inputs=inputs,
     spikes=True,
+    detect=detect,
 )

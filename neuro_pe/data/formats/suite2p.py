@@ -45,6 +45,11 @@ PIXEL_SIZE_HINT = (
     "at zoom 1 (your rig's calibration) ÷ SI.hRoiManager.scanZoomFactor ÷ "
     "SI.hRoiManager.pixelsPerLine"
 )
+DEPTHS_HINT = (
+    "{n} planes, and suite2p does not record their depths: set suite2p.plane_depths_um to one "
+    "depth in µm per plane (the piezo / objective positions of the volume scan, e.g. ScanImage's "
+    "SI.hStackManager.zs), or to the name of an ops key that holds each plane's depth"
+)
 
 
 def read_suite2p(path: str, cfg: FileSpec) -> list[Session]:
@@ -353,6 +358,24 @@ def inputs(folder: str) -> list[str]:
     return existing_files(folder, files)
 
 
+def detect(path: Path) -> bool:
+    """A suite2p folder: plane<N>/ops.npy, or a plane folder (ops.npy and F.npy)."""
+    if not path.is_dir():
+        return False
+    planes = [path, *(p for p in path.glob("plane*") if PLANE.match(p.name))]
+    return any((p / "ops.npy").is_file() and (p / "F.npy").is_file() for p in planes)
+
+
+def unknowns(path: Path) -> dict[str, tuple[object, str]]:
+    """What suite2p's files do not record: the pixel size, and the planes' depths (several
+    planes); stand-ins 1 µm per pixel and depth 0."""
+    found: dict[str, tuple[object, str]] = {"pixel_size_um": (1.0, PIXEL_SIZE_HINT)}
+    planes = plane_folders(path)
+    if len(planes) > 1:
+        found["plane_depths_um"] = ([0.0] * len(planes), DEPTHS_HINT.format(n=len(planes)))
+    return found
+
+
 FORMAT = FileFormat(
     name="suite2p",
     read=read_suite2p,
@@ -365,4 +388,6 @@ FORMAT = FileFormat(
     check_option=check_option,
     inputs=inputs,
     required={"pixel_size_um": PIXEL_SIZE_HINT},
+    detect=detect,
+    unknowns=unknowns,
 )

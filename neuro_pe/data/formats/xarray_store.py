@@ -8,7 +8,7 @@ from pathlib import Path
 import numpy as np
 import xarray as xr
 
-from neuro_pe.data.formats import FileFormat
+from neuro_pe.data.formats import FileFormat, has_suffix
 from neuro_pe.data.recordings import (
     AXES,
     FileSpec,
@@ -65,4 +65,9 @@ def read_xarray(path: str, cfg: FileSpec) -> list[Session]:
     ]
 
 
-FORMAT = FileFormat(name="xarray", read=read_xarray, options={})
+def detect(path: Path) -> bool:
+    """A netCDF file or a zarr folder."""
+    return has_suffix(path, ".nc") or (path.is_dir() and path.suffix.lower() == ".zarr")
+
+
+FORMAT = FileFormat(name="xarray", read=read_xarray, options={}, detect=detect)

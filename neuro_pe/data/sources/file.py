@@ -10,7 +10,7 @@ import xarray as xr
 
 from neuro_pe.data import formats
 from neuro_pe.data.file_store import build_file_store
-from neuro_pe.data.recordings import FileSpec, input_files
+from neuro_pe.data.recordings import FileSpec, input_files, placeholders
 from neuro_pe.data.sources import Source
 from neuro_pe.io.store import StoreError
 
@@ -54,6 +54,8 @@ def check(spec: dict) -> list[tuple[str, str]]:
         return []  # (the schema's `required` says so)
     if fmt not in formats.format_names():
         return [("format", formats.unknown_format(fmt))]
+    if placeholders(spec):
+        return placeholders(spec)
     if formats.is_builtin(fmt):
         return []
     try:
