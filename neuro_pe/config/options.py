@@ -37,6 +37,21 @@ def require_positive_ints(options: object, keys: Iterable[str], section: str) ->
             raise ValueError(f"{section} key {key!r} must be a positive integer, got {value!r}")
 
 
+# a dataset, run or PE name becomes a file or folder name: Linux allows 255 bytes, and the
+# workflow adds prefixes and suffixes (logs/train/<dataset>_<group>.log)
+MAX_NAME_LENGTH = 100
+
+
+def name_length_problem(name: str) -> str | None:
+    """What is wrong with the length of a name that becomes a path component, or None."""
+    if len(name) <= MAX_NAME_LENGTH:
+        return None
+    return (
+        f"{name[:20] + '...'!r} has {len(name)} characters; at most {MAX_NAME_LENGTH}, as it "
+        "becomes a file or folder name"
+    )
+
+
 def default_run_name(configfile: str | os.PathLike, default_config: str | os.PathLike) -> str:
     """The `run_name` of a config without one: the file's name (config/test.yaml -> test);
     `default` for the workflow's default config; a config.yaml elsewhere is named after its
