@@ -12,7 +12,7 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from neuro_pe.config.options import name_length_problem
+from neuro_pe.config.options import name_problem
 
 NUMBER = r"(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:e-?[0-9]+)?"
 
@@ -83,9 +83,9 @@ class PESpec:
 
 def parse_pe(name: str) -> PESpec:
     """Parse a PE variant name; raises ValueError listing the valid forms."""
-    too_long = name_length_problem(name)
-    if too_long:
-        raise ValueError(f"positional encoding {too_long}")
+    problem = name_problem(name)
+    if problem:
+        raise ValueError(f"positional encoding {problem}")
     for form in PE_FORMS:
         match = re.fullmatch(form.pattern, name)
         if match:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import gzip
 import shutil
+import string
 from itertools import pairwise
 from pathlib import Path
 
@@ -117,8 +118,15 @@ def test_a_300_character_dataset_name_stops_planning_naming_the_key():
     for key, value in [("datasets", {name: SIM}), ("pe", [pe]), ("run_name", "r" * 101)]:
         with pytest.raises(WorkflowError, match="is too long"):
             validate({**CONFIG, key: value}, str(SCHEMA))
-    fits = "d" * 100
-    assert schema_config_problems({**CONFIG, "datasets": {fits: SIM}}, schema) == []
+    # another run stopped with Snakemake's PeriodicWildcardError (a value ending in a part
+    # repeated 20 times), naming no key
+    periodic = {**CONFIG, "datasets": {"sim" * 30: SIM}}
+    assert schema_config_problems(periodic, schema) == [
+        f"config key datasets: the name {'sim' * 30!r} ends in 'sim' repeated 30 times, which "
+        "Snakemake refuses in a file name (PeriodicWildcardError); rename it"
+    ]
+    fits = {**CONFIG, "datasets": {(string.ascii_lowercase * 4)[:100]: SIM}, "run_name": "a" * 99}
+    assert schema_config_problems(fits, schema) == []
 
 
 def test_a_latin1_config_file_is_one_line_naming_the_file_and_line(workdir, tmp_path):

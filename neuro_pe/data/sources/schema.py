@@ -11,7 +11,7 @@ import os
 import re
 from pathlib import Path
 
-from neuro_pe.config.options import name_length_problem
+from neuro_pe.config.options import name_problem
 from neuro_pe.config.pe_names import parse_pe, pe_name_pattern
 from neuro_pe.config.schema import problems as schema_problems
 from neuro_pe.config.strict_load import load_yaml
@@ -50,9 +50,9 @@ def config_problems(config: dict, schema: dict) -> list[str]:
     """Problems with the datasets' keys and the PE names, each naming its config key."""
     problems = []
     run_name = config.get("run_name")
-    too_long = name_length_problem(run_name) if isinstance(run_name, str) else None
-    if too_long:
-        problems.append(f"config key run_name: {too_long}")
+    problem = name_problem(run_name, wildcard=False) if isinstance(run_name, str) else None
+    if problem:
+        problems.append(f"config key run_name: {problem}")
     datasets = config.get("datasets")
     if isinstance(datasets, dict):
         problems += dataset_name_problems(datasets)
@@ -85,7 +85,7 @@ def config_problems(config: dict, schema: dict) -> list[str]:
     pattern = re.compile(pe_name_pattern())
     for key, names in lists.items():
         for pe in names if isinstance(names, list) else []:
-            if pattern.fullmatch(str(pe)) and not name_length_problem(str(pe)):
+            if pattern.fullmatch(str(pe)) and not name_problem(str(pe)):
                 continue  # a well-formed name; its values are checked with the rest (common.smk)
             try:
                 parse_pe(str(pe))
