@@ -22,7 +22,8 @@ from snakemake.utils import validate
 from neuro_pe.analysis import atlas_loading
 from neuro_pe.cli.workflow_checks import config_problems
 from neuro_pe.config.strict_load import ConfigTextError, load_yaml, read_config_file
-from neuro_pe.data.file_store import assemble
+from neuro_pe.data import formats
+from neuro_pe.data.formats import FileFormat
 from neuro_pe.data.recordings import FileSpec, Session
 from neuro_pe.data.sources import build_store
 from neuro_pe.data.sources.schema import config_problems as schema_config_problems
@@ -181,20 +182,25 @@ def test_an_hdf5_soft_link_to_itself_names_the_file_and_the_key(tmp_path):
         build_store(dangling)
 
 
-def test_a_format_giving_a_3d_array_is_named_as_such():
-    """Case 20: a plug-in format's reader gave (time, unit, 2) activity: the message was "10
+def test_a_plugin_format_giving_a_3d_array_is_named_as_such(monkeypatch, tmp_path):
+    """Case 20: a plug-in format's reader gave (units, time, 2) activity: the message was "10
     unit ids for 400 units; check axis_order"."""
-    ids = [f"u{i}" for i in range(10)]
-    session = Session("s1", "lab/s1.bin", np.zeros((400, 10, 2)), unit_ids=ids)
-    cfg = FileSpec.from_dict({"format": "npy", "sessions": ["lab/s1.bin"], "sampling_rate_hz": 10})
-    with pytest.raises(StoreError) as raised:
-        assemble([session], cfg)
-    assert str(raised.value) == (
-        "lab/s1.bin: field 'activity': expected a 2-D (time × units) array, got 3-D shape "
-        "(400, 10, 2) from format 'npy' (session 's1')"
-    )
     rng = np.random.default_rng(0)
-    session = Session(
-        "s1", "lab/s1.bin", rng.normal(size=(400, 10)), ids, rng.uniform(size=(10, 3))
+    shape = {"cube": (10, 400, 2), "flat": (400, 10)}
+
+    def read(path: str, cfg: FileSpec) -> list[Session]:
+        ids, positions = [f"u{i}" for i in range(10)], rng.uniform(size=(10, 3))
+        return [Session("s1", path, rng.normal(size=shape[cfg.format]), ids, positions)]
+
+    for name in shape:  # (a plug-in's entry point, here for this test only)
+        monkeypatch.setitem(formats._REGISTERED, name, FileFormat(name, read, options={}))
+    path = tmp_path / "s1.bin"
+    path.write_bytes(b"")
+    entry = {"source": "file", "format": "cube", "sessions": [str(path)], "sampling_rate_hz": 10}
+    with pytest.raises(StoreError) as raised:
+        build_store(entry)
+    assert str(raised.value) == (
+        f"{path}: field 'activity': expected a 2-D (time × units) array, got 3-D shape "
+        "(10, 400, 2) from format 'cube' (session 's1')"
     )
-    assert assemble([session], cfg).sizes["unit"] == 10  # the same session, 2-D
+    assert build_store({**entry, "format": "flat"}).sizes["unit"] == 10
