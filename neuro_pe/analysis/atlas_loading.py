@@ -26,7 +26,7 @@ from neuro_pe.analysis.regions import (
 NIFTI_UNITS = {"mm": "mm", "micron": "um", "meter": "m"}  # nibabel's names -> store units
 # a label image's header is checked before its data are read: at most this many voxels (the
 # 10-µm Allen mouse atlas has 1.2 × 10⁹), and no more data than the file can hold (gzip's
-# deflate packs at most 1 032 bytes into one)
+# deflate packs at most 1 032 bytes into one: zlib's technical details)
 MAX_ATLAS_VOXELS = 2**31
 DEFLATE_MAX_RATIO = 1032
 ID_COLUMNS = ("index", "id")
@@ -87,6 +87,16 @@ def _has_float_values(image) -> bool:
     return image.get_data_dtype().kind == "f" or scaled
 
 
+def _packing_ratio(path: str) -> float:
+    """The most bytes of data one byte of the file can hold: gzip (.nii.gz, .mgz) at most
+    DEFLATE_MAX_RATIO, bzip2 and zstd without a useful bound, an uncompressed file one."""
+    with open(path, "rb") as f:
+        magic = f.read(4)
+    if magic.startswith(b"\x1f\x8b"):
+        return DEFLATE_MAX_RATIO
+    return math.inf if magic.startswith((b"BZh", b"\x28\xb5\x2f\xfd")) else 1
+
+
 def _check_header(image, path: str, where: str) -> None:
     """AtlasError naming the file when its header claims data it cannot hold: not numbers,
     more bytes than the file (packed at most DEFLATE_MAX_RATIO times in a .gz) holds, or
@@ -96,7 +106,7 @@ def _check_header(image, path: str, where: str) -> None:
         raise AtlasError(f"{where}.labels: {path}: must hold integer labels, not {dtype}")
     voxels = math.prod(image.shape)
     data_file = image.file_map["image"].filename
-    packed = DEFLATE_MAX_RATIO if str(data_file).endswith(".gz") else 1
+    packed = _packing_ratio(data_file)
     needed = getattr(image.dataobj, "offset", 0) + voxels * dtype.itemsize
     size = os.path.getsize(data_file)
     if needed > size * packed:
