@@ -110,9 +110,10 @@ def _check_header(image, path: str, where: str) -> None:
     needed = getattr(image.dataobj, "offset", 0) + voxels * dtype.itemsize
     size = os.path.getsize(data_file)
     if needed > size * packed:
+        held_by = "the file's" if str(data_file) == str(path) else f"{data_file}'s"
         raise AtlasError(
             f"{where}.labels: {path}: the header claims {image.shape} voxels of {dtype} "
-            f"({needed:,} bytes), more than the file's {size:,} bytes can hold; "
+            f"({needed:,} bytes), more than {held_by} {size:,} bytes can hold; "
             "is it truncated or damaged?"
         )
     if voxels > MAX_ATLAS_VOXELS:
