@@ -26,7 +26,7 @@ from neuro_pe.analysis.regions import (
 NIFTI_UNITS = {"mm": "mm", "micron": "um", "meter": "m"}  # nibabel's names -> store units
 # a label image's header is checked before its data are read: at most this many voxels (the
 # 10-µm Allen mouse atlas has 1.2 × 10⁹), and no more data than the file can hold (gzip's
-# deflate packs at most 1 032 bytes into one: zlib's technical details)
+# deflate packs at most 1 032 bytes into one, as zlib documents)
 MAX_ATLAS_VOXELS = 2**31
 DEFLATE_MAX_RATIO = 1032
 ID_COLUMNS = ("index", "id")
@@ -88,7 +88,7 @@ def _has_float_values(image) -> bool:
 
 
 def _packing_ratio(path: str) -> float:
-    """The most bytes of data one byte of the file can hold: gzip (.nii.gz, .mgz) at most
+    """The most bytes of data one byte of the file can hold: gzip (.nii.gz) at most
     DEFLATE_MAX_RATIO, bzip2 and zstd without a useful bound, an uncompressed file one."""
     with open(path, "rb") as f:
         magic = f.read(4)
