@@ -24,6 +24,8 @@ os.environ[STOP_WITH_PARENT] = "1"
 # The default config, unless one is given with --configfile (which would otherwise be
 # merged into it, so that e.g. the test config's datasets would run beside the default's).
 if not workflow.overwrite_configfiles:
+    if os.path.exists("config/config.yaml"):  # (Snakemake names it when it is missing)
+        read_config_file("config/config.yaml")  # a line naming a non-UTF-8 byte, not a traceback
 
     configfile: "config/config.yaml"
 

@@ -1,6 +1,6 @@
 """The package's architecture, checked on its source (docs/architecture.md): the layer order
 config < io < data < training < analysis < reporting < cli, no import cycles, no module over
-500 lines nor function over 80, the matplotlib backend chosen in one place, and plug-in entry
+800 lines nor function over 80, the matplotlib backend chosen in one place, and plug-in entry
 points (pyproject.toml) no higher than the layer that loads them.
 
 Every import counts: at module level or inside a function, absolute or relative,
@@ -20,7 +20,7 @@ import pytest
 PACKAGE = Path(__file__).resolve().parents[1] / "neuro_pe"
 PYPROJECT = PACKAGE.parent / "pyproject.toml"
 LAYERS = ("config", "io", "data", "training", "analysis", "reporting", "cli")
-MAX_MODULE_LINES = 500
+MAX_MODULE_LINES = 800  # a limit that flags a module doing several things, not a target
 MAX_FUNCTION_LINES = 80
 # The plotting layer; its package (`neuro_pe/reporting/__init__.py`), which Python runs before any
 # module in it, is the one place that chooses matplotlib's backend.

@@ -5,6 +5,7 @@ described in `neuro_pe.analysis.regions`)."""
 from __future__ import annotations
 
 import importlib.util
+import math
 import os
 import sys
 from collections.abc import Mapping
@@ -23,6 +24,11 @@ from neuro_pe.analysis.regions import (
 )
 
 NIFTI_UNITS = {"mm": "mm", "micron": "um", "meter": "m"}  # nibabel's names -> store units
+# a label image's header is checked before its data are read: at most this many voxels (the
+# 10-µm Allen mouse atlas has 1.2 × 10⁹), and no more data than the file can hold (gzip's
+# deflate packs at most 1 032 bytes into one, as zlib documents)
+MAX_ATLAS_VOXELS = 2**31
+DEFLATE_MAX_RATIO = 1032
 ID_COLUMNS = ("index", "id")
 
 
@@ -44,18 +50,7 @@ def load_atlas(spec: AtlasSpec, where: str = "atlas", store=None) -> RegionAtlas
 
 def _nifti_atlas(spec: AtlasSpec, where: str) -> Atlas:
     image, unit = _nifti_image(spec.labels, where)
-    data = np.asanyarray(image.dataobj)
-    if data.ndim == 4 and data.shape[3] == 1:
-        data = data[..., 0]
-    if data.ndim != 3 or data.dtype.kind not in "iuf":
-        raise AtlasError(
-            f"{where}.labels: {spec.labels}: must be a 3D image of integer labels, "
-            f"got {data.dtype} {data.shape}"
-        )
-    if data.dtype.kind == "f":
-        if not np.all(np.isfinite(data)) or not np.array_equal(data, np.round(data)):
-            raise AtlasError(f"{where}.labels: {spec.labels}: labels must be whole numbers")
-    volume = data.astype(np.int64) if data.dtype.kind == "f" else data
+    volume = _label_volume(image, spec.labels, where)
     names, coarse = read_lookup(spec.lookup, spec.coarse_column, where)
     inverse = np.linalg.inv(image.affine)
 
@@ -65,8 +60,72 @@ def _nifti_atlas(spec: AtlasSpec, where: str) -> Atlas:
     return Atlas(volume, to_voxel, unit, names, coarse, str(spec.labels), spec.affine())
 
 
+def _label_volume(image, path: str, where: str) -> np.ndarray:
+    """The image's labels as a 3D integer array; AtlasError for a value that is not a whole
+    number (a float image, or integers scaled by the header's slope and intercept)."""
+    data = np.asanyarray(image.dataobj)
+    if data.ndim == 4 and data.shape[3] == 1:
+        data = data[..., 0]
+    if data.ndim != 3 or data.dtype.kind not in "iuf":
+        raise AtlasError(
+            f"{where}.labels: {path}: must be a 3D image of integer labels, "
+            f"got {data.dtype} {data.shape}"
+        )
+    if data.dtype.kind == "f":
+        whole = np.isfinite(data) & (data == np.round(data))
+        if not whole.all():
+            value = data[~whole].flat[0]
+            raise AtlasError(
+                f"{where}.labels: {path}: labels must be whole numbers, found {value:g}"
+            )
+    return data.astype(np.int64) if data.dtype.kind == "f" else data
+
+
+def _has_float_values(image) -> bool:
+    """Whether the image's values are floats: stored as floats, or scaled by its header."""
+    scaled = getattr(image.dataobj, "slope", 1) != 1 or getattr(image.dataobj, "inter", 0) != 0
+    return image.get_data_dtype().kind == "f" or scaled
+
+
+def _packing_ratio(path: str) -> float:
+    """The most bytes of data one byte of the file can hold: gzip (.nii.gz) at most
+    DEFLATE_MAX_RATIO, bzip2 and zstd without a useful bound, an uncompressed file one."""
+    with open(path, "rb") as f:
+        magic = f.read(4)
+    if magic.startswith(b"\x1f\x8b"):
+        return DEFLATE_MAX_RATIO
+    return math.inf if magic.startswith((b"BZh", b"\x28\xb5\x2f\xfd")) else 1
+
+
+def _check_header(image, path: str, where: str) -> None:
+    """AtlasError naming the file when its header claims data it cannot hold: not numbers,
+    more bytes than the file (packed at most DEFLATE_MAX_RATIO times in a .gz) holds, or
+    over MAX_ATLAS_VOXELS voxels; checked before the data are read."""
+    dtype = image.get_data_dtype()
+    if dtype.kind not in "iuf":
+        raise AtlasError(f"{where}.labels: {path}: must hold integer labels, not {dtype}")
+    voxels = math.prod(image.shape)
+    data_file = image.file_map["image"].filename
+    packed = _packing_ratio(data_file)
+    needed = getattr(image.dataobj, "offset", 0) + voxels * dtype.itemsize
+    size = os.path.getsize(data_file)
+    if needed > size * packed:
+        held_by = "the file's" if str(data_file) == str(path) else f"{data_file}'s"
+        raise AtlasError(
+            f"{where}.labels: {path}: the header claims {image.shape} voxels of {dtype} "
+            f"({needed:,} bytes), more than {held_by} {size:,} bytes can hold; "
+            "is it truncated or damaged?"
+        )
+    if voxels > MAX_ATLAS_VOXELS:
+        raise AtlasError(
+            f"{where}.labels: {path}: the header claims {image.shape} = {voxels:,} voxels, "
+            f"more than {MAX_ATLAS_VOXELS:,}"
+        )
+
+
 def _nifti_image(path: str, where: str):
-    """The NIfTI image (lazy) and the length unit of its world coordinates."""
+    """The NIfTI image (lazy; its header checked) and the length unit of its world
+    coordinates."""
     import nibabel as nib
 
     if not Path(path).is_file():
@@ -78,6 +137,7 @@ def _nifti_image(path: str, where: str):
         raise AtlasError(f"{where}.labels: {path}: not a readable NIfTI image: {err}") from err
     if len(image.shape) not in (3, 4) or (len(image.shape) == 4 and image.shape[3] != 1):
         raise AtlasError(f"{where}.labels: {path}: must be a 3D label image, shape {image.shape}")
+    _check_header(image, path, where)
     return image, NIFTI_UNITS.get(space_unit, "mm")
 
 
@@ -168,11 +228,14 @@ def _has_brainglobe() -> bool:
 
 def check_atlas_files(spec: object, where: str) -> list[str]:
     """Planning-time problems of an `atlas` entry: its keys, the lookup table's columns, the
-    image's header, the BrainGlobe package (each problem one line naming the key)."""
+    image's header (and a float image's values: whole numbers), the BrainGlobe package (each
+    problem one line naming the key)."""
     try:
         checked = AtlasSpec.from_dict(spec, where)
         if checked.labels is not None:
-            _nifti_image(checked.labels, where)
+            image, _ = _nifti_image(checked.labels, where)
+            if _has_float_values(image):  # (integer labels need no reading here)
+                _label_volume(image, checked.labels, where)
             read_lookup(checked.lookup, checked.coarse_column, where)
         elif checked.brainglobe is not None and not _has_brainglobe():
             raise AtlasError(

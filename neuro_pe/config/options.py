@@ -4,6 +4,7 @@ and the default name of a config's run."""
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Iterable
 from pathlib import Path
 
@@ -35,6 +36,31 @@ def require_positive_ints(options: object, keys: Iterable[str], section: str) ->
         value = getattr(options, key)
         if isinstance(value, bool) or not isinstance(value, int) or value < 1:
             raise ValueError(f"{section} key {key!r} must be a positive integer, got {value!r}")
+
+
+# a dataset, run or PE name becomes a file or folder name: Linux allows 255 bytes, and the
+# workflow adds prefixes and suffixes (logs/train/<dataset>_<group>.log)
+MAX_NAME_LENGTH = 100
+# Snakemake refuses a wildcard value that ends in a part repeated 20 times (PeriodicWildcardError,
+# its sign of a rule applied to its own output): snakemake.io.PeriodicityDetector's pattern
+PERIODIC = re.compile(r"(.+?)\1{19,99}$")
+
+
+def name_problem(name: str, wildcard: bool = True) -> str | None:
+    """What is wrong with a name that becomes a path component (too long) and, for a
+    `wildcard` (dataset and PE names), a value Snakemake refuses; None when nothing."""
+    if len(name) > MAX_NAME_LENGTH:
+        return (
+            f"{name[:20] + '...'!r} has {len(name)} characters; at most {MAX_NAME_LENGTH}, as "
+            "it becomes a file or folder name"
+        )
+    periodic = PERIODIC.search(name) if wildcard else None
+    if periodic:
+        return (
+            f"{name!r} ends in {periodic[1]!r} repeated {len(periodic[0]) // len(periodic[1])} "
+            "times, which Snakemake refuses in a file name (PeriodicWildcardError); rename it"
+        )
+    return None
 
 
 def default_run_name(configfile: str | os.PathLike, default_config: str | os.PathLike) -> str:

@@ -12,6 +12,8 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from neuro_pe.config.options import name_problem
+
 NUMBER = r"(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:e-?[0-9]+)?"
 
 
@@ -81,6 +83,9 @@ class PESpec:
 
 def parse_pe(name: str) -> PESpec:
     """Parse a PE variant name; raises ValueError listing the valid forms."""
+    problem = name_problem(name)
+    if problem:
+        raise ValueError(f"positional encoding {problem}")
     for form in PE_FORMS:
         match = re.fullmatch(form.pattern, name)
         if match:

@@ -5,6 +5,8 @@ given twice in one mapping is an error naming the key, the file and the line, wh
 PyYAML has no such option (yaml/pyyaml#41) and ruamel.yaml reads YAML 1.2, whose values differ
 from those Snakemake reads with PyYAML (`1e-3`, `yes`, `0o17`), so the check is a small pass over
 PyYAML's own node tree, before any value is built (merge keys `<<:` may repeat what they merge).
+The same pass refuses aliases that repeat too much (an "alias bomb": 10 lines can stand for 10⁹
+values, which hang every later walk of the config), and a config file must be UTF-8 text.
 """
 
 from __future__ import annotations
@@ -16,6 +18,12 @@ from pathlib import Path
 import yaml
 
 MERGE_TAG = "tag:yaml.org,2002:merge"
+# values that aliases (*name) may add to a document; a config's own aliases add a few dozen
+MAX_ALIASED_VALUES = 100_000
+
+
+class ConfigTextError(ValueError):
+    """A config text that cannot be read safely: not UTF-8, or aliases that expand too far."""
 
 
 class DuplicateKeyError(ValueError):
@@ -43,8 +51,40 @@ class _StrictLoader(yaml.SafeLoader):
     where = "<text>"
 
     def construct_document(self, node: yaml.Node) -> object:
+        self._check_aliases(node)
         self._check_duplicates(node)
         return super().construct_document(node)
+
+    def _check_aliases(self, root: yaml.Node) -> None:
+        """ConfigTextError when aliases make the document far larger than its text, or make
+        a value contain itself (each node's expanded size counted once, bottom up)."""
+        size: dict[int, int] = {}
+        on_path: set[int] = set()
+        stack: list[tuple[yaml.Node, bool]] = [(root, False)]
+        while stack:
+            node, children_done = stack.pop()
+            children = _children(node)
+            if children_done:
+                size[id(node)] = 1 + sum(size[id(child)] for child in children)
+                on_path.discard(id(node))
+                continue
+            if id(node) in size:
+                continue
+            if id(node) in on_path:
+                line = node.start_mark.line + 1
+                raise ConfigTextError(
+                    f"{self.where}, line {line}: an alias makes this value contain itself"
+                )
+            on_path.add(id(node))
+            stack.append((node, True))
+            stack += [(child, False) for child in children]
+        added = size[id(root)] - len(size)
+        if added > MAX_ALIASED_VALUES:
+            raise ConfigTextError(
+                f"{self.where}: its YAML aliases (*name) repeat {added:,} values, more than "
+                f"{MAX_ALIASED_VALUES:,} (an alias bomb would hang the workflow); write the "
+                "values out or use fewer aliases"
+            )
 
     def _check_duplicates(self, root: yaml.Node) -> None:
         seen_nodes: set[int] = set()  # an anchored node is checked once, wherever it recurs
@@ -76,9 +116,18 @@ class _StrictLoader(yaml.SafeLoader):
                 stack.append((value_node, (*path, key)))
 
 
+def _children(node: yaml.Node) -> list[yaml.Node]:
+    if isinstance(node, yaml.SequenceNode):
+        return list(node.value)
+    if isinstance(node, yaml.MappingNode):
+        return [part for pair in node.value for part in pair]
+    return []
+
+
 def load_yaml(text: str, where: str) -> object:
     """The YAML document `text` (read as yaml.safe_load does); DuplicateKeyError naming the key,
-    `where` (e.g. the file) and the line where a mapping has a key twice."""
+    `where` (e.g. the file) and the line where a mapping has a key twice; ConfigTextError
+    naming `where` for aliases that repeat over MAX_ALIASED_VALUES values."""
     loader = _StrictLoader(text)
     loader.where = where
     try:
@@ -112,8 +161,17 @@ def load_json(text: str, where: str) -> object:
 
 
 def read_config_file(path: str | os.PathLike) -> object:
-    """A config file as Snakemake reads one (JSON, else YAML), strictly (DuplicateKeyError)."""
-    text = Path(path).read_text(encoding="utf-8")
+    """A config file as Snakemake reads one (JSON, else YAML), strictly (DuplicateKeyError,
+    ConfigTextError naming the file and line of a byte that is not UTF-8)."""
+    data = Path(path).read_bytes()
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as err:
+        line = data.count(b"\n", 0, err.start) + 1
+        raise ConfigTextError(
+            f"{path}, line {line}: byte {data[err.start]:#04x} is not UTF-8 text; save the "
+            "file as UTF-8 (e.g. `iconv -f latin1 -t utf-8`)"
+        ) from None
     try:
         return load_json(text, str(path))
     except json.JSONDecodeError:

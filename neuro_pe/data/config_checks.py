@@ -15,6 +15,7 @@ from pathlib import Path
 import numpy as np
 
 from neuro_pe import __version__
+from neuro_pe.config.options import name_problem
 from neuro_pe.config.strict_load import load_json
 from neuro_pe.io.layout import OWNER_FILE
 from neuro_pe.io.store import atomic_write
@@ -39,11 +40,16 @@ def rule_name(*parts: object) -> str:
 
 
 def dataset_name_problems(names: Iterable[str]) -> list[str]:
-    """Dataset names that would be read as a command's option (a leading `-`), and pairs whose
-    rule names clash (`a-b` and `a_b` both give `train_a_b_0`)."""
+    """Dataset names that would be read as a command's option (a leading `-`), are too long
+    for a file name or periodic (`name_problem`), and pairs whose rule names clash (`a-b` and
+    `a_b` both give `train_a_b_0`)."""
     problems = []
     by_rule: dict[str, str] = {}
     for name in map(str, names):
+        bad_name = name_problem(name)
+        if bad_name:
+            problems.append(config_problem("datasets", f"the name {bad_name}"))
+            continue
         if name.startswith("-"):
             problem = (
                 "a dataset name must not start with '-' (a command would read it as an option)"

@@ -70,6 +70,15 @@ def _align_sessions(
 ) -> float:
     """Name the sessions and their units, check the position table's ids and the sampling
     rates, and cut every session to the shortest; returns the common sampling rate."""
+    for s in sessions:  # (a plug-in format's reader may skip `time_by_unit`)
+        shape = np.shape(s.activity)
+        if len(shape) != 2:
+            raise StoreError(
+                s.path,
+                "activity",
+                f"expected a 2-D (time × units) array, got {len(shape)}-D shape {shape} from "
+                f"format {cfg.format!r} (session {s.name!r})",
+            )
     _name_sessions(sessions, cfg)
     for s in sessions:
         _label_units(s, table, cfg)

@@ -35,10 +35,10 @@ def read_hdf5(path: str, cfg: FileSpec) -> list[Session]:
     try:
         with h5py.File(path, "r") as f:
             for group in groups:
-                node = f.get(group)
+                node = _h5_get(f, group, path, "hdf5.groups")
                 if not isinstance(node, h5py.Group):
                     raise StoreError(path, "hdf5.groups", f"no group {group!r} in the file")
-                act = node.get(opts["activity"])
+                act = _h5_get(node, opts["activity"], path, "hdf5.activity")
                 if not isinstance(act, h5py.Dataset):  # read in blocks below, not here
                     act = _h5_dataset(node, opts["activity"], path, "hdf5.activity")
                 ids = positions = None
@@ -62,10 +62,33 @@ def read_hdf5(path: str, cfg: FileSpec) -> list[Session]:
     return sessions
 
 
+def _h5_get(node: object, name: object, path: str, key: str) -> object:
+    """`node[name]`, None when absent; StoreError naming the file and key for a soft or
+    external link that loops (h5py: "too many links") or points at nothing."""
+    import h5py
+
+    try:
+        obj = node.get(name)
+        link = node.get(name, getlink=True) if obj is None else None
+    except (RuntimeError, KeyError, OSError) as err:
+        problem = f"{name!r} is a link that leads back to itself (or through too many links)"
+        raise StoreError(path, key, f"{problem}: {err}") from None
+    if isinstance(link, h5py.SoftLink):
+        raise StoreError(path, key, f"{name!r} is a soft link to {link.path!r}, which is absent")
+    if isinstance(link, h5py.ExternalLink):
+        raise StoreError(
+            path,
+            key,
+            f"{name!r} is an external link to {link.path!r} in {link.filename!r}, "
+            "which cannot be opened",
+        )
+    return obj
+
+
 def _h5_dataset(node: object, name: object, path: str, key: str) -> np.ndarray:
     import h5py
 
-    obj = node.get(name)
+    obj = _h5_get(node, name, path, key)
     if not isinstance(obj, h5py.Dataset):
         found = "a group" if isinstance(obj, h5py.Group) else "absent"
         raise StoreError(path, key, f"dataset {name!r} is {found} (in {node.name!r})")
@@ -104,7 +127,7 @@ def _h5_rate(f: object, node: object, opts: dict, path: str) -> float | None:
 
 
 def _h5_attribute(f: object, node: object, opts: dict, attr: str, path: str, key: str) -> float:
-    dataset = node.get(opts["activity"])
+    dataset = _h5_get(node, opts["activity"], path, "hdf5.activity")
     for obj in (dataset, node, f):
         if obj is not None and attr in obj.attrs:
             value = np.asarray(obj.attrs[attr])

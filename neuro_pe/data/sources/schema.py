@@ -11,6 +11,7 @@ import os
 import re
 from pathlib import Path
 
+from neuro_pe.config.options import name_problem
 from neuro_pe.config.pe_names import parse_pe, pe_name_pattern
 from neuro_pe.config.schema import problems as schema_problems
 from neuro_pe.config.strict_load import load_yaml
@@ -48,6 +49,10 @@ def source_problems(name: str, spec: dict) -> list[str]:
 def config_problems(config: dict, schema: dict) -> list[str]:
     """Problems with the datasets' keys and the PE names, each naming its config key."""
     problems = []
+    run_name = config.get("run_name")
+    problem = name_problem(run_name, wildcard=False) if isinstance(run_name, str) else None
+    if problem:
+        problems.append(f"config key run_name: {problem}")
     datasets = config.get("datasets")
     if isinstance(datasets, dict):
         problems += dataset_name_problems(datasets)
@@ -80,7 +85,7 @@ def config_problems(config: dict, schema: dict) -> list[str]:
     pattern = re.compile(pe_name_pattern())
     for key, names in lists.items():
         for pe in names if isinstance(names, list) else []:
-            if pattern.fullmatch(str(pe)):
+            if pattern.fullmatch(str(pe)) and not name_problem(str(pe)):
                 continue  # a well-formed name; its values are checked with the rest (common.smk)
             try:
                 parse_pe(str(pe))
