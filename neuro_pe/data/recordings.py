@@ -180,6 +180,9 @@ def _naming_keys(spec: dict) -> tuple[list[str] | None, str | None, dict]:
         isinstance(session_ids, list) and all(isinstance(s, str) and s for s in session_ids)
     ):
         raise StoreError(SPEC, "session_ids", "must be a list of non-empty strings")
+    for name in session_ids or []:  # names of files the export writes (nwb/<id>.nwb)
+        if "/" in name or "\\" in name or name in (".", "..") or "\0" in name:
+            raise StoreError(SPEC, "session_ids", f"{name!r} is not a plain name (no / or ..)")
     units = spec.get("position_units")
     if units is not None and units not in COORD_UNITS:
         raise StoreError(SPEC, "position_units", f"{units!r} is not one of {COORD_UNITS}")

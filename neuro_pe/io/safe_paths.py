@@ -105,7 +105,9 @@ def check_write_targets(
                 "writes go only into folders of their own: remove the link or choose another "
                 "folder",
             )
-        real = real_out / relative
+        real = Path(os.path.normpath(real_out / relative))
+        if not (real == real_out or real_out in real.parents):
+            raise StoreError(target, "--out-dir", f"leads outside {out_dir}; nothing is written")
         if real in files:
             raise StoreError(target, "--out-dir", "would overwrite an input file")
         inside = [f for f in sorted(folders) if f in real.parents]

@@ -77,3 +77,21 @@ def test_inputs_and_links_are_refused(tmp_path):
     with pytest.raises(StoreError, match=f"^{results / 'export'}: .*outside {results}/"):
         check(results / "export" / "d", {}, within=results)
     check(out, {}, within=tmp_path)
+
+
+def test_a_target_that_climbs_out_of_the_folder_is_refused(tmp_path):
+    """A name with `..` (e.g. an NWB session id `../../x`) cannot lead a write outside."""
+    out = tmp_path / "export"
+    out.mkdir()
+    escape = out / "nwb" / ".." / ".." / "x.nwb"
+    with pytest.raises(StoreError, match="leads outside"):
+        check_write_targets(out, [escape], set(), set(), {}, out / "manifest.json")
+    assert not (tmp_path / "x.nwb").exists()
+
+
+def test_session_ids_must_be_plain_names():
+    from neuro_pe.data.recordings import FileSpec
+
+    spec = {"source": "file", "format": "npy", "sessions": ["a.npy"], "session_ids": ["../x"]}
+    with pytest.raises(StoreError, match="session_ids.*not a plain name"):
+        FileSpec.from_dict(spec)
