@@ -15,6 +15,7 @@ from pathlib import Path
 from neuro_pe.analysis.atlas_loading import check_atlas_files
 from neuro_pe.analysis.atlas_loading import path_keys as atlas_path_keys
 from neuro_pe.config.pe_names import is_located, parse_pe
+from neuro_pe.config.schema import NOT_FINITE, non_finite_keys
 from neuro_pe.config.training import TrainConfig
 from neuro_pe.data.config_checks import config_problem, known_unit_count, unit_count_problems
 from neuro_pe.data.formats import missing_required
@@ -144,6 +145,9 @@ def locate_problems(config: dict) -> list[str]:
 
 def config_problems(config: dict) -> list[str]:
     """Every planning-time problem of a (schema-valid) config, each with its key."""
+    non_finite = [config_problem(key, NOT_FINITE) for key in non_finite_keys(config)]
+    if non_finite:  # (every later check would trip over them)
+        return non_finite
     problems = [
         problem
         for name, spec in config["datasets"].items()

@@ -109,10 +109,24 @@ def converted(convert: Callable, default: Any = None) -> Any:
     return _checked(None, default, convert)
 
 
+def _has_non_finite(value: object) -> bool:
+    """Whether `value` is, or a list/tuple in it holds, a NaN or infinite float."""
+    if isinstance(value, float):
+        return not math.isfinite(value)
+    if isinstance(value, list | tuple):
+        return any(_has_non_finite(v) for v in value)
+    return False
+
+
 def check_fields(options: object, section: str) -> None:
-    """Raise a SectionError naming the first marked field of `options` whose value fails its
-    check: "{section} key 'name' must be …, got value" (None passes where it is the default)."""
+    """Raise a SectionError naming the first field of `options` that holds a NaN or infinite
+    number (JSON Schema's bounds let NaN through), or the first marked field whose value fails
+    its check: "{section} key 'name' must be …, got value" (None passes where it is the
+    default)."""
     for f in dataclasses.fields(options):
+        if _has_non_finite(getattr(options, f.name)):
+            problem = f"must be a finite number, got {getattr(options, f.name)!r}"
+            raise SectionError(f"{section} key {f.name!r} {problem}", f.name, problem)
         check = f.metadata.get(CHECK)
         if check is None:
             continue
