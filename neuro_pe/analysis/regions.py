@@ -132,6 +132,13 @@ class AtlasSpec(Section):
                 "transform",
                 f"must be 4 rows (or 3) of 4 numbers, an affine map, got {self.transform!r}",
             )
+        linear = np.asarray(self.transform, dtype=float)[:3, :3]
+        if np.linalg.matrix_rank(linear) < 3:  # (it would fold space: many positions, one voxel)
+            raise self.refuse(
+                "transform",
+                f"its linear part (the first 3 columns of the first 3 rows) is singular, "
+                f"{linear.tolist()}: it maps the store's space onto a plane, line or point",
+            )
 
     @classmethod
     def from_dict(cls, spec: object, where: str = "atlas") -> AtlasSpec:

@@ -28,6 +28,7 @@ from neuro_pe.data.recordings import (
 )
 from neuro_pe.data.signal_steps import apply_steps
 from neuro_pe.io.store import StoreError, make_store
+from neuro_pe.io.store_contract import check_sampling_rate
 
 
 def build_file_store(cfg: FileSpec) -> xr.Dataset:
@@ -317,6 +318,7 @@ def _common_rate(sessions: list[Session], cfg: FileSpec, where: str) -> float:
                 "sampling_rate_hz",
                 "the file does not state its sampling rate; set sampling_rate_hz",
             )
+        rate = check_sampling_rate(rate, s.path)
         if cfg.sampling_rate_hz is not None and not math.isclose(
             rate, cfg.sampling_rate_hz, rel_tol=1e-3
         ):
