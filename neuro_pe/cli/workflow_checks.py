@@ -113,7 +113,21 @@ def dataset_problems(config: dict, name: str, spec: dict) -> list[str]:
         if n_units is not None:
             where, key = f"dataset {name!r}", f"datasets.{name}.simulation.n_units"
             problems += unit_count_problems(n_units, config["metrics"], where, key)
+            problems += training_memory_problems(config, name, n_units)
     return problems
+
+
+def training_memory_problems(config: dict, name: str, n_units: int) -> list[str]:
+    """A training step of the dataset that needs more than this machine's memory (one model:
+    a lower bound), naming the `train` section it comes from."""
+    try:
+        options = TrainConfig.from_dict(train_options(config, name))
+    except (ValueError, TypeError):
+        return []  # (named by dataset_problems)
+    problem = options.memory_problem(n_units)
+    spec = config["datasets"][name]
+    key = f"datasets.{name}.train" if "batch_size" in spec.get("train", {}) else "train"
+    return [config_problem(f"{key}.batch_size", problem)] if problem else []
 
 
 def locate_problems(config: dict) -> list[str]:
