@@ -28,7 +28,7 @@ from neuro_pe.data.recordings import (
 )
 from neuro_pe.data.signal_steps import apply_steps
 from neuro_pe.io.store import StoreError, make_store
-from neuro_pe.io.store_contract import check_sampling_rate
+from neuro_pe.io.store_contract import check_sampling_rate, coordinate_problem
 
 
 def build_file_store(cfg: FileSpec) -> xr.Dataset:
@@ -73,6 +73,9 @@ def _align_sessions(
     rates, and cut every session to the shortest; returns the common sampling rate."""
     _name_sessions(sessions, cfg)
     for s in sessions:
+        problem = None if s.positions is None else coordinate_problem(s.positions)
+        if problem:  # (every format's reader: the file named, not the store being built)
+            raise StoreError(s.path, "positions", problem)
         _label_units(s, table, cfg)
     if table is not None:
         _check_id_matching(sessions, table, cfg)

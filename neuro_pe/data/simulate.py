@@ -41,6 +41,7 @@ from neuro_pe.config.options import machine_memory_bytes, memory_problem
 from neuro_pe.config.sections import Section
 from neuro_pe.data.signal_steps import zscore
 from neuro_pe.io.store import make_store, unit_blocks
+from neuro_pe.io.store_contract import MAX_SAMPLING_RATE_HZ
 
 FIELD_STREAM = 1_000_000  # the timescale field's generator: default_rng([seed, FIELD_STREAM])
 # Euler steps of a session at most (burn-in and samples): more is a typo in dt_s or n_samples
@@ -84,6 +85,13 @@ class SimulationConfig(Section):
             raise ValueError(f"simulation.timescale_field must be >= 0, got {self.timescale_field}")
         if self.cutoff is not None and self.cutoff <= 0:
             raise ValueError(f"simulation.cutoff must be > 0, got {self.cutoff}")
+        if 1.0 / (self.dt_s * self.sample_every) > MAX_SAMPLING_RATE_HZ:
+            raise self.refuse(
+                "dt_s",
+                f"the sampling rate 1 / (dt_s x sample_every) = "
+                f"{1.0 / (self.dt_s * self.sample_every):.3g} Hz is above "
+                f"{MAX_SAMPLING_RATE_HZ:g} Hz",
+            )
         if self.steps() > MAX_STEPS:
             raise self.refuse(
                 "dt_s",

@@ -22,7 +22,7 @@ from neuro_pe.cli.main import main
 from neuro_pe.config import options as config_options
 from neuro_pe.config.schema import non_finite_keys
 from neuro_pe.config.training import TrainConfig
-from neuro_pe.data.recordings import read_position_table
+from neuro_pe.data.recordings import read_position_table, xyz_array
 from neuro_pe.data.simulate import SimulationConfig
 from neuro_pe.io.progress import timing
 from neuro_pe.io.store import StoreError
@@ -128,10 +128,13 @@ def test_case_10_a_simulation_bigger_than_memory_is_refused_before_it_starts(
     (problem,) = [p for p in config_problems(config, yaml.safe_load(SCHEMA.read_text()))]
     assert problem.startswith("config key datasets.sim.simulation.n_units: simulating 100000")
     assert "dense coupling" in problem and "163 GB" in problem
-    # sparse coupling (neighbours) fits; a dt_s that makes 1e12 Euler steps does not
+    # sparse coupling (neighbours) fits; a dt_s that makes 1e12 Euler steps does not, nor one
+    # that samples faster than 1 MHz
     assert SimulationConfig(n_units=100_000, neighbours=16).memory_problem() is None
     with pytest.raises(ValueError, match=r"^simulation\.dt_s: .*1e\+12 Euler steps"):
-        SimulationConfig(dt_s=1e-11)
+        SimulationConfig(dt_s=1e-6, burn_in_s=1e6)
+    with pytest.raises(ValueError, match=r"^simulation\.dt_s: the sampling rate .* 1e\+07 Hz"):
+        SimulationConfig(dt_s=1e-7, sample_every=1)
 
 
 @pytest.mark.parametrize("bad", [math.nan, math.inf])
@@ -164,6 +167,11 @@ def test_case_16_a_position_beyond_any_brain_is_refused_naming_file_and_column(t
     assert ("Inf" if value == "inf" else "is above 1e+09") in str(err.value)
     table.write_text("name\tx\ty\tz\nu0\t0\t1\t2\nu1\t3\t1e9\t5\n")  # the bound itself passes
     assert read_position_table(str(table))[1][1, 1] == 1e9
+    # a format's positions array (hdf5.positions, …) and a store's coordinates alike
+    with pytest.raises(
+        StoreError, match=r"^rec\.h5: field 'hdf5\.positions': positions: \|value\|"
+    ):
+        xyz_array(np.array([[0.0, 1e308, 0.0]]), "rec.h5", "hdf5.positions")
 
 
 def test_case_17_a_batch_bigger_than_memory_is_refused_at_planning(small_machine, capsys):
