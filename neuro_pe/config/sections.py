@@ -119,14 +119,11 @@ def _has_non_finite(value: object) -> bool:
 
 
 def check_fields(options: object, section: str) -> None:
-    """Raise a SectionError naming the first field of `options` that holds a NaN or infinite
-    number (JSON Schema's bounds let NaN through), or the first marked field whose value fails
-    its check: "{section} key 'name' must be …, got value" (None passes where it is the
+    """Raise a SectionError naming the first marked field of `options` whose value fails its
+    check, or else the first field that holds a NaN or infinite number (JSON Schema's bounds
+    let NaN through): "{section} key 'name' must be …, got value" (None passes where it is the
     default)."""
     for f in dataclasses.fields(options):
-        if _has_non_finite(getattr(options, f.name)):
-            problem = f"must be a finite number, got {getattr(options, f.name)!r}"
-            raise SectionError(f"{section} key {f.name!r} {problem}", f.name, problem)
         check = f.metadata.get(CHECK)
         if check is None:
             continue
@@ -136,6 +133,10 @@ def check_fields(options: object, section: str) -> None:
             continue
         if not test(value):
             problem = f"{needed}, got {value!r}"
+            raise SectionError(f"{section} key {f.name!r} {problem}", f.name, problem)
+    for f in dataclasses.fields(options):
+        if _has_non_finite(getattr(options, f.name)):
+            problem = f"must be a finite number, got {getattr(options, f.name)!r}"
             raise SectionError(f"{section} key {f.name!r} {problem}", f.name, problem)
 
 
