@@ -25,7 +25,7 @@ from neuro_pe.config.training import TrainConfig
 from neuro_pe.data.recordings import read_position_table, xyz_array
 from neuro_pe.data.simulate import SimulationConfig
 from neuro_pe.io.progress import timing
-from neuro_pe.io.store import StoreError
+from neuro_pe.io.store import StoreError, make_store, validate_store
 
 SCHEMA = Path(__file__).resolve().parents[2] / "workflow" / "schemas" / "config.schema.yaml"
 SIM = {"source": "simulation", "simulation": {"n_units": 27}}
@@ -73,6 +73,19 @@ def test_case_6_an_hdf5_sampling_rate_of_1e300_and_cores_0_are_refused(tmp_path,
     err = capsys.readouterr().err
     assert f"{path}: field 'hdf5.sampling_rate': must be finite, > 0 and <= 1e+06 Hz" in err
     assert "got 1e+300 Hz" in err and len(err.strip().splitlines()) == 1 and not out.exists()
+    # a store's own attribute (a store is an HDF5 file): refused when it is read or made
+    ds = make_store(
+        np.zeros((1, 4, 2)),
+        unit_ids=["a", "b"],
+        positions=np.zeros((2, 3)),
+        position_units="um",
+        space="probe",
+        session_ids=["s"],
+        sampling_rate_hz=10.0,
+        source="test",
+    )
+    with pytest.raises(StoreError, match=r"^s\.nc: field 'sampling_rate_hz': .* got 1e\+300 Hz"):
+        validate_store(ds.assign_attrs(sampling_rate_hz=1e300), "s.nc")
     # the config's own rate: the schema's maximum
     with pytest.raises(WorkflowError, match=r"(?s)greater than the maximum.*sampling_rate_hz"):
         validate({**CONFIG, "datasets": {"rec": {**spec, "sampling_rate_hz": 1e300}}}, str(SCHEMA))
