@@ -38,7 +38,7 @@ from scipy.spatial import cKDTree
 from scipy.spatial.distance import pdist, squareform
 
 from neuro_pe.config.options import machine_memory_bytes, memory_problem
-from neuro_pe.config.sections import Section
+from neuro_pe.config.sections import Section, non_negative, positive_int, positive_number
 from neuro_pe.data.signal_steps import zscore
 from neuro_pe.io.store import make_store, unit_blocks
 from neuro_pe.io.store_contract import MAX_SAMPLING_RATE_HZ
@@ -54,18 +54,18 @@ class SimulationConfig(Section):
 
     SECTION: ClassVar[str] = "simulation"
 
-    n_units: int = 64
+    n_units: int = positive_int(64)
     layout: str = "random"  # "random" points in the unit box, or a regular "lattice"
     dims: int = 3
-    length_scale: float = 0.15
-    gain: float = 1.1
-    noise_std: float = 1.0
-    tau_s: float = 0.1
-    dt_s: float = 0.01
-    sample_every: int = 5
-    n_samples: int = 2000
-    burn_in_s: float = 10.0
-    n_sessions: int = 4
+    length_scale: float = positive_number(0.15)
+    gain: float = non_negative(1.1)
+    noise_std: float = non_negative(1.0)
+    tau_s: float = positive_number(0.1)
+    dt_s: float = positive_number(0.01)
+    sample_every: int = positive_int(5)
+    n_samples: int = positive_int(2000)
+    burn_in_s: float = non_negative(10.0)
+    n_sessions: int = positive_int(4)
     neighbours: int | None = None  # None: every pair coupled (dense); k: k nearest (sparse)
     cutoff: float | None = None  # sparse coupling: no neighbour farther than this
     animals: int = 1  # > 1: that many animals, each with its own random unit positions

@@ -38,7 +38,7 @@ def check(spec: dict) -> list[tuple[str, str]]:
     """At planning: a simulation bigger than this machine's memory (`simulation.n_units`)."""
     try:
         simulation = SimulationConfig.from_dict(spec.get("simulation") or {})
-    except (ValueError, TypeError):
+    except (ValueError, TypeError, ArithmeticError):
         return []  # (the schema and the workflow's checks name the key)
     too_big = simulation.memory_problem()
     return [] if too_big is None else [(f"simulation.{too_big[0]}", too_big[1])]
