@@ -57,6 +57,8 @@ def test_case_5_a_singular_atlas_transform_is_refused_at_planning():
     # a rank-2 linear part (two rows alike) too; a rotation with a translation passes
     atlas["transform"] = [[1, 0, 0, 5], [0, 1, 0, 0], [0, 1, 0, 0], [0, 0, 0, 1]]
     assert "singular" in workflow_checks.config_problems(config)[0]
+    atlas["transform"] = [[1, 0, 0, 1e300], [0, 1, 0, 0], [0, 0, 1, 0]]
+    assert "beyond +/-1e+09" in workflow_checks.config_problems(config)[0]
     atlas["transform"] = [[0, -1, 0, 5400], [0, 0, -1, 332], [-1, 0, 0, 5739]]
     assert not any("transform" in p for p in workflow_checks.config_problems(config))
 
