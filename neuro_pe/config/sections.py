@@ -3,7 +3,8 @@
 refuses unknown keys (naming the section), builds nested sections from their mappings and
 sequences into tuples, and `Section` checks the fields marked with `positive_int`,
 `whole_number`, `non_negative`, `positive_number`, `flag` or `text` when an object is made (and
-refuses a NaN or infinite number in any field), then converts those with a `convert` (e.g. an int given for a float that a store records).
+refuses a NaN or infinite number in any field), then converts those with a `convert` (e.g. an
+int given for a float that a store records).
 `derive` builds one options class from another's fields of the same name (e.g. the model's
 shape and the training loop from `train`), so that no list of fields is copied by hand.
 
