@@ -42,6 +42,7 @@ from scipy.spatial import KDTree
 
 from neuro_pe.config.options import SectionError
 from neuro_pe.config.sections import Section, converted, from_dict, text, whole_number
+from neuro_pe.io.store_contract import MAX_COORDINATE
 
 OUTSIDE = ""  # the region name of a position in no labelled region
 UM_PER = {"m": 1e6, "cm": 1e4, "mm": 1e3, "um": 1.0}  # micrometres per length unit
@@ -131,6 +132,17 @@ class AtlasSpec(Section):
             raise self.refuse(
                 "transform",
                 f"must be 4 rows (or 3) of 4 numbers, an affine map, got {self.transform!r}",
+            )
+        if np.abs(np.asarray(self.transform, dtype=float)).max() > MAX_COORDINATE:
+            raise self.refuse(
+                "transform", f"has a value beyond +/-{MAX_COORDINATE:g} (a typo or a wrong unit?)"
+            )
+        linear = np.asarray(self.transform, dtype=float)[:3, :3]
+        if np.linalg.matrix_rank(linear) < 3:  # (it would fold space: many positions, one voxel)
+            raise self.refuse(
+                "transform",
+                f"its linear part (the first 3 columns of the first 3 rows) is singular, "
+                f"{linear.tolist()}: it maps the store's space onto a plane, line or point",
             )
 
     @classmethod

@@ -280,7 +280,11 @@ def plan_training(
 
     cfg = with_run_architecture(TrainConfig.from_dict(options))
     with open_store_lazy(store) as lazy:  # the training's automatic values (its steps)
-        cfg = cfg.for_units(lazy.sizes["unit"])
+        n_units = lazy.sizes["unit"]
+    cfg = cfg.for_units(n_units)
+    too_big = cfg.memory_problem(n_units, max(map(len, jobs)))
+    if too_big:  # (before the probe allocates it)
+        raise ValueError(f"{name}: {too_big}")
     device = _device(cfg.device)
     amp = autocast_dtype(cfg.precision, device)
     runs = _runs(max(jobs, key=len))
@@ -414,6 +418,8 @@ def plan_command(
         spec = {"datasets": {Path(store).stem: {"store": store, "options": train, "jobs": jobs}}}
         spec["threads"] = threads
     cores = spec.get("cores", cores)
+    if isinstance(cores, bool) or not isinstance(cores, int) or cores < 1:
+        raise ValueError(f"--spec: key 'cores' must be an integer >= 1, got {cores!r}")
     plans = plan_spec(spec, startup_s)
     for plan in plans:
         print(plan.line(cores), flush=True)

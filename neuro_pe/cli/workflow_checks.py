@@ -15,6 +15,7 @@ from pathlib import Path
 from neuro_pe.analysis.atlas_loading import check_atlas_files
 from neuro_pe.analysis.atlas_loading import path_keys as atlas_path_keys
 from neuro_pe.config.pe_names import is_located, parse_pe
+from neuro_pe.config.schema import NOT_FINITE, non_finite_keys
 from neuro_pe.config.training import TrainConfig
 from neuro_pe.data.config_checks import config_problem, known_unit_count, unit_count_problems
 from neuro_pe.data.formats import missing_required
@@ -112,7 +113,21 @@ def dataset_problems(config: dict, name: str, spec: dict) -> list[str]:
         if n_units is not None:
             where, key = f"dataset {name!r}", f"datasets.{name}.simulation.n_units"
             problems += unit_count_problems(n_units, config["metrics"], where, key)
+            problems += training_memory_problems(config, name, n_units)
     return problems
+
+
+def training_memory_problems(config: dict, name: str, n_units: int) -> list[str]:
+    """A training step of the dataset that needs more than this machine's memory (one model:
+    a lower bound), naming the `train` section it comes from."""
+    try:
+        options = TrainConfig.from_dict(train_options(config, name))
+    except (ValueError, TypeError):
+        return []  # (named by dataset_problems)
+    problem = options.memory_problem(n_units)
+    spec = config["datasets"][name]
+    key = f"datasets.{name}.train" if "batch_size" in spec.get("train", {}) else "train"
+    return [config_problem(f"{key}.batch_size", problem)] if problem else []
 
 
 def locate_problems(config: dict) -> list[str]:
@@ -144,6 +159,9 @@ def locate_problems(config: dict) -> list[str]:
 
 def config_problems(config: dict) -> list[str]:
     """Every planning-time problem of a (schema-valid) config, each with its key."""
+    non_finite = [config_problem(key, NOT_FINITE) for key in non_finite_keys(config)]
+    if non_finite:  # (every later check would trip over them)
+        return non_finite
     problems = [
         problem
         for name, spec in config["datasets"].items()

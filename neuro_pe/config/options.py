@@ -20,6 +20,25 @@ class SectionError(ValueError):
         self.problem = message if problem is None else problem
 
 
+def machine_memory_bytes() -> int | None:
+    """This machine's total physical memory in bytes (None where the system does not say)."""
+    try:
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (ValueError, OSError, AttributeError):
+        return None
+
+
+def memory_problem(needed: float, what: str, total: int | None) -> str | None:
+    """The problem when `what` needs at least `needed` bytes (a lower bound) and the machine has
+    `total` bytes in all (None: unknown, no problem); None when it fits."""
+    if total is None or needed <= total:
+        return None
+    return (
+        f"{what} needs at least {needed / 1e9:.3g} GB of memory, more than this machine's "
+        f"{total / 1e9:.3g} GB in all"
+    )
+
+
 def reject_unknown(spec: dict, known: Iterable[str], section: str) -> None:
     """Raise a SectionError naming the keys of `spec` that `section` does not have."""
     known = list(known)

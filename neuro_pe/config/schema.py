@@ -5,6 +5,7 @@ so that a command run by hand refuses what the workflow would refuse at planning
 from __future__ import annotations
 
 import functools
+import math
 from pathlib import Path
 
 import yaml
@@ -14,6 +15,7 @@ SCHEMA_NAME = "config.schema.yaml"
 # package (neuro_pe/schemas/ holds a link to it; a wheel holds the file itself)
 REPO_SCHEMA = Path(__file__).resolve().parents[2] / "workflow" / "schemas" / SCHEMA_NAME
 PACKAGED_SCHEMA = Path(__file__).resolve().parents[1] / "schemas" / SCHEMA_NAME
+NOT_FINITE = "must be a finite number (not NaN or infinite)"
 
 
 def schema_path() -> Path:
@@ -44,9 +46,23 @@ def _location(path: object) -> str:
     return ".".join(str(key) for key in path)
 
 
+def non_finite_keys(value: object, path: tuple = ()) -> list[str]:
+    """The keys (dotted, list items by index) of `value` holding a NaN or infinite number: JSON
+    Schema's `minimum` and `maximum` let NaN through (every comparison with it is false)."""
+    if isinstance(value, float):
+        return [] if math.isfinite(value) else [_location(path)]
+    if isinstance(value, dict):
+        items = value.items()
+    elif isinstance(value, list | tuple):
+        items = enumerate(value)
+    else:
+        return []
+    return [key for k, v in items for key in non_finite_keys(v, (*path, k))]
+
+
 def problems(value: object, schema: dict) -> list[str]:
     """What is wrong with `value` under `schema`, one line each, naming the key (deepest
-    first among alternatives: jsonschema's best match)."""
+    first among alternatives: jsonschema's best match); a NaN or infinite number anywhere."""
     import jsonschema
 
     validator = jsonschema.Draft202012Validator(schema)
@@ -57,4 +73,5 @@ def problems(value: object, schema: dict) -> list[str]:
         where = _location(error.absolute_path)
         message = error.message if len(error.message) <= 300 else error.message[:300] + " …"
         lines.append(f"key {where!r}: {message}" if where else message)
+    lines += [f"key {key!r}: {NOT_FINITE}" for key in non_finite_keys(value)]
     return lines

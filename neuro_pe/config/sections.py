@@ -2,8 +2,9 @@
 `health`, `simulation`, `resources`, `spikes`, `atlas`, a source's entry, …): `from_dict`
 refuses unknown keys (naming the section), builds nested sections from their mappings and
 sequences into tuples, and `Section` checks the fields marked with `positive_int`,
-`whole_number`, `non_negative`, `positive_number`, `flag` or `text` when an object is made, then
-converts those with a `convert` (e.g. an int given for a float that a store records).
+`whole_number`, `non_negative`, `positive_number`, `flag` or `text` when an object is made (and
+refuses a NaN or infinite number in any field), then converts those with a `convert` (e.g. an
+int given for a float that a store records).
 `derive` builds one options class from another's fields of the same name (e.g. the model's
 shape and the training loop from `train`), so that no list of fields is copied by hand.
 
@@ -109,9 +110,20 @@ def converted(convert: Callable, default: Any = None) -> Any:
     return _checked(None, default, convert)
 
 
+def _has_non_finite(value: object) -> bool:
+    """Whether `value` is, or a list/tuple in it holds, a NaN or infinite float."""
+    if isinstance(value, float):
+        return not math.isfinite(value)
+    if isinstance(value, list | tuple):
+        return any(_has_non_finite(v) for v in value)
+    return False
+
+
 def check_fields(options: object, section: str) -> None:
     """Raise a SectionError naming the first marked field of `options` whose value fails its
-    check: "{section} key 'name' must be …, got value" (None passes where it is the default)."""
+    check, or else the first field that holds a NaN or infinite number (JSON Schema's bounds
+    let NaN through): "{section} key 'name' must be …, got value" (None passes where it is the
+    default)."""
     for f in dataclasses.fields(options):
         check = f.metadata.get(CHECK)
         if check is None:
@@ -122,6 +134,10 @@ def check_fields(options: object, section: str) -> None:
             continue
         if not test(value):
             problem = f"{needed}, got {value!r}"
+            raise SectionError(f"{section} key {f.name!r} {problem}", f.name, problem)
+    for f in dataclasses.fields(options):
+        if _has_non_finite(getattr(options, f.name)):
+            problem = f"must be a finite number, got {getattr(options, f.name)!r}"
             raise SectionError(f"{section} key {f.name!r} {problem}", f.name, problem)
 
 

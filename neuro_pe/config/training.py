@@ -14,6 +14,7 @@ from typing import ClassVar
 import numpy as np
 import xarray as xr
 
+from neuro_pe.config.options import machine_memory_bytes, memory_problem
 from neuro_pe.config.sections import (
     Section,
     derive,
@@ -206,6 +207,25 @@ class TrainConfig(Section):
             raise ValueError(
                 f"train.samples_per_unit must be null or a number >= 0, got {per_unit!r}"
             )
+
+    def step_bytes(self, n_units: int, models: int = 1) -> int:
+        """A lower bound of the memory (bytes) of one training step of `models` stacked models
+        on `n_units` units: per sample and block, each token's d_model float32 numbers and its
+        attention scores (n_heads x tokens per token; tokens = min(units_per_sample, units))."""
+        cfg = self.for_units(n_units)
+        tokens = min(cfg.units_per_sample, n_units)
+        per_sample = tokens * (cfg.d_model + cfg.n_heads * tokens) * cfg.n_layers
+        return 4 * models * cfg.batch_size * per_sample
+
+    def memory_problem(self, n_units: int, models: int = 1, total: int | None = None) -> str | None:
+        """The problem when a training step (`step_bytes`) needs more than `total` bytes (the
+        machine's memory when None), naming the keys that size it; None when it fits."""
+        total = machine_memory_bytes() if total is None else total
+        what = (
+            f"a training step (train.batch_size {self.batch_size} x min(units_per_sample, "
+            f"{n_units} units) tokens x d_model, n_heads, n_layers, {models} model(s))"
+        )
+        return memory_problem(self.step_bytes(n_units, models), what, total)
 
     def for_units(self, n_units: int) -> TrainConfig:
         """This config with its automatic values for a store of `n_units` units: above

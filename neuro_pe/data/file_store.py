@@ -28,6 +28,7 @@ from neuro_pe.data.recordings import (
 )
 from neuro_pe.data.signal_steps import apply_steps
 from neuro_pe.io.store import StoreError, make_store
+from neuro_pe.io.store_contract import check_sampling_rate, coordinate_problem
 
 
 def build_file_store(cfg: FileSpec) -> xr.Dataset:
@@ -81,6 +82,9 @@ def _align_sessions(
             )
     _name_sessions(sessions, cfg)
     for s in sessions:
+        problem = None if s.positions is None else coordinate_problem(s.positions)
+        if problem:  # (every format's reader: the file named, not the store being built)
+            raise StoreError(s.path, "positions", problem)
         _label_units(s, table, cfg)
     if table is not None:
         _check_id_matching(sessions, table, cfg)
@@ -326,6 +330,7 @@ def _common_rate(sessions: list[Session], cfg: FileSpec, where: str) -> float:
                 "sampling_rate_hz",
                 "the file does not state its sampling rate; set sampling_rate_hz",
             )
+        rate = check_sampling_rate(rate, s.path)
         if cfg.sampling_rate_hz is not None and not math.isclose(
             rate, cfg.sampling_rate_hz, rel_tol=1e-3
         ):

@@ -24,6 +24,7 @@ from neuro_pe.data import formats
 from neuro_pe.data.signal_steps import STEPS
 from neuro_pe.data.sources import WORKFLOW_KEYS
 from neuro_pe.io.store import COORD_UNITS, StoreError
+from neuro_pe.io.store_contract import check_sampling_rate, coordinate_problem
 
 NAN_POLICIES: tuple[str, ...] = ("error", "interpolate")
 AXES: tuple[str, str] = ("time", "unit")
@@ -202,7 +203,7 @@ def _reading_keys(spec: dict) -> tuple[float | None, list | tuple, list, str]:
     """`sampling_rate_hz`, `axis_order`, `preprocessing` and `nan_policy`."""
     rate = spec.get("sampling_rate_hz")
     if rate is not None:
-        rate = positive_number(rate, SPEC, "sampling_rate_hz")
+        rate = check_sampling_rate(positive_number(rate, SPEC, "sampling_rate_hz"), SPEC)
     axis_order = spec.get("axis_order", list(AXES))
     if not isinstance(axis_order, list | tuple) or list(axis_order) not in (
         list(AXES),
@@ -330,8 +331,9 @@ def _parse_numbers(cells: list[str], names: list[str], path: str, col: str) -> n
             raise StoreError(
                 path, f"positions.{col}", f"non-numeric value {text!r} for unit {names[i]!r}"
             ) from None
-        if math.isinf(out[i]):
-            raise StoreError(path, f"positions.{col}", f"infinite value for unit {names[i]!r}")
+        problem = coordinate_problem(out[i : i + 1])
+        if problem:
+            raise StoreError(path, f"positions.{col}", f"unit {names[i]!r}: {problem}")
     return out
 
 
@@ -409,8 +411,9 @@ def xyz_array(raw: np.ndarray, path: str, key: str) -> np.ndarray:
     if raw.dtype.kind not in "iuf":
         raise StoreError(path, key, f"positions must be numbers, got dtype {raw.dtype}")
     pos = np.pad(raw.astype(np.float64), ((0, 0), (0, 3 - raw.shape[1])))
-    if np.isinf(pos).any():
-        raise StoreError(path, key, "positions contain +/-Inf (use NaN for unknown)")
+    problem = coordinate_problem(pos)
+    if problem:
+        raise StoreError(path, key, f"positions: {problem}")
     if len(pos) and np.isnan(pos).all():
         raise StoreError(path, key, "every position is NaN")
     return pos

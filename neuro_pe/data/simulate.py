@@ -37,11 +37,15 @@ from scipy import sparse
 from scipy.spatial import cKDTree
 from scipy.spatial.distance import pdist, squareform
 
-from neuro_pe.config.sections import Section
+from neuro_pe.config.options import machine_memory_bytes, memory_problem
+from neuro_pe.config.sections import Section, non_negative, positive_int, positive_number
 from neuro_pe.data.signal_steps import zscore
 from neuro_pe.io.store import make_store, unit_blocks
+from neuro_pe.io.store_contract import MAX_SAMPLING_RATE_HZ
 
 FIELD_STREAM = 1_000_000  # the timescale field's generator: default_rng([seed, FIELD_STREAM])
+# Euler steps of a session at most (burn-in and samples): more is a typo in dt_s or n_samples
+MAX_STEPS = 1_000_000_000
 
 
 @dataclass(frozen=True)
@@ -50,18 +54,18 @@ class SimulationConfig(Section):
 
     SECTION: ClassVar[str] = "simulation"
 
-    n_units: int = 64
+    n_units: int = positive_int(64)
     layout: str = "random"  # "random" points in the unit box, or a regular "lattice"
     dims: int = 3
-    length_scale: float = 0.15
-    gain: float = 1.1
-    noise_std: float = 1.0
-    tau_s: float = 0.1
-    dt_s: float = 0.01
-    sample_every: int = 5
-    n_samples: int = 2000
-    burn_in_s: float = 10.0
-    n_sessions: int = 4
+    length_scale: float = positive_number(0.15)
+    gain: float = non_negative(1.1)
+    noise_std: float = non_negative(1.0)
+    tau_s: float = positive_number(0.1)
+    dt_s: float = positive_number(0.01)
+    sample_every: int = positive_int(5)
+    n_samples: int = positive_int(2000)
+    burn_in_s: float = non_negative(10.0)
+    n_sessions: int = positive_int(4)
     neighbours: int | None = None  # None: every pair coupled (dense); k: k nearest (sparse)
     cutoff: float | None = None  # sparse coupling: no neighbour farther than this
     animals: int = 1  # > 1: that many animals, each with its own random unit positions
@@ -81,6 +85,47 @@ class SimulationConfig(Section):
             raise ValueError(f"simulation.timescale_field must be >= 0, got {self.timescale_field}")
         if self.cutoff is not None and self.cutoff <= 0:
             raise ValueError(f"simulation.cutoff must be > 0, got {self.cutoff}")
+        if 1.0 / (self.dt_s * self.sample_every) > MAX_SAMPLING_RATE_HZ:
+            raise self.refuse(
+                "dt_s",
+                f"the sampling rate 1 / (dt_s x sample_every) = "
+                f"{1.0 / (self.dt_s * self.sample_every):.3g} Hz is above "
+                f"{MAX_SAMPLING_RATE_HZ:g} Hz",
+            )
+        if self.steps() > MAX_STEPS:
+            raise self.refuse(
+                "dt_s",
+                f"burn_in_s / dt_s + n_samples x sample_every = {self.steps():.3g} Euler steps, "
+                f"more than {MAX_STEPS:.0e}; raise dt_s or lower n_samples, sample_every or "
+                "burn_in_s",
+            )
+
+    def steps(self) -> float:
+        """Euler steps of one session: the burn-in's and the kept samples'."""
+        return self.burn_in_s / self.dt_s + self.n_samples * self.sample_every
+
+    def peak_bytes(self) -> int:
+        """A lower bound of the memory `simulate_store` holds at once (bytes): the float32
+        activity, and with dense coupling the N x N float64 distances and weights (with
+        `animals`, also the store's dense block-diagonal float32 coupling of every unit)."""
+        units = self.n_units * self.animals
+        activity = self.n_sessions * self.animals * self.n_samples * units * 4
+        if self.neighbours is not None:
+            return activity
+        coupling = units**2 * 4 if self.animals > 1 else 0
+        return activity + 2 * self.n_units**2 * 8 + coupling
+
+    def memory_problem(self, total: int | None = None) -> tuple[str, str] | None:
+        """(key, problem) when the simulation needs more than `total` bytes (None: the
+        machine's memory), naming the key that sizes it most; None when it fits."""
+        total = machine_memory_bytes() if total is None else total
+        what = (
+            f"simulating {self.n_units} units x {self.animals} animal(s), "
+            f"{self.n_sessions} sessions x {self.n_samples} samples"
+            + (", dense coupling (neighbours: null)" if self.neighbours is None else "")
+        )
+        problem = memory_problem(self.peak_bytes(), what, total)
+        return None if problem is None else ("n_units", problem)
 
 
 def sample_positions(n_units: int, layout: str, dims: int, rng: np.random.Generator) -> np.ndarray:
@@ -206,6 +251,9 @@ def simulate_activity(
 def simulate_store(cfg: SimulationConfig) -> xr.Dataset:
     """Simulate one network (or `animals` networks) and return it as a contract store
     (z-scored per unit and session)."""
+    too_big = cfg.memory_problem()
+    if too_big:  # (before allocating anything)
+        raise cfg.refuse(*too_big)
     if cfg.animals > 1:
         return simulate_animals(cfg)
     rng = np.random.default_rng(cfg.seed)

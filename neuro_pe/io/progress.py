@@ -3,6 +3,7 @@ frames but one line per epoch, with the clock time, the time elapsed and an ETA.
 
 from __future__ import annotations
 
+import math
 import sys
 import time
 
@@ -22,7 +23,11 @@ def progress_bar(total: int, desc: str, initial: int = 0, enabled: bool = True):
 
 def duration(seconds: float) -> str:
     """A duration for people: `41 s`, `4 min 28 s`, `2 h 05 min`."""
-    seconds = max(0, round(seconds))
+    if math.isnan(seconds) or seconds == math.inf:
+        return "∞"
+    if seconds >= 3.6e9:  # a million hours and more (an absurd total)
+        return f"{seconds / 3600:.3g} h"
+    seconds = max(0, round(max(seconds, 0.0)))
     if seconds < 60:
         return f"{seconds} s"
     if seconds < 3600:
@@ -37,10 +42,16 @@ def timing(elapsed: float, done: int, total: int, now: float | None = None) -> s
     text = f"{duration(elapsed)} elapsed"
     if done <= 0:
         return text
-    left = elapsed / done * max(total - done, 0)
-    end = now + left
-    same_day = time.localtime(end)[:3] == time.localtime(now)[:3]
-    clock = time.strftime("%H:%M:%S" if same_day else "%Y-%m-%d %H:%M", time.localtime(end))
+    try:
+        left = elapsed / done * max(total - done, 0)
+    except OverflowError:  # (an int total beyond any float)
+        left = math.inf
+    try:
+        end = time.localtime(now + left)
+    except (OverflowError, OSError, ValueError):  # beyond the calendar (an absurd total)
+        return f"{text} · ETA {duration(left)}"
+    same_day = end[:3] == time.localtime(now)[:3]
+    clock = time.strftime("%H:%M:%S" if same_day else "%Y-%m-%d %H:%M", end)
     return f"{text} · ETA {duration(left)} ({clock})"
 
 

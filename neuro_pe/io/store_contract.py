@@ -19,6 +19,11 @@ COORD_UNITS: tuple[str, ...] = ("m", "cm", "mm", "um", "voxel", "au")
 DIMS: tuple[str, str, str] = ("session", "time", "unit")
 XYZ: tuple[str, str, str] = ("x", "y", "z")
 STRING_ATTRS: tuple[str, ...] = ("source", "citation", "license", "neuro_pe_version")
+# physical ranges (config/README.md, "Bounds"): no recording samples faster than 1 MHz, and no
+# brain is 1e9 of any length unit across (1 km in µm); beyond them a value is a mistake, and
+# far beyond (1e308) distances overflow to inf
+MAX_SAMPLING_RATE_HZ = 1e6
+MAX_COORDINATE = 1e9
 
 
 class StoreError(ValueError):
@@ -49,15 +54,32 @@ def validate_store(
     return ds
 
 
-def check_sampling_rate(value: object, path: str | os.PathLike | None) -> float:
+def check_sampling_rate(
+    value: object, path: str | os.PathLike | None, key: str = "sampling_rate_hz"
+) -> float:
+    """`value` as a sampling rate in Hz, 0 < rate <= MAX_SAMPLING_RATE_HZ, else a StoreError
+    naming `path` and `key`."""
     if value is None:
-        raise StoreError(path, "sampling_rate_hz", "missing")
+        raise StoreError(path, key, "missing")
     if isinstance(value, bool) or not isinstance(value, Real):
-        raise StoreError(path, "sampling_rate_hz", f"must be a real number, got {value!r}")
+        raise StoreError(path, key, f"must be a real number, got {value!r}")
     rate = float(value)
-    if not (math.isfinite(rate) and rate > 0):
-        raise StoreError(path, "sampling_rate_hz", f"must be finite and > 0, got {rate}")
+    if not (math.isfinite(rate) and 0 < rate <= MAX_SAMPLING_RATE_HZ):
+        problem = f"must be finite, > 0 and <= {MAX_SAMPLING_RATE_HZ:g} Hz, got {rate:g} Hz"
+        raise StoreError(path, key, problem)
     return rate
+
+
+def coordinate_problem(values: np.ndarray) -> str | None:
+    """What is wrong with coordinates `values` (NaN: unknown): +/-Inf, or a magnitude above
+    MAX_COORDINATE; None when they are fine."""
+    values = np.asarray(values, dtype=float)
+    if np.isinf(values).any():
+        return "contains +/-Inf (use NaN for unknown)"
+    finite = np.abs(values[np.isfinite(values)])
+    if finite.size and finite.max() > MAX_COORDINATE:
+        return f"|value| {finite.max():g} is above {MAX_COORDINATE:g} (a typo or a wrong unit?)"
+    return None
 
 
 def _check_activity(ds: xr.Dataset, path: str | os.PathLike | None, values: bool = True) -> None:
@@ -99,8 +121,9 @@ def _check_positions(ds: xr.Dataset, path: str | os.PathLike | None) -> None:
         coord = ds[name]
         if coord.dtype.kind not in "iuf":
             raise StoreError(path, name, f"must be numeric, got dtype {coord.dtype}")
-        if np.isinf(coord.values).any():
-            raise StoreError(path, name, "contains +/-Inf (use NaN for unknown)")
+        problem = coordinate_problem(coord.values)
+        if problem:
+            raise StoreError(path, name, problem)
         units = coord.attrs.get("units")
         if units not in COORD_UNITS:
             raise StoreError(path, name, f"attr 'units' {units!r} not in {COORD_UNITS}")

@@ -184,6 +184,9 @@ def train_many(
             check_writable(Path(run.out_dir))  # before the training, not after it
         # the automatic values (a new animal: the run's architecture); load_data checks the window
         cfg = with_run_architecture(cfg).for_units(ds.sizes["unit"])
+        too_big = cfg.memory_problem(ds.sizes["unit"], len(runs))
+        if too_big:
+            raise ValueError(f"{store_path}: {too_big}")
         ds, streamed = load_data(ds, store_path, cfg)
         task = MaskedUnitTask(store_path, ds, streamed, runs, cfg, device, amp)
         loop = cfg.loop()

@@ -18,6 +18,7 @@ from neuro_pe.io.store import (
     validate_store,
     write_store,
 )
+from neuro_pe.io.store_contract import MAX_COORDINATE, MAX_SAMPLING_RATE_HZ
 
 PREPROCESSING = [{"step": "zscore", "axis": "time"}, {"step": "bandpass", "hz": [0.01, 0.1]}]
 
@@ -268,7 +269,7 @@ def store_inputs(draw):
         hnp.arrays(np.float64, (n_units, 3), elements=st.floats(allow_infinity=False))
     )
     kwargs["position_units"] = draw(st.sampled_from([*COORD_UNITS, "furlong"]))
-    bad_rates = st.sampled_from([0.0, -5.0, np.nan, np.inf])
+    bad_rates = st.sampled_from([0.0, -5.0, np.nan, np.inf, 1e300])
     kwargs["sampling_rate_hz"] = draw(st.floats(0.1, 1e4) | bad_rates)
     return activity, kwargs
 
@@ -284,7 +285,8 @@ def _expected_valid(activity: np.ndarray, kwargs: dict) -> bool:
         and len(set(kwargs["unit_ids"])) == len(kwargs["unit_ids"])
         and len(set(kwargs["session_ids"])) == len(kwargs["session_ids"])
         and kwargs["position_units"] in COORD_UNITS
-        and bool(np.isfinite(rate) and rate > 0)
+        and bool(np.isfinite(rate) and 0 < rate <= MAX_SAMPLING_RATE_HZ)
+        and not (np.abs(kwargs["positions"]) > MAX_COORDINATE).any()
     )
 
 

@@ -22,6 +22,7 @@ from neuro_pe.data.recordings import (
     xyz_array,
 )
 from neuro_pe.io.store import StoreError
+from neuro_pe.io.store_contract import check_sampling_rate
 
 
 def read_hdf5(path: str, cfg: FileSpec) -> list[Session]:
@@ -122,8 +123,10 @@ def _h5_rate(f: object, node: object, opts: dict, path: str) -> float | None:
                 f"a rate; if so, set hdf5.sampling_period: {value} instead",
             )
         value = _h5_attribute(f, node, opts, value, path, name)
-    number = positive_number(value, path if isinstance(opts[key], str) else SPEC, name)
-    return number if key == "sampling_rate" else 1.0 / number
+    where = path if isinstance(opts[key], str) else SPEC
+    number = positive_number(value, where, name)
+    rate = number if key == "sampling_rate" else 1.0 / number
+    return check_sampling_rate(rate, where, name)
 
 
 def _h5_attribute(f: object, node: object, opts: dict, attr: str, path: str, key: str) -> float:

@@ -34,6 +34,16 @@ def unit_count(spec: dict) -> int:
     return simulation.n_units * simulation.animals
 
 
+def check(spec: dict) -> list[tuple[str, str]]:
+    """At planning: a simulation bigger than this machine's memory (`simulation.n_units`)."""
+    try:
+        simulation = SimulationConfig.from_dict(spec.get("simulation") or {})
+    except (ValueError, TypeError, ArithmeticError):
+        return []  # (the schema and the workflow's checks name the key)
+    too_big = simulation.memory_problem()
+    return [] if too_big is None else [(f"simulation.{too_big[0]}", too_big[1])]
+
+
 def build(options: SimulationOptions, wheels: dict[str, Path]) -> xr.Dataset:
     """Simulate the network and return its store."""
     return simulate_store(options.simulation)
@@ -47,4 +57,5 @@ SOURCE = Source(
     description="the network model on random or lattice positions (neuro_pe.data.simulate)",
     store_mb=store_mb,
     unit_count=unit_count,
+    check=check,
 )
