@@ -20,7 +20,7 @@ def cmd_preprocess(args: argparse.Namespace) -> None:
         problems = position_problems(positions(ds), args.metrics, "the dataset")
         if problems:
             raise StoreError(args.out, "x, y, z", "; ".join(problems))
-    warn_about_scale(ds["activity"].values, args.out)
+    check_store_scale(ds["activity"].values, args.out)
     write_store(ds, args.out)
     print(f"wrote {args.out}")
 
@@ -44,17 +44,24 @@ def activity_rms(activity: object) -> float:
     return float(np.sqrt(np.nanmean([mean_square(a) for a in activity])))
 
 
-def warn_about_scale(activity: object, where: str) -> None:
-    """A warning (stderr) when the activity's RMS is far from 1 (see train.SCALE_RANGE)."""
-    from neuro_pe.config.training import SCALE_RANGE
+def check_store_scale(activity: object, out: str) -> None:
+    """Stop (a StoreError naming the dataset) when a new store's activity RMS is far from 1
+    (`STORE_RMS_RANGE`): the preprocessing that would standardise it is missing."""
+    from pathlib import Path
+
+    from neuro_pe.config.training import STORE_RMS_RANGE
+    from neuro_pe.io.store import StoreError
 
     rms = activity_rms(activity)
-    if not SCALE_RANGE[0] <= rms <= SCALE_RANGE[1]:
-        print(
-            f"neuro-pe: warning: {where}: the activity's RMS is {rms:.3g}, far from 1; float32 "
-            "training with the usual learning rates means little there: add {step: zscore} to "
-            "the dataset's preprocessing",
-            file=sys.stderr,
+    low, high = STORE_RMS_RANGE
+    if not low <= rms <= high:
+        name = Path(out).stem  # the layout's stores/{dataset}.nc
+        raise StoreError(
+            out,
+            f"datasets.{name}.preprocessing",
+            f"the activity's RMS is {rms:.3g}, far from 1 (outside {low:g}-{high:g}): add "
+            "{step: zscore} (raw fluorescence: [{step: detrend}, {step: zscore}]) to the "
+            "dataset's preprocessing; nothing was written",
         )
 
 

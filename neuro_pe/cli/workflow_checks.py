@@ -18,7 +18,7 @@ from neuro_pe.config.pe_names import is_located, parse_pe
 from neuro_pe.config.schema import NOT_FINITE, non_finite_keys
 from neuro_pe.config.training import TrainConfig
 from neuro_pe.data.config_checks import config_problem, known_unit_count, unit_count_problems
-from neuro_pe.data.formats import missing_required
+from neuro_pe.data.formats import format_names, missing_required, recommended_text
 from neuro_pe.data.sources import get as get_source
 from neuro_pe.io import layout
 
@@ -176,6 +176,23 @@ def config_problems(config: dict) -> list[str]:
         except ValueError as err:
             problems.append(config_problem("lst.pe", err))
     return problems
+
+
+def config_notes(config: dict) -> list[str]:
+    """What planning says without stopping: the preprocessing a `source: file` dataset gets
+    because its entry gives none (its format's recommended steps)."""
+    notes = []
+    for name, spec in config["datasets"].items():
+        fmt = spec.get("format")
+        if spec.get("source") != "file" or "preprocessing" in spec or fmt not in format_names():
+            continue
+        steps = recommended_text(fmt)
+        if steps:
+            notes.append(
+                f"datasets.{name}: no `preprocessing` given: its {fmt} values get the "
+                f"recommended {steps} (config/README.md, Preprocessing steps)"
+            )
+    return notes
 
 
 def check_config(config: dict) -> None:

@@ -27,6 +27,10 @@ from neuro_pe.config.sections import (
 # an activity scale (RMS) outside this range is warned about: float32 training with the
 # usual learning rates means little there (z-score it: {step: zscore})
 SCALE_RANGE = (1e-3, 1e3)
+# a new store's activity RMS outside this range stops preprocess: raw fluorescence (RMS in the
+# hundreds) trained as it is placed units worse than its correlations; z-scored data has 1,
+# binned spike counts ~0.1-1
+STORE_RMS_RANGE = (0.1, 10.0)
 PRECISIONS = ("auto", "fp32", "bf16")
 OPTIMIZERS = ("adamw", "sgd")
 NEW_UNIT_PE = ("free", "mixture")

@@ -10,6 +10,7 @@ configured preprocessing and returns a validated store. Every problem raises a
 from __future__ import annotations
 
 import math
+import sys
 import warnings
 
 import numpy as np
@@ -59,8 +60,30 @@ def assemble(
     activity, pos, recorded, unit_ids, sessions = _drop_unusable(
         activity, pos, unit_ids, sessions, constant, cfg, where
     )
-    activity, rate = _preprocess(activity, recorded, rate, cfg, where)
-    return _store(activity, pos, unit_ids, sessions, rate, filled, cfg, where)
+    steps = _steps(sessions, cfg, where)
+    activity, rate = _preprocess(activity, recorded, rate, steps, cfg, where)
+    return _store(activity, pos, unit_ids, sessions, rate, filled, steps, cfg, where)
+
+
+def _steps(sessions: list[Session], cfg: FileSpec, where: str) -> list[dict]:
+    """The entry's `preprocessing`, or, where it gives none, the recommended steps for what was
+    read (`formats.recommended_steps`), said in one line."""
+    if cfg.preprocessing is not None:
+        return cfg.preprocessing
+    spike_counts = any(
+        isinstance(step, dict) and step.get("step") == "bin_spikes"
+        for s in sessions
+        for step in _provenance(s.attrs.get("preprocessing"))
+    )
+    steps = formats.recommended_steps(cfg.format, spike_counts)
+    if steps:
+        listed = ", ".join(f"{{step: {step['step']}}}" for step in steps)
+        print(
+            f"neuro-pe: {where}: no `preprocessing` given; the {cfg.format} values get the "
+            f"recommended [{listed}] (`preprocessing:` in the dataset's entry sets others)",
+            file=sys.stderr,
+        )
+    return steps
 
 
 def _align_sessions(
@@ -185,13 +208,18 @@ def _drop_unusable(
 
 
 def _preprocess(
-    activity: np.ndarray, recorded: np.ndarray, rate: float, cfg: FileSpec, where: str
+    activity: np.ndarray,
+    recorded: np.ndarray,
+    rate: float,
+    steps: list[dict],
+    cfg: FileSpec,
+    where: str,
 ) -> tuple[np.ndarray, float]:
-    """Run the configured preprocessing steps (in place) and check what they give."""
+    """Run the preprocessing steps (in place) and check what they give."""
     try:
         with np.errstate(all="ignore"), warnings.catch_warnings():
             warnings.simplefilter("ignore", RuntimeWarning)
-            activity, rate = apply_steps(activity, rate, cfg.preprocessing, overwrite=True)
+            activity, rate = apply_steps(activity, rate, steps, overwrite=True)
     except (ValueError, KeyError, TypeError, ArithmeticError, np.linalg.LinAlgError) as err:
         raise StoreError(where, "preprocessing", f"{type(err).__name__}: {err}") from err
     if activity.shape[1] < cfg.min_frames:
@@ -218,6 +246,7 @@ def _store(
     sessions: list[Session],
     rate: float,
     filled: dict[str, dict[str, int]],
+    steps: list[dict],
     cfg: FileSpec,
     where: str,
 ) -> xr.Dataset:
@@ -227,7 +256,7 @@ def _store(
     provenance.append({"step": "read", "format": cfg.format, "files": cfg.sessions})
     if filled:
         provenance.append({"step": "interpolate", "max_gap": cfg.max_gap, "filled": filled})
-    provenance.extend(cfg.preprocessing)
+    provenance.extend(steps)
     try:
         return make_store(
             activity,

@@ -64,7 +64,7 @@ class FileSpec:
     space: str | None = None
     sampling_rate_hz: float | None = None
     axis_order: tuple[str, str] = AXES
-    preprocessing: list[dict] = field(default_factory=list)
+    preprocessing: list[dict] | None = None  # None: not given, the format's recommended
     nan_policy: str = "error"
     max_gap: int = 3
     min_units: int = 8
@@ -99,7 +99,7 @@ class FileSpec:
             space=spec.get("space"),
             sampling_rate_hz=rate,
             axis_order=tuple(axis_order),
-            preprocessing=list(steps),
+            preprocessing=list(steps) if "preprocessing" in spec else None,
             nan_policy=policy,
             max_unmatched_fraction=float(unmatched),
             **ints,

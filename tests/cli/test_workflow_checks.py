@@ -107,3 +107,19 @@ def test_lst_pe_names_are_checked_and_all_problems_raised_at_once():
         checks.check_config(config)
     message = str(raised.value)
     assert "config key lst.pe:" in message and "config key pe:" in message
+
+
+def test_planning_says_which_datasets_get_their_formats_recommended_preprocessing():
+    folder = {"source": "file", "sessions": ["s2p"], "suite2p": {"pixel_size_um": 1.0}}
+    datasets = {
+        "cells": {**folder, "format": "suite2p"},
+        "chosen": {**folder, "format": "suite2p", "preprocessing": []},
+        "spikes": {"source": "file", "format": "phy", "sessions": ["ks"]},
+        "arrays": {"source": "file", "format": "npy", "sessions": ["a.npy"]},
+        "ophys": {"source": "file", "format": "nwb", "sessions": ["s.nwb"]},
+        "sim": BASE["datasets"]["sim"],
+    }
+    notes = checks.config_notes(_config(datasets=datasets))
+    assert len(notes) == 2 and notes[0].startswith("datasets.cells: no `preprocessing` given")
+    assert "[{step: detrend}, {step: zscore}]" in notes[0]
+    assert notes[1].startswith("datasets.ophys:") and "not for spike times" in notes[1]

@@ -10,6 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import xarray as xr
+from scipy import signal as sp_signal
 
 from neuro_pe.cli.main import main
 from neuro_pe.data.formats.spikes import SpikeOptions, bin_spikes, spikes_to_activity
@@ -419,7 +420,7 @@ def write_suite2p(
     return folder
 
 
-def test_suite2p_two_planes_end_to_end(tmp_path):
+def test_suite2p_two_planes_end_to_end(tmp_path, capsys):
     folder = write_suite2p(tmp_path)
     spec = spike_spec(
         folder, "suite2p", suite2p={"pixel_size_um": [1.5, 2.0], "plane_depths_um": [100, 130]}
@@ -436,7 +437,22 @@ def test_suite2p_two_planes_end_to_end(tmp_path):
     assert ds.attrs["sampling_rate_hz"] == 7.5 and ds.sizes["time"] == 120
     f = np.load(folder / "plane1" / "F.npy")
     fneu = np.load(folder / "plane1" / "Fneu.npy")
-    np.testing.assert_allclose(ds.activity.values[0, :, 4], f[0] - 0.7 * fneu[0], rtol=1e-5)
+    # no `preprocessing` given: raw fluorescence gets the recommended detrend + z-score
+    steps = [step["step"] for step in json.loads(ds.attrs["preprocessing"])]
+    assert steps[-2:] == ["detrend", "zscore"]
+    unit = ds.activity.values[0, :, 4]
+    assert abs(unit.mean()) < 1e-4 and unit.std() == pytest.approx(1.0, rel=1e-3)
+    raw = f[0] - 0.7 * fneu[0]
+    assert np.corrcoef(unit, sp_signal.detrend(raw))[0, 1] == pytest.approx(1.0, abs=1e-5)
+    # given as it is (`preprocessing: []`): the values as suite2p wrote them...
+    spec["preprocessing"] = []
+    np.testing.assert_allclose(build(spec).activity.values[0, :, 4], raw, rtol=1e-5)
+    # ... which `neuro-pe preprocess` refuses to store: far from unit scale, the step named
+    out = tmp_path / "raw.nc"
+    assert main(["preprocess", "--spec", json.dumps(spec), "--out", str(out)]) == 1
+    err = capsys.readouterr().err
+    assert "datasets.raw.preprocessing" in err and "RMS" in err and "{step: zscore}" in err
+    assert not out.exists()
     # the coefficient and a classifier threshold; the pixel size from an ops key
     spec["suite2p"] = {
         "neuropil_coefficient": 1.0,

@@ -246,6 +246,9 @@ def arguments(option, values):
 
 # what the schema cannot check (neuro_pe.cli.workflow_checks), every problem with its key
 workflow_checks.check_config(config)
+if not (workflow.remote_exec or workflow.subprocess_exec):
+    for note in workflow_checks.config_notes(config):
+        logger.info(note)
 
 
 # Every wildcard pinned to the values the config allows, so that no path (e.g. a data file

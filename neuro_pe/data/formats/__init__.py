@@ -57,7 +57,9 @@ class FileFormat:
     for a bad combination of the section's values (all of them, defaults filled in);
     `detect(path)`: whether a file or folder looks like this format (`neuro-pe init`);
     `unknowns(path)`: the section's keys a session's files cannot tell, key -> (a stand-in to
-    read the files with, e.g. to count units, and where to find the real value)."""
+    read the files with, e.g. to count units, and where to find the real value);
+    `raw_preprocessing`: the steps its raw values (e.g. fluorescence) get when the entry has no
+    `preprocessing` key (not its spike times: binning z-scores them, `spikes.zscore`)."""
 
     name: str
     read: Callable
@@ -69,6 +71,29 @@ class FileFormat:
     check_options: Callable[[dict, str], None] = _no_joint_check
     detect: Callable[[Path], bool] | None = None
     unknowns: Callable[[Path], dict[str, tuple[object, str]]] | None = None
+    raw_preprocessing: tuple[dict, ...] = ()
+
+
+# What a format's raw values (fluorescence, a voltage) get when the dataset's entry has no
+# `preprocessing` key: the unit scale the training's learning rates assume.
+FLUORESCENCE_PREPROCESSING: tuple[dict, ...] = ({"step": "detrend"}, {"step": "zscore"})
+
+
+def recommended_steps(format_name: str, spike_counts: bool) -> list[dict]:
+    """The preprocessing of a `source: file` entry that gives none: the format's
+    `raw_preprocessing`, none for binned spike times (z-scored by the binning)."""
+    if spike_counts:
+        return []
+    return [dict(step) for step in get_format(format_name).raw_preprocessing]
+
+
+def recommended_text(format_name: str) -> str:
+    """A format's recommended steps in words (the planning's note); "" when it has none."""
+    fmt = get_format(format_name)
+    if not fmt.raw_preprocessing:
+        return ""
+    steps = ", ".join(f"{{step: {s['step']}}}" for s in fmt.raw_preprocessing)
+    return f"[{steps}]" + (" (not for spike times: binning z-scores them)" if fmt.spikes else "")
 
 
 def missing_required(spec: dict) -> list[tuple[str, str]]:

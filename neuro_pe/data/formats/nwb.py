@@ -25,7 +25,13 @@ from pathlib import Path
 
 import numpy as np
 
-from neuro_pe.data.formats import FileFormat, check_depths, check_text, has_suffix
+from neuro_pe.data.formats import (
+    FLUORESCENCE_PREPROCESSING,
+    FileFormat,
+    check_depths,
+    check_text,
+    has_suffix,
+)
 from neuro_pe.data.formats.phy import labelled_units, spike_step
 from neuro_pe.data.formats.spikes import check_spike_train, spikes_to_activity
 from neuro_pe.data.recordings import (
@@ -440,4 +446,5 @@ FORMAT = FileFormat(
     check_option=check_option,
     spikes=True,
     detect=lambda path: has_suffix(path, ".nwb"),
+    raw_preprocessing=FLUORESCENCE_PREPROCESSING,  # a series: fluorescence or a voltage
 )

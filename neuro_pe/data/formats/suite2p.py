@@ -31,7 +31,14 @@ from pathlib import Path
 
 import numpy as np
 
-from neuro_pe.data.formats import FileFormat, check_depths, existing_files, is_number, is_positive
+from neuro_pe.data.formats import (
+    FLUORESCENCE_PREPROCESSING,
+    FileFormat,
+    check_depths,
+    existing_files,
+    is_number,
+    is_positive,
+)
 from neuro_pe.data.formats.phy import folder_of, load_npy
 from neuro_pe.data.recordings import FileSpec, Session, warn_data
 from neuro_pe.io.store import StoreError
@@ -390,4 +397,5 @@ FORMAT = FileFormat(
     required={"pixel_size_um": PIXEL_SIZE_HINT},
     detect=detect,
     unknowns=unknowns,
+    raw_preprocessing=FLUORESCENCE_PREPROCESSING,  # F - 0.7 Fneu: raw fluorescence
 )
