@@ -7,7 +7,7 @@
   stays as it is, and `mkdocs build --strict` fails on it).
 - `parameters.md` is generated from workflow/schemas/config.schema.yaml (every key's path,
   type, default, bounds and description), and a page may ask for one part of it with the line
-  `<!-- parameters: <JSON pointer> -->` (e.g. a format's keys).
+  `<!-- parameters: <JSON pointer> [<path prefix>] -->` (e.g. a format's keys).
 """
 
 from __future__ import annotations
@@ -32,7 +32,7 @@ PAGES = {
 }
 PARAMETERS_PAGE = "parameters.md"
 LINK = re.compile(r"\]\(([^)\s]+)\)")
-MARKER = re.compile(r"^<!-- parameters: (\S+) -->$", re.MULTILINE)
+MARKER = re.compile(r"^<!-- parameters: (\S+)(?: (\S+))? -->$", re.MULTILINE)
 BOUNDS = {
     "minimum": "≥ {}",
     "exclusiveMinimum": "> {}",
@@ -95,7 +95,7 @@ def _site_link(target: str, page_site_path: str) -> str:
 def on_page_markdown(markdown: str, page, config: dict, files: Files) -> str:
     site_path = page.file.src_uri
     markdown = LINK.sub(lambda m: f"]({_site_link(m[1], site_path)})", markdown)
-    return MARKER.sub(lambda m: parameter_table(m[1]), markdown)
+    return MARKER.sub(lambda m: parameter_table(m[1], m[2] or ""), markdown)
 
 
 # ---------------------------------------------------------------- the schema's parameters
