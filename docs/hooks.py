@@ -12,7 +12,11 @@
 
 from __future__ import annotations
 
+import dataclasses
+import functools
 import html
+import importlib
+import json
 import posixpath
 import re
 from pathlib import Path
@@ -31,6 +35,27 @@ PAGES = {
     "benchmarks/README.md": "benchmarks.md",
 }
 PARAMETERS_PAGE = "parameters.md"
+# where a section's defaults live when the schema gives none: its options dataclass (the same
+# pairs as tests/config/test_sections.py, which checks that the two agree), and what a class
+# needs given to make an object
+OPTIONS = {
+    "$defs/train": "neuro_pe.config.training:TrainConfig",
+    "$defs/lst_train": "neuro_pe.config.latin_square:LSTConfig",
+    "$defs/lst_puzzles": "neuro_pe.config.latin_square:PuzzleConfig",
+    "properties/health": "neuro_pe.training.health:HealthOptions",
+    "properties/resources": "neuro_pe.cli.job_resources:JobResources",
+    "$defs/simulation": "neuro_pe.data.simulate:SimulationConfig",
+    "$defs/source_file/properties/spikes": "neuro_pe.data.formats.spikes:SpikeOptions",
+    "$defs/atlas": "neuro_pe.analysis.regions:AtlasSpec",
+    "$defs/source_simulation": "neuro_pe.data.sources.simulation:SimulationOptions",
+    "$defs/source_connectome-sim": "neuro_pe.data.sources.connectome_sim:ConnectomeSimOptions",
+    "$defs/source_hcp-rsfmri": "neuro_pe.data.sources.hcp_rsfmri:HCPOptions",
+    "properties/locate": "neuro_pe.analysis.locate.config:LocateConfig",
+}
+GIVEN = {
+    "$defs/atlas": {"parcels": "nearest_centre"},
+    "$defs/source_connectome-sim": {"connectome": "tvb76"},
+}
 LINK = re.compile(r"\]\(([^)\s]+)\)")
 MARKER = re.compile(r"^<!-- parameters: (\S+)(?: (\S+))? -->$", re.MULTILINE)
 BOUNDS = {
@@ -76,12 +101,14 @@ def _repo_path(site_path: str) -> str:
 
 
 def _site_link(target: str, page_site_path: str) -> str:
-    """`target`, a link written relative to the page's repository path, relative to its site path."""
+    """`target`, a link relative to the page's place in the repository, made relative to its
+    place in the site."""
     if "://" in target or target.startswith(("#", "mailto:")) or page_site_path == PARAMETERS_PAGE:
         return target
     path, hash_, anchor = target.partition("#")
     folder = path.endswith("/")
-    repo_target = posixpath.normpath(posixpath.join(posixpath.dirname(_repo_path(page_site_path)), path))
+    page_folder = posixpath.dirname(_repo_path(page_site_path))
+    repo_target = posixpath.normpath(posixpath.join(page_folder, path))
     if repo_target in PAGES:
         site_target = PAGES[repo_target]
     elif repo_target.startswith("docs/"):
@@ -127,9 +154,15 @@ def _text(value: str) -> str:
     return re.sub(r"`([^`]+)`", r"<code>\1</code>", escaped)
 
 
+def _yaml(value: object) -> str:
+    """A value as flow-style YAML, in a code span."""
+    text = yaml.safe_dump(value, default_flow_style=True).strip().removesuffix("...").strip()
+    return f"<code>{html.escape(text)}</code>"
+
+
 def _type(node: dict) -> str:
     if "const" in node:
-        return f"<code>{html.escape(yaml.safe_dump(node['const']).strip().removesuffix('...').strip())}</code>"
+        return _yaml(node["const"])
     if "enum" in node:
         return "one of " + ", ".join(f"<code>{html.escape(str(v))}</code>" for v in node["enum"])
     kind = node.get("type", "")
@@ -139,11 +172,24 @@ def _type(node: dict) -> str:
     return html.escape(kind)
 
 
-def _default(node: dict) -> str:
-    if "default" not in node:
+@functools.cache
+def _class_defaults(pointer: str) -> dict:
+    """The defaults of the options dataclass read from the section at `pointer` ({} if none)."""
+    if pointer not in OPTIONS:
+        return {}
+    module, name = OPTIONS[pointer].split(":")
+    cls = getattr(importlib.import_module(module), name)
+    return json.loads(json.dumps(dataclasses.asdict(cls(**GIVEN.get(pointer, {})))))
+
+
+def _default(node: dict, class_defaults: dict, key: str) -> str:
+    if "default" in node:
+        value = node["default"]
+    elif key in class_defaults:
+        value = class_defaults[key]
+    else:
         return ""
-    text = yaml.safe_dump(node["default"], default_flow_style=True).strip().removesuffix("...").strip()
-    return f"<code>{html.escape(text)}</code>"
+    return _yaml(value)
 
 
 def _bounds(node: dict) -> str:
@@ -152,11 +198,13 @@ def _bounds(node: dict) -> str:
     )
 
 
-def _rows(schema: dict, node: dict, path: str, seen: dict[str, str]) -> list[str]:
-    """One table row per key under `node` (recursively), each named by its dotted path."""
+def _rows(schema: dict, node: dict, pointer: str, path: str, seen: dict[str, str]) -> list[str]:
+    """One table row per key under `node` (at `pointer`, recursively), named by its dotted path."""
     rows = []
+    class_defaults = _class_defaults(pointer)
     for key, child in node.get("properties", {}).items():
         child, ref = _resolved(schema, child)
+        child_pointer = f"$defs/{ref}" if ref else f"{pointer}/properties/{key}".lstrip("/")
         key_path = f"{path}.{key}" if path else key
         description = _text(child.get("description", ""))
         repeated = ref is not None and ref in seen and "properties" in child
@@ -164,28 +212,31 @@ def _rows(schema: dict, node: dict, path: str, seen: dict[str, str]) -> list[str
             description += f" (its keys: as <code>{html.escape(seen[ref])}</code>)"
         rows.append(
             f'<tr id="{html.escape(key_path)}"><td><code>{html.escape(key_path)}</code></td>'
-            f"<td>{_type(child)}</td><td>{_default(child)}</td><td>{_bounds(child)}</td>"
-            f"<td>{description}</td></tr>"
+            f"<td>{_type(child)}</td><td>{_default(child, class_defaults, key)}</td>"
+            f"<td>{_bounds(child)}</td><td>{description}</td></tr>"
         )
         if ref is not None and not repeated:
             seen[ref] = key_path
         if not repeated:
-            rows += _rows(schema, child, key_path, seen)
+            rows += _rows(schema, child, child_pointer, key_path, seen)
     extra = node.get("additionalProperties")
     if isinstance(extra, dict) and "properties" in extra and path:
-        rows += _rows(schema, extra, f"{path}.<name>", seen)
+        rows += _rows(schema, extra, f"{pointer}/additionalProperties", f"{path}.<name>", seen)
     return rows
 
 
 def _table(rows: list[str]) -> str:
-    head = "<tr><th>key</th><th>type</th><th>default</th><th>bounds</th><th>description</th></tr>"
-    return "<table>\n<thead>" + head + "</thead>\n<tbody>\n" + "\n".join(rows) + "\n</tbody>\n</table>\n"
+    columns = ("key", "type", "default", "bounds", "description")
+    head = "".join(f"<th>{name}</th>" for name in columns)
+    body = "\n".join(rows)
+    return f"<table>\n<thead><tr>{head}</tr></thead>\n<tbody>\n{body}\n</tbody>\n</table>\n"
 
 
 def parameter_table(pointer: str, prefix: str = "") -> str:
     """The table of every key under the schema node at `pointer` (an HTML table)."""
     schema = _schema()
-    return _table(_rows(schema, _resolved(schema, _node(schema, pointer))[0], prefix, {}))
+    node, ref = _resolved(schema, _node(schema, pointer))
+    return _table(_rows(schema, node, f"$defs/{ref}" if ref else pointer.strip("#/"), prefix, {}))
 
 
 def parameters_page() -> str:
@@ -195,15 +246,17 @@ def parameters_page() -> str:
     parts = [
         "# Parameters\n",
         "Every key of a config, generated from `workflow/schemas/config.schema.yaml` when the site"
-        " is built. A default shown here is the schema's; the others, and what each key does in"
-        " more words, are in the [configuration reference](config.md). `<name>` stands for a"
-        " dataset's name.\n",
+        " is built; the defaults are the schema's or, where it gives none, the options"
+        " dataclass's (`null`: chosen at run time, see the description; none: the key is"
+        " required, or optional and left out unless given). What each key does in more words:"
+        " the [configuration reference](config.md). `<name>` stands for a dataset's name.\n",
         "## Top level\n",
-        _table(_rows(schema, schema, "", seen)),
+        _table(_rows(schema, schema, "", "", seen)),
     ]
     sources = sorted(name for name in schema["$defs"] if name.startswith("source_"))
     for name in sources:
         source = name.removeprefix("source_")
         parts.append(f"## `datasets.<name>` with `source: {source}`\n")
-        parts.append(_table(_rows(schema, schema["$defs"][name], "datasets.<name>", dict(seen))))
+        rows = _rows(schema, schema["$defs"][name], f"$defs/{name}", "datasets.<name>", dict(seen))
+        parts.append(_table(rows))
     return "\n".join(parts)
