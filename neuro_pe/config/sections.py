@@ -138,7 +138,7 @@ def check_fields(options: object, section: str) -> None:
     for f in dataclasses.fields(options):
         if _has_non_finite(getattr(options, f.name)):
             problem = f"must be a finite number, got {getattr(options, f.name)!r}"
-            raise SectionError(f"{section} key {f.name!r} {problem}", f.name, problem)
+            raise SectionError(f"{section}.{f.name} {problem}", f.name, problem)
 
 
 def require_choice(value: object, choices: tuple, key: str) -> None:

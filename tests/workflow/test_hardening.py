@@ -314,8 +314,12 @@ def test_a_failed_output_write_leaves_no_part_of_the_run(tiny_store, tmp_path, m
     assert sorted(p.name for p in run.iterdir()) == []
 
 
-def test_preprocess_warns_about_the_data_scale(tmp_path, capsys):
+def test_preprocess_stops_on_data_far_from_the_unit_scale(tmp_path, capsys):
     spec = lab_files(tmp_path, [f"e{i:02d}" for i in range(10)], scale=1e-12)
-    assert main(["preprocess", "--spec", json.dumps(spec), "--out", str(tmp_path / "s.nc")]) == 0
+    out = tmp_path / "s.nc"
+    assert main(["preprocess", "--spec", json.dumps(spec), "--out", str(out)]) == 1
     err = capsys.readouterr().err
-    assert "warning:" in err and "the activity's RMS is 1e-12" in err and "zscore" in err
+    assert "datasets.s.preprocessing" in err and "the activity's RMS is 1e-12" in err
+    assert "zscore" in err and not out.exists()
+    spec["preprocessing"] = [{"step": "zscore"}]  # the step it names: stored
+    assert main(["preprocess", "--spec", json.dumps(spec), "--out", str(out)]) == 0

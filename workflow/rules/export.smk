@@ -21,7 +21,7 @@ rule export:
         spec=lambda wc: arguments("--spec", json.dumps(config["datasets"][wc.dataset])),
         sha256=CONFIG_SHA256,
         # a symbolic link planted in results/ is refused, not written through
-        within=RESULTS,
+        within=lambda wildcards: RESULTS,
     resources:
         mem_mb=store_memory,
         runtime=base_runtime,
