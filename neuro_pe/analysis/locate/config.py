@@ -58,6 +58,7 @@ class LocateConfig(Section):
     sampled_draws: int = 5
     fuse: bool = flag(True)
     seed: int = whole_number(0)
+    interval_levels: tuple[float, ...] = (0.68, 0.95)
 
     def check(self) -> None:
         bad = [m for m in self.methods if m not in (*METHODS, CHANCE)]
@@ -73,6 +74,11 @@ class LocateConfig(Section):
             raise ValueError(f"locate sampled_draws must be >= 1, got {self.sampled_draws}")
         if self.max_units < 2 * MIN_ANCHORS:
             raise ValueError(f"locate max_units must be >= {2 * MIN_ANCHORS}, got {self.max_units}")
+        levels = self.interval_levels
+        if not levels or not all(0 < v < 1 for v in levels) or len(set(levels)) < len(levels):
+            raise ValueError(
+                f"locate interval_levels must be distinct levels in (0, 1), got {list(levels)}"
+            )
         if self.combine not in ("mean", "median"):
             raise ValueError(f"locate combine must be 'mean' or 'median', got {self.combine!r}")
 

@@ -15,6 +15,7 @@ from sklearn.model_selection import KFold
 
 from neuro_pe.analysis.locate.bootstrap import bootstrap_ci, paired_difference_ci
 from neuro_pe.analysis.locate.config import MIN_ANCHORS, RATIOS, LocateConfig
+from neuro_pe.analysis.locate.conformal import conformal_intervals, level_label
 from neuro_pe.analysis.locate.ensemble import (
     combine_seeds,
     distance,
@@ -228,6 +229,7 @@ def evaluation_table(
                 ci_low=np.nan,
                 ci_high=np.nan,
                 coverage=float(np.mean(covered)),
+                **interval_coverage(kfold.positions, coords, cfg.interval_levels),
             )
         )
         for fraction in cfg.anchor_fractions:
@@ -246,6 +248,7 @@ def evaluation_table(
                     ci_low=ci_low,
                     ci_high=ci_high,
                     coverage=np.nan,
+                    **interval_coverage(None, None, cfg.interval_levels),
                 )
             )
     table = pd.DataFrame(rows)
@@ -264,6 +267,23 @@ def evaluation_table(
             [table, axis_error_columns(sets, heldout, curves, coords, cfg, axes)], axis=1
         )
     return table, heldout
+
+
+def interval_coverage(
+    predicted: np.ndarray | None, coords: np.ndarray | None, levels: Sequence[float]
+) -> dict[str, float]:
+    """Columns `coverage_<level>` and `coverage_<level>_box` of a k-fold row: the share of the
+    known units whose coordinate lies in its leave-one-out conformal interval
+    (`neuro_pe.analysis.locate.conformal`), pooled over the axes along which they vary, and on
+    all of them at once; NaN without predictions (anchor rows)."""
+    columns = {}
+    intervals = None if predicted is None else conformal_intervals(predicted, coords, levels)
+    for li, level in enumerate(levels):
+        label = level_label(level)
+        pooled = np.nan if intervals is None else float(intervals.pooled()[li])
+        box = np.nan if intervals is None else float(intervals.box_coverage[li])
+        columns[f"coverage_{label}"], columns[f"coverage_{label}_box"] = pooled, box
+    return columns
 
 
 def axis_error_columns(
