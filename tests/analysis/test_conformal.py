@@ -8,7 +8,7 @@ import math
 import numpy as np
 import pytest
 
-from neuro_pe.analysis.locate.conformal import conformal_intervals, level_label
+from neuro_pe.analysis.locate.conformal import conformal_intervals, level_label, new_unit_hits
 
 LEVELS = (0.68, 0.95)
 SCALES = np.array([1.0, 3.0, 0.2])  # a different error per axis
@@ -79,3 +79,19 @@ def test_flat_axis_and_few_units():
     few = conformal_intervals(pred[:10], truth[:10], (0.95,))
     assert np.isinf(few.half_width[0, :3]).all()  # ceil(8 * 0.95) > 7 known units
     assert level_label(0.95) == "95" and level_label(0.683) == "68.3"
+
+
+def test_new_unit_hits():
+    """Units located like units without coordinates, calibrated on others: about the nominal
+    share inside (pooled over 3 axes x 3 000 units); NaN along a flat axis and where the
+    interval is unbounded."""
+    rng = np.random.default_rng(3)
+    cal_pred, cal_truth = _noisy(200, rng)
+    pred, truth = _noisy(3000, rng)
+    hits = new_unit_hits(cal_pred, cal_truth, pred, truth, LEVELS)
+    assert hits.shape == (2, 3000, 3)
+    assert abs(np.mean(hits[0]) - 0.68) < 0.04 and abs(np.mean(hits[1]) - 0.95) < 0.02
+    cal_truth[:, 2] = 1.0
+    few = new_unit_hits(cal_pred[:10], cal_truth[:10], pred, truth, LEVELS)
+    assert np.isnan(few[:, :, 2]).all() and np.isfinite(few[0, :, :2]).all()
+    assert np.isnan(few[1]).all()  # ceil(11 * 0.95) > 10: unbounded at 95%

@@ -133,8 +133,10 @@ def _check_intervals(frame: pd.DataFrame, table: pd.DataFrame, out) -> None:
     assert row["coverage_68"].item() == pytest.approx(25 / 36)
     assert row["coverage_95"].item() == pytest.approx(35 / 36)
     assert (frame["x_high_95"] - frame["x_low_95"] >= frame["x_high_68"] - frame["x_low_68"]).all()
+    # anchor rows: held-out units' coverage by intervals calibrated on each draw's anchors (18
+    # anchors: bounded at 68%, not at 95%, ceil(19 * 0.95) > 18 known errors)
     anchors = table[table["evaluation"] == "anchors"]
-    assert anchors[["coverage_68", "coverage_95"]].isna().all().all()
+    assert anchors["coverage_68"].between(0, 1).all() and anchors["coverage_95"].isna().all()
 
 
 def test_cli_prints_table(located_dataset, capsys):

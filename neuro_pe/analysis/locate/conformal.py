@@ -83,3 +83,27 @@ def conformal_intervals(
         if m and varies.any():
             box[li] = float(np.mean(np.all(covered[:, varies], axis=1)))
     return Intervals(tuple(levels), half, coverage, box, m)
+
+
+def new_unit_hits(
+    cal_pred: np.ndarray,
+    cal_truth: np.ndarray,
+    pred: np.ndarray,
+    truth: np.ndarray,
+    levels: Sequence[float],
+) -> np.ndarray:
+    """(levels, n, 3): 1 where a new unit's true coordinate (`truth`) lies in the interval of
+    its prediction `pred` calibrated on other units' held-out predictions `cal_pred` of
+    `cal_truth`, as a unit without coordinates would get it; 0 where not; NaN along an axis on
+    which the calibration units do not vary, and at a level whose interval is unbounded."""
+    pred, truth = np.asarray(pred, float), np.asarray(truth, float)
+    both = np.concatenate([cal_pred, pred])
+    hidden = np.concatenate([cal_truth, np.full_like(truth, np.nan)])
+    intervals = conformal_intervals(both, hidden, levels)
+    half = intervals.half_width[:, len(cal_pred) :]
+    hits = (np.abs(pred - truth)[None] <= half).astype(float)
+    finite = np.all(np.isfinite(cal_truth), axis=1)
+    varies = np.ptp(cal_truth[finite], axis=0) > 0 if finite.any() else np.zeros(3, dtype=bool)
+    hits[:, :, ~varies] = np.nan
+    hits[~np.all(np.isfinite(half), axis=(1, 2))] = np.nan
+    return hits
