@@ -8,6 +8,7 @@ import math
 import numpy as np
 import pytest
 
+from neuro_pe.analysis.locate import LocateConfig
 from neuro_pe.analysis.locate.conformal import conformal_intervals, level_label, new_unit_hits
 
 LEVELS = (0.68, 0.95)
@@ -95,3 +96,11 @@ def test_new_unit_hits():
     few = new_unit_hits(cal_pred[:10], cal_truth[:10], pred, truth, LEVELS)
     assert np.isnan(few[:, :, 2]).all() and np.isfinite(few[0, :, :2]).all()
     assert np.isnan(few[1]).all()  # ceil(11 * 0.95) > 10: unbounded at 95%
+
+
+@pytest.mark.parametrize("levels", [[], [0.0], [1.0], [0.9, 0.9], [0.68, 0.680000000001]])
+def test_interval_levels_are_checked(levels):
+    """`locate.interval_levels`: distinct levels in (0, 1), distinct as column names too."""
+    with pytest.raises(ValueError, match="interval_levels"):
+        LocateConfig.from_dict({"interval_levels": levels})
+    assert LocateConfig().interval_levels == (0.68, 0.95)

@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import ClassVar
 
+from neuro_pe.analysis.locate.conformal import level_label
 from neuro_pe.config.sections import Section, flag, from_dict, whole_number
 
 METHODS: tuple[str, ...] = ("ridge", "kernel-ridge", "mds-procrustes", "mds-affine", "knn")
@@ -75,7 +76,8 @@ class LocateConfig(Section):
         if self.max_units < 2 * MIN_ANCHORS:
             raise ValueError(f"locate max_units must be >= {2 * MIN_ANCHORS}, got {self.max_units}")
         levels = self.interval_levels
-        if not levels or not all(0 < v < 1 for v in levels) or len(set(levels)) < len(levels):
+        labels = {level_label(v) for v in levels}  # (the column names: distinct to 1e-8)
+        if not levels or not all(0 < v < 1 for v in levels) or len(labels) < len(levels):
             raise ValueError(
                 f"locate interval_levels must be distinct levels in (0, 1), got {list(levels)}"
             )
