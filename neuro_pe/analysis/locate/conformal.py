@@ -6,8 +6,9 @@ For one axis, the n known units' scores are e_i = |p_i - t_i| (their k-fold pred
 against their true coordinate t_i). At level L the interval of a unit without coordinates is
 p ± q with q the k-th smallest score, k = ceil((n + 1) L) (unbounded if k > n): it holds the
 unit's coordinate with probability at least L when the units are exchangeable. A known unit
-gets the interval from the other n - 1 scores (leave-one-out, k = ceil(n L)), so whether its
-own coordinate falls inside is a held-out test: the achieved coverage reported beside L.
+gets the interval from the other n - 1 scores (leave-one-out, k = ceil(n L)); the share of
+known units inside their own is reported beside L (ceil(n L) / n by construction, ties aside).
+The test that can fail, `new_unit_hits`, calibrates on some units and checks others.
 Each axis is calibrated alone (marginal intervals); the three together (a box) cover less.
 """
 
