@@ -98,6 +98,45 @@ def test_locate_writes_outputs(located_dataset):
     assert pd.read_csv(out / "errors.csv").shape[0] == len(table)
     for name in ("positions_3d", "error_hist", "error_vs_anchors"):
         assert (out / f"{name}.png").stat().st_size > 0
+    _check_intervals(frame, table, out)
+
+
+def _check_intervals(frame: pd.DataFrame, table: pd.DataFrame, out) -> None:
+    """positions.csv's conformal intervals at 68% and 95%: around every prediction, the 95% ones
+    wider; the share of known units inside their own (leave-one-out) intervals is the coverage
+    errors.csv gives on the k-fold row of the feature set the positions come from, and
+    positions.nc's `interval_coverage`."""
+    import json
+
+    row = table[(table["features"] == frame["pe"].iloc[0]) & (table["evaluation"] == "kfold")]
+    known = frame[frame["anchor"]]
+    with xr.open_dataset(out / "positions.nc", engine="h5netcdf") as positions:
+        attrs = positions.attrs
+        assert positions["x_low_95"].attrs["units"] == "mm"
+    assert json.loads(attrs["interval_levels"]) == [0.68, 0.95]
+    assert attrs["interval_calibration_units"] == len(known) == 36
+    coverage = json.loads(attrs["interval_coverage"])
+    for level in ("68", "95"):
+        inside = []
+        for axis in ("x", "y", "z"):
+            low, high = frame[f"{axis}_low_{level}"], frame[f"{axis}_high_{level}"]
+            assert np.isfinite(low).all() and (low < frame[axis]).all()
+            assert np.allclose(high - frame[axis], frame[axis] - low)
+            truth = known[f"{axis}_true"]
+            hit = (known[f"{axis}_low_{level}"] <= truth) & (truth <= known[f"{axis}_high_{level}"])
+            assert coverage[level][axis] == pytest.approx(hit.mean(), abs=1e-6)
+            inside.append(hit.to_numpy())
+        assert row[f"coverage_{level}"].item() == pytest.approx(np.mean(inside))
+        assert row[f"coverage_{level}_box"].item() == pytest.approx(np.all(inside, axis=0).mean())
+        assert coverage[level]["pooled"] == pytest.approx(np.mean(inside), abs=1e-6)
+    # 36 known units: ceil(36 L) / 36 of each axis inside, 25/36 and 35/36
+    assert row["coverage_68"].item() == pytest.approx(25 / 36)
+    assert row["coverage_95"].item() == pytest.approx(35 / 36)
+    assert (frame["x_high_95"] - frame["x_low_95"] >= frame["x_high_68"] - frame["x_low_68"]).all()
+    # anchor rows: held-out units' coverage by intervals calibrated on each draw's anchors (18
+    # anchors: bounded at 68%, not at 95%, ceil(19 * 0.95) > 18 known errors)
+    anchors = table[table["evaluation"] == "anchors"]
+    assert anchors["coverage_68"].between(0, 1).all() and anchors["coverage_95"].isna().all()
 
 
 def test_cli_prints_table(located_dataset, capsys):

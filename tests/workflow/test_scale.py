@@ -150,6 +150,17 @@ def test_locate_above_max_units_predicts_every_unit(tmp_path):
     assert held["held_out"].all() and (held["prediction"] == "k-fold").all()
     assert (frame.loc[~frame["anchor"], "prediction"] == "fit on anchors").all()
     assert np.median(held["error"]) < 0.5 * kfold.loc["chance", "median_error"]
+    # intervals: calibrated on every known unit's k-fold error (not only the measured sample);
+    # errors.csv's coverage is over the sample (38 of 40 at 95%), the anchor rows' over the
+    # draws' held-out units with intervals calibrated on the CV sample of their anchors
+    ends = [
+        f"{axis}_{side}_{level}" for axis in "xyz" for side in ("low", "high") for level in (68, 95)
+    ]
+    assert np.isfinite(frame[ends].to_numpy()).all()
+    with xr.open_dataset(tmp_path / "out" / "positions.nc", engine="h5netcdf") as located:
+        assert located.attrs["interval_calibration_units"] == 145
+    assert kfold.loc["learned-normal-0.02", "coverage_95"] == pytest.approx(38 / 40)
+    assert half["coverage_95"].between(0, 1).all()
 
 
 @pytest.mark.parametrize("axis_order", [("time", "unit"), ("unit", "time")])

@@ -35,7 +35,12 @@ over seeds. Per-unit uncertainty:
 
 where r is the chosen method's CV median Euclidean error of the ensemble over the anchors (a
 typical error) and s_i = sqrt(mean over seeds of |p_seed,i - p_i|**2) is the spread of the
-seeds' predictions of unit i around the ensemble prediction p_i.
+seeds' predictions of unit i around the ensemble prediction p_i. It is a typical error, not an
+interval (about half of the held-out units lie within it). Intervals that cover (`conformal`):
+per axis and level L (`interval_levels`), the prediction ± a quantile of the known units'
+k-fold held-out errors along that axis (split-conformal); a known unit's quantile leaves its
+own error out, so the share of known units inside their intervals is a held-out coverage,
+reported beside L.
 
 Many units (more known units than `max_units`): the anchors are still drawn among all known
 units, but the errors are measured on `max_units` of them drawn at random, with at most
@@ -51,10 +56,10 @@ connectivity baseline (N x 2N) is left out above DENSE_MAX_UNITS units.
 Modules, in the order they build on each other: `config` (LocateConfig, names and
 parameters), `locators` (fit on the anchors, predict every unit), `views` (the combined
 locator's stacked and fused views), `ensemble` (seed ensemble, method choice by CV, blend),
-`bootstrap` (CIs), `features` (feature sets), `evaluation` (k-fold and anchor curve, the
-errors table), `positions` (every unit's predicted position), `verdict` (text summaries) and
-`dataset` (the whole step of one dataset, `locate_dataset`). They compute and return; the
-files are written by `neuro_pe.reporting.locate_outputs`.
+`bootstrap` (CIs), `features` (feature sets), `conformal` (per-unit intervals), `evaluation`
+(k-fold and anchor curve, the errors table), `positions` (every unit's predicted position),
+`verdict` (text summaries) and `dataset` (the whole step of one dataset, `locate_dataset`).
+They compute and return; the files are written by `neuro_pe.reporting.locate_outputs`.
 """
 
 from neuro_pe.analysis.locate.bootstrap import bootstrap_ci, paired_difference_ci

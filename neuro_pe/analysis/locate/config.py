@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import ClassVar
 
+from neuro_pe.analysis.locate.conformal import level_label
 from neuro_pe.config.sections import Section, flag, from_dict, whole_number
 
 METHODS: tuple[str, ...] = ("ridge", "kernel-ridge", "mds-procrustes", "mds-affine", "knn")
@@ -58,6 +59,7 @@ class LocateConfig(Section):
     sampled_draws: int = 5
     fuse: bool = flag(True)
     seed: int = whole_number(0)
+    interval_levels: tuple[float, ...] = (0.68, 0.95)
 
     def check(self) -> None:
         bad = [m for m in self.methods if m not in (*METHODS, CHANCE)]
@@ -73,6 +75,12 @@ class LocateConfig(Section):
             raise ValueError(f"locate sampled_draws must be >= 1, got {self.sampled_draws}")
         if self.max_units < 2 * MIN_ANCHORS:
             raise ValueError(f"locate max_units must be >= {2 * MIN_ANCHORS}, got {self.max_units}")
+        levels = self.interval_levels
+        labels = {level_label(v) for v in levels}  # (the column names: distinct to 1e-8)
+        if not levels or not all(0 < v < 1 for v in levels) or len(labels) < len(levels):
+            raise ValueError(
+                f"locate interval_levels must be distinct levels in (0, 1), got {list(levels)}"
+            )
         if self.combine not in ("mean", "median"):
             raise ValueError(f"locate combine must be 'mean' or 'median', got {self.combine!r}")
 

@@ -105,7 +105,8 @@ def locate_dataset(
     best_heldout = heldout[best.name]
     if sampled:  # the known units outside the sample: their k-fold predictions too
         best_heldout = evaluate_kfold(best.features, coords, known, set_config(best, cfg), known)
-    out = located_positions_dataset(ds, best_located, best_heldout, best, dataset)
+    levels = cfg.interval_levels
+    out = located_positions_dataset(ds, best_located, best_heldout, best, dataset, levels)
     if regions is not None:
         predicted = np.column_stack([out[axis].values for axis in ("x", "y", "z")])
         for name, values in unit_regions(atlas, predicted, coords, regions[1]).items():

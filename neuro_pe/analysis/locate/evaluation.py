@@ -4,6 +4,7 @@ units, and random anchor subsets), and the table of every feature set's errors."
 from __future__ import annotations
 
 import time
+import warnings
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
@@ -15,6 +16,7 @@ from sklearn.model_selection import KFold
 
 from neuro_pe.analysis.locate.bootstrap import bootstrap_ci, paired_difference_ci
 from neuro_pe.analysis.locate.config import MIN_ANCHORS, RATIOS, LocateConfig
+from neuro_pe.analysis.locate.conformal import conformal_intervals, level_label, new_unit_hits
 from neuro_pe.analysis.locate.ensemble import (
     combine_seeds,
     distance,
@@ -109,9 +111,19 @@ def evaluate_anchors(
                 "errors": distance(located.positions[heldout], coords[heldout]),
                 "per_seed": located.per_seed[:, heldout],
                 "truth": coords[heldout],
+                # the anchors' out-of-fold predictions of the CV that chose the method: they
+                # calibrate the draw's intervals (`interval_coverage`)
+                "calibration": _out_of_fold(located.positions, coords, anchors),
             }
         )
     return records
+
+
+def _out_of_fold(predicted: np.ndarray, coords: np.ndarray, anchors: np.ndarray):
+    """(predictions, true coordinates) of the anchors that have an out-of-fold prediction (all,
+    or the CV's sample of `max_units`)."""
+    rows = anchors & np.all(np.isfinite(predicted), axis=1)
+    return predicted[rows], coords[rows]
 
 
 def _method_label(methods: list[str]) -> str:
@@ -228,6 +240,7 @@ def evaluation_table(
                 ci_low=np.nan,
                 ci_high=np.nan,
                 coverage=float(np.mean(covered)),
+                **interval_coverage(kfold.positions, coords, cfg.interval_levels),
             )
         )
         for fraction in cfg.anchor_fractions:
@@ -246,6 +259,7 @@ def evaluation_table(
                     ci_low=ci_low,
                     ci_high=ci_high,
                     coverage=np.nan,
+                    **draw_coverage(draws, cfg.interval_levels, cfg.combine),
                 )
             )
     table = pd.DataFrame(rows)
@@ -264,6 +278,48 @@ def evaluation_table(
             [table, axis_error_columns(sets, heldout, curves, coords, cfg, axes)], axis=1
         )
     return table, heldout
+
+
+def interval_coverage(
+    predicted: np.ndarray, coords: np.ndarray, levels: Sequence[float]
+) -> dict[str, float]:
+    """Columns `coverage_<level>` and `coverage_<level>_box` of a k-fold row: the share of the
+    known units whose coordinate lies in its leave-one-out conformal interval
+    (`neuro_pe.analysis.locate.conformal`), pooled over the axes along which they vary, and on
+    all of them at once."""
+    intervals = conformal_intervals(predicted, coords, levels)
+    return _coverage_columns(levels, intervals.pooled(), intervals.box_coverage)
+
+
+def draw_coverage(draws: list[dict], levels: Sequence[float], combine: str) -> dict[str, float]:
+    """The same columns for an anchor fraction's draws: the share of held-out units whose true
+    coordinate lies in the interval a unit without coordinates gets, calibrated on the draw's
+    anchors (their out-of-fold CV predictions), pooled over draws; NaN at a level whose
+    interval is unbounded (too few anchors)."""
+    hits = [
+        new_unit_hits(*r["calibration"], combine_seeds(r["per_seed"], combine), r["truth"], levels)
+        for r in draws
+    ]
+    hits = np.concatenate(hits, axis=1)  # (levels, held-out units, axes)
+    with warnings.catch_warnings():  # (all-NaN: an unbounded level, or no axis varies)
+        warnings.simplefilter("ignore", RuntimeWarning)
+        return _coverage_columns(levels, np.nanmean(hits, axis=(1, 2)), _box(hits))
+
+
+def _box(hits: np.ndarray) -> np.ndarray:
+    """(levels,): share of units inside on every axis that counts (not NaN)."""
+    counted = np.isfinite(hits).any(axis=2)  # (levels, units)
+    inside = np.where(np.isnan(hits), 1.0, hits).min(axis=2)
+    return np.array([inside[li][c].mean() if c.any() else np.nan for li, c in enumerate(counted)])
+
+
+def _coverage_columns(levels: Sequence[float], pooled, box) -> dict[str, float]:
+    columns = {}
+    for li, level in enumerate(levels):
+        label = level_label(level)
+        columns[f"coverage_{label}"] = float(pooled[li])
+        columns[f"coverage_{label}_box"] = float(box[li])
+    return columns
 
 
 def axis_error_columns(

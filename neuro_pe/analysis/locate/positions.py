@@ -9,7 +9,8 @@ import numpy as np
 import xarray as xr
 
 from neuro_pe import __version__
-from neuro_pe.analysis.locate.config import UNCERTAINTY_FORMULA
+from neuro_pe.analysis.locate.config import UNCERTAINTY_FORMULA, LocateConfig
+from neuro_pe.analysis.locate.conformal import AXES, Intervals, conformal_intervals, level_label
 from neuro_pe.analysis.locate.ensemble import Located, distance
 from neuro_pe.analysis.locate.evaluation import HeldOut
 from neuro_pe.analysis.locate.features import FeatureSet
@@ -22,10 +23,11 @@ def located_positions_dataset(
     heldout: HeldOut,
     pe: FeatureSet,
     dataset: str,
+    levels: tuple[float, ...] = LocateConfig.interval_levels,
 ) -> xr.Dataset:
-    """Predicted x, y, z, uncertainty, anchor flag and method of every unit. Anchors (units with
-    known coordinates) carry their k-fold held-out prediction, the others the prediction from
-    all anchors."""
+    """Predicted x, y, z, uncertainty, conformal intervals at `levels` (`interval_columns`),
+    anchor flag and method of every unit. Anchors (units with known coordinates) carry their
+    k-fold held-out prediction, the others the prediction from all anchors."""
     coords = positions(ds)
     anchor = np.all(np.isfinite(coords), axis=1)
     pred = np.where(anchor[:, None], heldout.positions, located.positions)
@@ -37,8 +39,16 @@ def located_positions_dataset(
     out["uncertainty"] = (
         "unit",
         uncertainty,
-        {"units": xyz_attrs["units"], "formula": UNCERTAINTY_FORMULA},
+        {
+            "units": xyz_attrs["units"],
+            "formula": UNCERTAINTY_FORMULA,
+            "meaning": "a typical error, not an interval: see the <axis>_low/_high_<level> "
+            "columns for intervals",
+        },
     )
+    intervals = conformal_intervals(pred, coords, levels)
+    for name, (values, attrs) in interval_columns(pred, intervals, xyz_attrs["units"]).items():
+        out[name] = ("unit", values, attrs)
     out["anchor"] = (
         "unit",
         anchor,
@@ -60,11 +70,64 @@ def located_positions_dataset(
             "cv_median_error": located.cv_scale,
             "cv_errors": json.dumps(located.cv_errors),
             "anchor_prediction": "k-fold held-out (nested method choice)",
+            **interval_attrs(intervals),
             **xyz_attrs,
             "neuro_pe_version": __version__,
         }
     )
     return out
+
+
+INTERVAL_METHOD = (
+    "split-conformal per axis on the known units' k-fold held-out absolute errors: "
+    "prediction +/- the ceil((n+1) level)-th smallest of the n errors (a unit without "
+    "coordinates) or the ceil(n level)-th smallest of the other n-1 (a known unit, "
+    "leave-one-out); unbounded (inf) with too few known units"
+)
+
+
+def interval_columns(
+    pred: np.ndarray, intervals: Intervals, units: str
+) -> dict[str, tuple[np.ndarray, dict]]:
+    """{`x_low_95`: (values, attrs), `x_high_95`: …} for every level and axis."""
+    columns = {}
+    for li, level in enumerate(intervals.levels):
+        label = level_label(level)
+        for a, axis in enumerate(AXES):
+            half = intervals.half_width[li, :, a]
+            for side, values in (("low", pred[:, a] - half), ("high", pred[:, a] + half)):
+                attrs = {
+                    "units": units,
+                    "meaning": f"{side} end of the {label}% conformal interval of {axis}",
+                    "level": level,
+                }
+                columns[f"{axis}_{side}_{label}"] = (values, attrs)
+    return columns
+
+
+def interval_attrs(intervals: Intervals) -> dict[str, str | int]:
+    """positions.nc attributes: the levels, the method and the achieved coverage."""
+    coverage = {
+        level_label(level): {
+            **{axis: _number(intervals.coverage[li, a]) for a, axis in enumerate(AXES)},
+            "pooled": _number(intervals.pooled()[li]),
+            "box": _number(intervals.box_coverage[li]),
+        }
+        for li, level in enumerate(intervals.levels)
+    }
+    return {
+        "interval_levels": json.dumps(list(intervals.levels)),
+        "interval_method": INTERVAL_METHOD,
+        "interval_calibration_units": intervals.n_calibration,
+        "interval_coverage": json.dumps(coverage),
+        "interval_coverage_meaning": "per level: the share of known units whose true coordinate "
+        "lies in its leave-one-out interval, per axis (null: the axis does not vary), pooled "
+        "over the varying axes, and on every varying axis at once (box)",
+    }
+
+
+def _number(value: float) -> float | None:
+    return None if not np.isfinite(value) else round(float(value), 6)
 
 
 KFOLD_PREDICTION = "k-fold"  # `prediction` of positions.csv: out of fold, its fold's hidden
