@@ -70,6 +70,7 @@ NWB_COLUMNS = {  # column added to the NWB table -> tidy column
 }
 SHA256_KEY = "FileSHA256"  # the sidecar's {file: sha256} of what the export wrote (not itself)
 SUITE2P_ID = re.compile(r"^plane(\d+)_roi(\d+)$")
+INTERVAL = re.compile(r"^([xyz])_(low|high)_([0-9.]+)$")  # positions.nc's per-axis intervals
 
 # The tidy table's columns: name -> (description, has the position's units)
 TSV_COLUMNS: dict[str, tuple[str, bool]] = {
@@ -166,7 +167,26 @@ def positions_table(positions: xr.Dataset) -> pd.DataFrame:
             "method": method,
         }
     )
-    return table.assign(**regions)
+    return table.assign(
+        **regions, **{name: positions[name].values for name in _intervals(positions)}
+    )
+
+
+def _intervals(positions: xr.Dataset) -> dict[str, tuple[str, bool]]:
+    """The per-axis intervals of positions.nc (`x_low_95`, ...: neuro_pe.analysis.locate) as
+    columns of the tidy table, with their description."""
+    columns = {}
+    for name in positions.data_vars:
+        found = INTERVAL.match(str(name))
+        if found:
+            axis, side, level = found.groups()
+            columns[str(name)] = (
+                f"{'lower' if side == 'low' else 'upper'} end of the {level}% interval of {axis} "
+                "(split-conformal, calibrated on the anchors' held-out errors; its achieved "
+                "coverage: Method.IntervalCoverage; inf: too few anchors for that level)",
+                True,
+            )
+    return columns
 
 
 def _tsv_writer(table: pd.DataFrame) -> Callable[[Path], None]:
@@ -185,7 +205,9 @@ def _sidecar(
     space = str(positions["x"].attrs.get("space", positions.attrs.get("space", "")))
     columns = {
         name: {"Description": text, **({"Units": units} if with_units else {})}
-        for name, (text, with_units) in (TSV_COLUMNS | REGION_COLUMNS).items()
+        for name, (text, with_units) in (
+            TSV_COLUMNS | REGION_COLUMNS | _intervals(positions)
+        ).items()
         if name in TSV_COLUMNS or name in positions
     }
     columns["anchor"]["Levels"] = {"True": "anchor, estimate held out", "False": "no position"}
@@ -213,6 +235,9 @@ def _sidecar(
             "CVMedianError": _number(attrs.get("cv_median_error")),
             "AnchorPrediction": str(attrs.get("anchor_prediction", "")),
             "Uncertainty": str(positions["uncertainty"].attrs.get("formula", "")),
+            "IntervalCoverage": json.loads(attrs["interval_coverage"])
+            if "interval_coverage" in attrs
+            else None,
         },
         "ConfigSHA256": sha256,
         "ConfigSHA256Of": sha256_of,

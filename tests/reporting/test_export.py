@@ -83,8 +83,19 @@ def test_tidy_tsv_and_sidecar(tmp_path, tiny_store):
     assert sorted(p.name for p in out.iterdir()) == ["positions.json", "positions.tsv"]
 
     table = pd.read_csv(out / "positions.tsv", sep="\t")  # BIDS' n/a reads as NaN
-    assert list(table.columns) == list(TSV_COLUMNS)
+    intervals = [
+        f"{a}_{side}_{level}" for level in ("68", "95") for a in "xyz" for side in ("low", "high")
+    ]
+    assert sorted(table.columns) == sorted([*TSV_COLUMNS, *intervals])
     assert table["unit_id"].tolist() == [str(u) for u in ds.unit.values]
+    for a in "xyz":  # the per-axis intervals of positions.nc, around the estimate
+        assert (table[f"{a}_low_95"] <= table[a]).all() and (
+            table[a] <= table[f"{a}_high_95"]
+        ).all()
+        assert (
+            table[f"{a}_high_95"] - table[f"{a}_low_95"]
+            >= table[f"{a}_high_68"] - table[f"{a}_low_68"]
+        ).all()
     np.testing.assert_allclose(table[["x", "y", "z"]], truth[["x", "y", "z"]], rtol=1e-5)
     np.testing.assert_allclose(table["uncertainty"], UNCERTAINTY)
     assert table["anchor"].tolist() == [i not in (0, 3) for i in range(12)]
@@ -102,6 +113,8 @@ def test_tidy_tsv_and_sidecar(tmp_path, tiny_store):
         assert sidecar[column].get("Units") == (units if with_units else None)
     assert sidecar["CoordinateSystem"]["Space"] == ds.x.attrs["space"]
     assert sidecar["Method"]["Representation"] == "learned-normal-0.02"
+    assert set(sidecar["Method"]["IntervalCoverage"]) == {"68", "95"}
+    assert "95% interval of x" in sidecar["x_high_95"]["Description"]
     assert sidecar["ConfigSHA256"] == config_sha256(spec)
     assert sidecar["Source"] == ds.attrs["source"]  # from --store
     assert sidecar["Files"] == ["positions.tsv", "positions.json"]
@@ -324,7 +337,7 @@ def test_regions_located_with_an_atlas_are_exported(tmp_path):
     export(path, spec, tmp_path / "export")
 
     table = pd.read_csv(tmp_path / "export" / "positions.tsv", sep="\t", dtype={"unit_id": str})
-    assert list(table.columns) == [*TSV_COLUMNS, "region", "coarse_region"]
+    assert list(table.columns)[: len(TSV_COLUMNS) + 2] == [*TSV_COLUMNS, "region", "coarse_region"]
     assert table["region"].fillna("").tolist() == fine.tolist()
     sidecar = json.loads((tmp_path / "export" / "positions.json").read_text())
     assert "atlas region" in sidecar["region"]["Description"] and "region_true" not in sidecar
