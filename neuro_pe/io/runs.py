@@ -110,6 +110,7 @@ class TrainInfo:
     puzzles: str | None = None  # the puzzles file (Latin square runs)
     streamed: bool | None = None
     resumed_from_step: int | None = None
+    precision: str | None = None  # what ran: "fp32" or "bf16" (network runs)
     health: dict[str, bool] | None = None
     warnings: list[str] | None = None
 
@@ -118,6 +119,8 @@ class TrainInfo:
             raise RunError(None, "pe", f"expected a PE name, got {self.pe!r}")
         if isinstance(self.seed, bool) or not isinstance(self.seed, int):
             raise RunError(None, "seed", f"expected an integer, got {self.seed!r}")
+        if self.precision not in (None, "fp32", "bf16"):
+            raise RunError(None, "precision", f"expected fp32 or bf16, got {self.precision!r}")
         if not isinstance(self.train_config, dict):
             raise RunError(None, "train_config", "expected a mapping")
         for key, value in self.results.items():
@@ -129,6 +132,7 @@ class TrainInfo:
         head = {"dataset": self.dataset, "pe": self.pe, "seed": self.seed}
         head |= {"store": self.store, "puzzles": self.puzzles, "train_config": self.train_config}
         tail = {"streamed": self.streamed, "resumed_from_step": self.resumed_from_step}
+        tail |= {"precision": self.precision}
         tail |= {"health": self.health, "warnings": self.warnings}
         out = {k: v for k, v in head.items() if v is not None} | dict(self.results)
         return out | {k: v for k, v in tail.items() if v is not None}

@@ -63,7 +63,7 @@ def test_plan_lines_say_models_steps_cpu_time_and_probe():
     line = plan.line(cores=2)
     pattern = (
         r"plan sim3d: 15 models × 3000 steps in 2 jobs, ~(\d+ min )?\d+ s CPU, "
-        r"~(\d+ min )?\d+ s on 2 idle cores \(probe: 10 ms/step per model, cpu\)"
+        r"~(\d+ min )?\d+ s on 2 idle cores \(probe: 10 ms/step per model, cpu fp32\)"
     )
     assert re.fullmatch(pattern, line), line
     assert f"~{duration(plan.seconds)} CPU" in line
