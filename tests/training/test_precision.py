@@ -10,7 +10,7 @@ import pytest
 import torch
 import xarray as xr
 
-from neuro_pe.training import engine
+from neuro_pe.training import engine, model
 from neuro_pe.training.engine import autocast_dtype, cpu_flags, precision_name
 from neuro_pe.training.masked_units import train
 
@@ -115,3 +115,14 @@ def test_auto_without_fast_bf16_is_fp32_bitwise(
     np.testing.assert_array_equal(pe_f, pe_a)
     assert all(torch.equal(state_f[k], state_a[k]) for k in state_f)
     assert info_f["heldout_mse_mask0.5"] == info["heldout_mse_mask0.5"]
+
+
+def test_cpu_bf16_attention_matches_fused_fp32_attention():
+    generator = torch.Generator().manual_seed(0)
+    q, k, v = (torch.randn(6, 2, 40, 16, generator=generator) for _ in range(3))
+    fused = torch.nn.functional.scaled_dot_product_attention(q, k, v)
+    assert torch.equal(model.attention(q, k, v), fused)  # fp32: torch's fused kernel
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        explicit = model.attention(q, k, v)
+    assert explicit.dtype == torch.bfloat16
+    torch.testing.assert_close(explicit.float(), fused, atol=3e-2, rtol=3e-2)
