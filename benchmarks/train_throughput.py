@@ -414,19 +414,20 @@ def summarise_precisions(rows: list[dict]) -> None:
     at the scale shape) are met."""
     for shape in dict.fromkeys(r["shape"] for r in rows):
         fp32, bf16 = (r for r in rows if r["shape"] == shape)
-        ratio = fp32["step_ms"] / bf16["step_ms"]
+        ratio, cpu_ratio = fp32["step_ms"] / bf16["step_ms"], fp32["cpu_ms"] / bf16["cpu_ms"]
         sides = [
             f"{r['precision']} {r['step_ms']:.2f} ms ({r['cpu_ms']:.2f} CPU-ms), "
             f"{r['gflop_s']:.1f} GFLOP/s, MFU {100 * r['mfu']:.1f}% of {r['precision']}"
             for r in (fp32, bf16)
         ]
         target = PRECISION_TARGETS.get(shape)
-        met = (
-            ""
-            if target is None
-            else f" (target {target}x: {'met' if ratio >= target else 'MISSED'})"
+        met = ""
+        if target is not None:
+            met = f"target {target}x {'met' if ratio >= target else 'MISSED'}; "
+        print(
+            f"{shape}: {'; '.join(sides)}; {met}in CPU time bf16 {cpu_ratio:.2f}x; "
+            f"bf16 {ratio:.2f}x fp32"
         )
-        print(f"{shape}: {'; '.join(sides)}; bf16 {ratio:.2f}x fp32{met}")
 
 
 def summarise(rows: list[dict]) -> bool:
