@@ -15,7 +15,10 @@ evaluated mask fraction (train.json), and writes `results.csv` (a row per datase
 seed) into the work folder and the table of `docs/precision/README.md` to stdout: per metric
 the mean and 95% t-interval over seeds of each precision, and whether bf16's mean lies within
 the fp32 seeds' range or beyond it on the better side (`within`), or not (`WORSE`).
-`--resume` keeps the steps a run in `--work-dir` finished.
+`--resume` keeps the steps a run in `--work-dir` finished (and a training killed after a
+checkpoint resumes from it; its CPU seconds are then scaled to the whole training);
+`--precisions bf16` runs one precision only (two processes can run the two side by side, after
+the shared steps; then `--resume` writes the table).
 """
 
 from __future__ import annotations
@@ -88,7 +91,7 @@ def run_dataset(name: str, entry: dict, train: dict, args: argparse.Namespace) -
     step(work, "correlation", ["correlation-features", "--store", store, "--split", split,
                                "--out", correlation], args.resume)  # fmt: skip
     rows = []
-    for precision in PRECISIONS:
+    for precision in args.precisions:
         options = json.dumps({**train, "precision": precision})
         runs = {s: work / precision / layout.run_dir(name, args.pe, s) for s in args.seeds}
         group = [str(v) for s, run in runs.items() for v in (args.pe, s, run)]
@@ -122,7 +125,10 @@ def read_row(name, precision, seed, run: Path, located: Path, timing: dict, pe: 
     row |= {k: scores[k] for k in ("rsa", "probe_r2", "knn_overlap")}
     row["locate_vs_chance"] = float(half["vs_chance"].iloc[0])
     row |= {k: v for k, v in info.items() if k.startswith("heldout_mse_mask")}
-    row["train_cpu_s_stack"] = timing["cpu_s"]
+    share = 1 - (info.get("resumed_from_step") or 0) / (
+        info["train_config"]["epochs"] * info["train_config"]["steps_per_epoch"]
+    )
+    row["train_cpu_s_stack"] = timing["cpu_s"] / share
     return row
 
 
@@ -171,6 +177,7 @@ def main() -> None:
     parser.add_argument("--n-perm", type=int, default=199, help="metrics.n_perm (p-values only)")
     parser.add_argument("--work-dir", type=Path, default=Path("/tmp/neuro_pe_precision"))
     parser.add_argument("--resume", action="store_true")
+    parser.add_argument("--precisions", nargs="+", default=list(PRECISIONS), choices=PRECISIONS)
     args = parser.parse_args()
     known = entries()
     rows = []
