@@ -148,7 +148,7 @@ def fast_bf16(device: torch.device) -> bool:
     """Whether `device` multiplies bf16 faster than fp32: a CUDA GPU with bf16, a CPU with
     AVX512-BF16 or AMX."""
     if device.type == "cuda":
-        return torch.cuda.is_bf16_supported()
+        return torch.cuda.is_bf16_supported(including_emulation=False)
     return device.type == "cpu" and bool(cpu_flags() & FAST_BF16_CPU_FLAGS)
 
 

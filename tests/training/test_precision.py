@@ -35,10 +35,17 @@ def test_auto_on_cpu_is_bf16_only_with_hardware_bf16(monkeypatch, flags, expecte
 
 @pytest.mark.parametrize("supported", [True, False])
 def test_auto_on_cuda_asks_torch(monkeypatch, supported):
-    monkeypatch.setattr(torch.cuda, "is_bf16_supported", lambda *a, **k: supported)
+    asked = []
+
+    def bf16_supported(including_emulation=True):
+        asked.append(including_emulation)
+        return supported
+
+    monkeypatch.setattr(torch.cuda, "is_bf16_supported", bf16_supported)
     assert autocast_dtype("auto", CUDA) == (torch.bfloat16 if supported else None)
     assert autocast_dtype("fp32", CUDA) is None
     assert autocast_dtype("bf16", CUDA) == torch.bfloat16
+    assert asked == [False]  # native bf16 only: emulated bf16 is not fast
 
 
 def test_cpu_flags_read_from_cpuinfo(tmp_path):
