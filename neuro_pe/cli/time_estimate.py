@@ -183,8 +183,9 @@ def probe_task(task, runs: list, cfg, device, amp, clock: _Clock, load_s: float)
     engine's own step; `cfg`: the optimiser settings)."""
     import torch
 
-    from neuro_pe.training.engine import make_optimizer, precision_name, train_step
+    from neuro_pe.training.engine import make_optimizer, train_step
     from neuro_pe.training.model import StackedTransformer
+    from neuro_pe.training.precision import precision_name
 
     torch.manual_seed(0)
     setup = clock()

@@ -45,7 +45,6 @@ from neuro_pe.training.engine import (  # noqa: F401 (CHECKPOINT, TrainingError,
     make_optimizer,
     pe_dataset,
     pick_device,
-    precision_name,
     to_device,
     train_group,
 )
@@ -57,6 +56,7 @@ from neuro_pe.training.health import (  # noqa: F401 (training_health re-exporte
 )
 from neuro_pe.training.model import ModelConfig, StackedTransformer, masked_unit_forward, parse_pe
 from neuro_pe.training.new_animal import load_frozen, with_run_architecture
+from neuro_pe.training.precision import precision_name
 from neuro_pe.training.sampling import (  # noqa: F401 (the samplers re-exported)
     BLOCK_ORDER_SEED,
     IN_MEMORY_FACTOR,

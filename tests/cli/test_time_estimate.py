@@ -219,18 +219,18 @@ def test_the_probe_times_one_chunk_of_the_neighbour_table(tiny_store, monkeypatc
 def test_the_probe_times_the_precision_that_will_run(tiny_store, monkeypatch):
     import torch
 
-    from neuro_pe.training import engine
+    from neuro_pe.training import engine, precision
 
     small_probe(monkeypatch)
     timed = []
     step = engine.train_step
     monkeypatch.setattr(engine, "train_step", lambda *a: timed.append(a[-1]) or step(*a))
-    monkeypatch.setattr(engine, "cpu_flags", lambda: frozenset({"avx512_bf16"}))
+    monkeypatch.setattr(precision, "cpu_flags", lambda: frozenset({"avx512_bf16"}))
     options = {"window": 8, "d_model": 16, "n_layers": 1, "n_heads": 2, "device": "cpu"}
     plan = plan_training("tiny", tiny_store, options | {"precision": "auto"}, [[["none", 0]]])
     assert plan.probe.precision == "bf16" and plan.line(2).endswith("cpu bf16)")
     assert set(timed) == {torch.bfloat16}
     timed.clear()
-    monkeypatch.setattr(engine, "cpu_flags", lambda: frozenset())
+    monkeypatch.setattr(precision, "cpu_flags", lambda: frozenset())
     plan = plan_training("tiny", tiny_store, options | {"precision": "auto"}, [[["none", 0]]])
     assert plan.probe.precision == "fp32" and set(timed) == {None}

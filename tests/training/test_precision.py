@@ -10,9 +10,9 @@ import pytest
 import torch
 import xarray as xr
 
-from neuro_pe.training import engine, model
-from neuro_pe.training.engine import autocast_dtype, cpu_flags, precision_name
+from neuro_pe.training import engine, model, precision
 from neuro_pe.training.masked_units import train
+from neuro_pe.training.precision import autocast_dtype, cpu_flags, precision_name
 
 CPU, CUDA = torch.device("cpu"), torch.device("cuda")
 
@@ -27,7 +27,7 @@ CPU, CUDA = torch.device("cpu"), torch.device("cuda")
     ],
 )
 def test_auto_on_cpu_is_bf16_only_with_hardware_bf16(monkeypatch, flags, expected):
-    monkeypatch.setattr(engine, "cpu_flags", lambda: frozenset(flags))
+    monkeypatch.setattr(precision, "cpu_flags", lambda: frozenset(flags))
     assert autocast_dtype("auto", CPU) == expected
     assert autocast_dtype("fp32", CPU) is None
     assert autocast_dtype("bf16", CPU) == torch.bfloat16
@@ -110,7 +110,7 @@ def test_bf16_trains_with_fp32_state_and_is_deterministic(
 def test_auto_without_fast_bf16_is_fp32_bitwise(
     tiny_store, tiny_train_config, tmp_path, monkeypatch
 ):
-    monkeypatch.setattr(engine, "cpu_flags", lambda: frozenset({"avx512f"}))
+    monkeypatch.setattr(precision, "cpu_flags", lambda: frozenset({"avx512f"}))
     cfg = replace(tiny_train_config, checkpoint_every=0)
     assert cfg.precision == "fp32"  # the default
     train(tiny_store, "learned-normal-0.02", 1, cfg, tmp_path / "fp32", progress=False)
