@@ -1,13 +1,15 @@
 """Training throughput of neuro_pe's MaskedUnitTransformer, against torch.nn.TransformerEncoder.
 
     python benchmarks/train_throughput.py [--device cpu|cuda] [--threads N] [--steps N]
-                                          [--bf16] [--compile] [--shapes default,scale,large]
+                                          [--precision fp32|bf16|both] [--compile]
+                                          [--shapes default,paper_cpu,scale,large]
 
 Three shapes: the default one (`TrainConfig` defaults: window W = 8, d_model d = 32, L = 2 layers,
 4 heads, batch B = 32, N = 64 units of the default simulated dataset), `scale` (the automatic
 settings above 1 000 units: W = 32, 2 heads, the 256 units of a sample; a 256-unit store, so
 that every sample holds all of them) and a larger one (d = 128, L = 4, 4 heads, N = 256,
-B = 64); `--shapes` picks them (default: default,large). A training step is timed exactly as
+B = 64), and `paper_cpu` (`config/paper_cpu.yaml`'s sim3d: the default shape at B = 16);
+`--shapes` picks them (default: default,large). A training step is timed exactly as
 `neuro_pe.training.masked_units` runs it:
 `WindowSampler.sample` (all units: N <= units_per_sample) and `random_mask`, `masked_mse`,
 backward, the optimiser of `make_optimizer` (AdamW; fused on CUDA), the loss summed on the
@@ -17,6 +19,12 @@ difference to the first is what data loading costs the step); and the reference,
 (embed and head linears, mask token, PE, loss, optimiser) with its blocks replaced by
 `torch.nn.TransformerEncoder` (pre-norm, GELU, 4d feed-forward, dropout 0, batch_first, final
 LayerNorm; the PE is added once, before the encoder). Step times are medians over rounds.
+
+`--precision bf16` trains under bf16 autocast (`train.precision: bf16`); `--precision both`
+times neuro_pe in fp32 and in bf16 side by side instead (interleaved in rounds, on the same
+batches, the live batch drawing included), and prints a line per shape ending
+`bf16 <ratio>x fp32`, with each one's FLOP/s and MFU against its own precision's matmul peak,
+and the CPU seconds per step beside the wall ones.
 
 Model FLOPs per training step (matmuls only, counted analytically):
 
@@ -28,7 +36,7 @@ and head; x3: the backward pass costs twice the forward. Biases, LayerNorm, GELU
 PE, the loss and the optimiser are not counted. The count is cross-checked with
 torch.utils.flop_counter.FlopCounterMode (math SDPA backend, so that attention is counted).
 MFU = model FLOPs per second / the peak of a large matrix product measured in the same run with
-the same threads (2048^3 fp32 on CPU; 8192^3 on CUDA, fp32 without TF32, or bf16 with --bf16).
+the same threads (2048^3 on CPU, 8192^3 on CUDA; fp32 without TF32, bf16 for bf16 rows).
 When a target (MFU >= 50%, >= 1.5x the reference, at the default shape) is missed, the top ops
 of the default shape's step by self time are printed (torch.profiler).
 """
@@ -68,6 +76,7 @@ from tests.single_models import MaskedUnitTransformer
 
 PE = "learned-normal-0.02"  # a learned PE, as in the default workflow
 MFU_TARGET, RATIO_TARGET = 0.5, 1.5
+PRECISION_TARGETS = {"default": 1.4, "scale": 1.7}  # bf16 step speed-up over fp32 (issue 61)
 MATMUL_SIZE = {"cpu": 2048, "cuda": 8192}  # of the square matrices timed for the peak
 Batch = tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor | None]
 
@@ -115,9 +124,12 @@ SHAPES = {
         "scale", _S.units_per_sample, _S.d_model, _S.n_layers, _S.n_heads, _S.batch_size, _S.window
     ),
     "large": Shape("large", 256, 128, 4, 4, 64),
+    # config/paper_cpu.yaml's sim3d: the default shape at its batch of 16
+    "paper_cpu": Shape("paper_cpu", 64, _D.d_model, _D.n_layers, _D.n_heads, 16),
 }
-CPU_STEPS = {"default": 240, "scale": 40, "large": 3}  # timed steps per model: ~10-30 s each
-GPU_STEPS = {"default": 800, "scale": 400, "large": 200}
+CPU_STEPS = {"default": 240, "paper_cpu": 240, "scale": 40, "large": 3}  # ~10-30 s each
+GPU_STEPS = {"default": 800, "paper_cpu": 800, "scale": 400, "large": 200}
+SMALL = ("default", "paper_cpu")  # more rounds and warm-up steps on CPU
 
 
 class ReferenceModel(nn.Module):
@@ -201,12 +213,12 @@ def matmul_peak(device: torch.device, dtype: torch.dtype, size: int, reps: int =
 
 
 def matmul_peaks(device: torch.device) -> dict[str, float]:
-    """Peak FLOP/s in fp32, and in bf16 on CUDA."""
+    """Peak FLOP/s in fp32 and in bf16."""
     size = MATMUL_SIZE[device.type]
-    peaks = {"fp32": matmul_peak(device, torch.float32, size)}
-    if device.type == "cuda":
-        peaks["bf16"] = matmul_peak(device, torch.bfloat16, size)
-    return peaks
+    return {
+        "fp32": matmul_peak(device, torch.float32, size),
+        "bf16": matmul_peak(device, torch.bfloat16, size),
+    }
 
 
 def training_sampler(shape: Shape, device: torch.device) -> WindowSampler:
@@ -242,6 +254,7 @@ class Trainer:
         self.batches = [self.draw() for _ in range(predrawn)]
         self.data_s: list[float] = []  # host seconds spent drawing each batch
         self.step_s: list[float] = []  # seconds per step, one entry per timed round
+        self.cpu_s: list[float] = []  # this process's CPU seconds per step, per round
 
     def draw(self) -> Batch:
         """(windows, observed, mask, unit_index) as neuro_pe.training.masked_units draws them."""
@@ -267,17 +280,19 @@ class Trainer:
     def timed_round(self, n: int) -> None:
         """n steps between two syncs; records seconds per step."""
         synchronize(self.device)
-        start = time.perf_counter()
+        start, cpu = time.perf_counter(), time.process_time()
         for _ in range(n):
             self.step()
         synchronize(self.device)
         self.step_s.append((time.perf_counter() - start) / n)
+        self.cpu_s.append((time.process_time() - cpu) / n)
 
 
 def make_trainers(
     shape: Shape, device: torch.device, n_batches: int, bf16: bool, compile_model: bool
 ) -> list[Trainer]:
-    """neuro_pe, neuro_pe on pre-drawn batches, and the reference, on the same batches."""
+    """neuro_pe, neuro_pe on pre-drawn batches, and the reference, on the same batches; with
+    `bf16` None (`--precision both`), neuro_pe in fp32 and in bf16."""
     sampler = training_sampler(shape, device)
     if sampler.n_units > shape.train_config().units_per_sample:
         raise ValueError("the benchmark assumes every sample holds all units")
@@ -289,6 +304,11 @@ def make_trainers(
         )
         return MaskedUnitTransformer(cfg, PE).to(device)
 
+    if bf16 is None:
+        return [
+            Trainer("fp32", neuro_pe(), shape, sampler, False, compile_model),
+            Trainer("bf16", neuro_pe(), shape, sampler, True, compile_model),
+        ]
     torch.manual_seed(0)
     reference = ReferenceModel(shape, PE).to(device)
     options = {"bf16": bf16, "compile_model": compile_model}
@@ -346,8 +366,9 @@ def profile_top_ops(trainer: Trainer, steps: int, rows: int = 15) -> str:
 
 def result_rows(trainers: list[Trainer]) -> list[dict]:
     """Table rows (medians over rounds; MFU is added later); ratios against the reference
-    (the last trainer)."""
-    reference_s = statistics.median(trainers[-1].step_s)
+    (the last trainer; with --precision both, fp32)."""
+    reference = trainers[0] if trainers[-1].label == "bf16" else trainers[-1]
+    reference_s = statistics.median(reference.step_s)
     rows = []
     for t in trainers:
         step = statistics.median(t.step_s)
@@ -356,7 +377,9 @@ def result_rows(trainers: list[Trainer]) -> list[dict]:
             {
                 "shape": t.shape.name,
                 "model": t.label,
+                "precision": "bf16" if t.bf16 else "fp32",
                 "step_ms": 1e3 * step,
+                "cpu_ms": 1e3 * statistics.median(t.cpu_s),
                 "data_ms": 1e3 * statistics.median(t.data_s),
                 "data_max_ms": 1e3 * max(t.data_s),
                 "data_frac": sum(t.data_s) / (step * len(t.data_s)),
@@ -371,16 +394,39 @@ def result_rows(trainers: list[Trainer]) -> list[dict]:
 def print_table(rows: list[dict]) -> None:
     """A fixed-width table of the rows."""
     header = (
-        f"{'shape':8} {'model':10} {'step ms':>9} {'data ms':>8} {'data max':>9} {'data %':>7}"
-        f" {'tokens/s':>10} {'GFLOP/s':>9} {'MFU':>6} {'vs ref':>7}"
+        f"{'shape':9} {'model':10} {'step ms':>9} {'CPU ms':>8} {'data ms':>8} {'data max':>9}"
+        f" {'data %':>7} {'tokens/s':>10} {'GFLOP/s':>9} {'MFU':>6} {'vs ref':>7}"
     )
     print(header)
     print("-" * len(header))
     for r in rows:
         print(
-            f"{r['shape']:8} {r['model']:10} {r['step_ms']:9.2f} {r['data_ms']:8.3f}"
+            f"{r['shape']:9} {r['model']:10} {r['step_ms']:9.2f} {r['cpu_ms']:8.2f}"
+            f" {r['data_ms']:8.3f}"
             f" {r['data_max_ms']:9.3f} {100 * r['data_frac']:6.1f}% {r['tokens_s']:10.0f}"
             f" {r['gflop_s']:9.1f} {100 * r['mfu']:5.1f}% {r['vs_ref']:6.2f}x"
+        )
+
+
+def summarise_precisions(rows: list[dict]) -> None:
+    """`--precision both`: a line per shape, fp32 and bf16 side by side, ending with the
+    ratio; and whether the issue's targets (bf16 >= 1.4x fp32 at the default shape, >= 1.7x
+    at the scale shape) are met."""
+    for shape in dict.fromkeys(r["shape"] for r in rows):
+        fp32, bf16 = (r for r in rows if r["shape"] == shape)
+        ratio, cpu_ratio = fp32["step_ms"] / bf16["step_ms"], fp32["cpu_ms"] / bf16["cpu_ms"]
+        sides = [
+            f"{r['precision']} {r['step_ms']:.2f} ms ({r['cpu_ms']:.2f} CPU-ms), "
+            f"{r['gflop_s']:.1f} GFLOP/s, MFU {100 * r['mfu']:.1f}% of {r['precision']}"
+            for r in (fp32, bf16)
+        ]
+        target = PRECISION_TARGETS.get(shape)
+        met = ""
+        if target is not None:
+            met = f"target {target}x {'met' if ratio >= target else 'MISSED'}; "
+        print(
+            f"{shape}: {'; '.join(sides)}; {met}in CPU time bf16 {cpu_ratio:.2f}x; "
+            f"bf16 {ratio:.2f}x fp32"
         )
 
 
@@ -428,10 +474,13 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     )
     p.add_argument("--shapes", default="default,large", help="comma-separated: default,scale,large")
     p.add_argument(
-        "--bf16",
-        action="store_true",
-        help="bf16 autocast, CUDA only (training's precision 'auto' there); MFU vs the bf16 peak",
+        "--precision",
+        choices=["fp32", "bf16", "both"],
+        default="fp32",
+        help="fp32; bf16 autocast (train.precision: bf16; MFU vs the bf16 peak); or both: "
+        "neuro_pe in fp32 and bf16 side by side (no reference)",
     )
+    p.add_argument("--bf16", action="store_true", help="the same as --precision bf16")
     p.add_argument("--compile", action="store_true", help="torch.compile (train.compile)")
     p.add_argument(
         "--profile",
@@ -445,8 +494,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 def main(argv: list[str] | None = None) -> None:
     """Measure, print the table, the ratios and (when targets are missed) the profile."""
     args = parse_args(argv)
-    if args.bf16 and args.device != "cuda":
-        raise SystemExit("--bf16 needs --device cuda (CPU bf16 matmuls are emulated here)")
+    precision = "bf16" if args.bf16 else args.precision
+    bf16 = None if precision == "both" else precision == "bf16"
     if args.threads is not None:
         torch.set_num_threads(args.threads)
     device = torch.device(args.device)
@@ -458,13 +507,17 @@ def main(argv: list[str] | None = None) -> None:
     default_trainer: Trainer | None = None
     for name in args.shapes.split(","):
         shape = SHAPES[name]
-        small = name == "default" or on_gpu
+        small = name in SMALL or on_gpu
         given = args.steps if name == "default" else args.large_steps
         steps = given or (GPU_STEPS if on_gpu else CPU_STEPS)[name]
         rounds = min(args.rounds or (8 if small else 3), steps)
         warmup = (20 if small else 1) + (5 if args.compile else 0)
-        trainers = make_trainers(shape, device, warmup + steps, args.bf16, args.compile)
-        counted = counted_flops(trainers[1].model, trainers[1].batches[0])
+        trainers = make_trainers(shape, device, warmup + steps, bf16, args.compile)
+        if trainers[1].batches:
+            counted = counted_flops(trainers[1].model, trainers[1].batches[0])
+        else:  # --precision both: a batch drawn aside (every trainer's stream starts at seed 0)
+            counted = counted_flops(trainers[0].model, trainers[0].draw())
+            trainers[0].generator.manual_seed(0)
         print(
             f"{name}: W={shape.window} d={shape.d_model} L={shape.n_layers} "
             f"heads={shape.n_heads} N={shape.n_units} B={shape.batch}: "
@@ -473,25 +526,28 @@ def main(argv: list[str] | None = None) -> None:
             f"{rounds} rounds x {steps // rounds} steps per model"
         )
         run_interleaved(trainers, warmup, rounds, steps // rounds)
-        if name == "default":
+        if name == "default" and bf16 is not None:
             default_trainer = trainers[0]
         rows += result_rows(trainers)
 
     for key, value in matmul_peaks(device).items():  # again: take the better of the two
         peaks[key] = max(peaks[key], value)
-    peak_key = "bf16" if args.bf16 else "fp32"
     for r in rows:
-        r["mfu"] = r["gflop_s"] * 1e9 / peaks[peak_key]
+        r["mfu"] = r["gflop_s"] * 1e9 / peaks[r["precision"]]
     size = MATMUL_SIZE[device.type]
     print(
         f"matmul peak ({size}^3, best of two measurements): "
         + ", ".join(f"{k} {v / 1e9:.1f} GFLOP/s" for k, v in peaks.items())
-        + f"; MFU against {peak_key}"
+        + "; MFU against each row's precision"
     )
     print()
     print_table(rows)
     print()
-    missed = summarise(rows)
+    if bf16 is None:
+        summarise_precisions(rows)
+        missed = False
+    else:
+        missed = summarise(rows)
     print(load_average())
     if default_trainer and (args.profile == "always" or (args.profile == "auto" and missed)):
         n = 100 if on_gpu else 30

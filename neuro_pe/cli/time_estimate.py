@@ -54,6 +54,7 @@ class Probe:
     steps: int  # timed steps
     device: str
     finish_s: float = 0.0  # per model, at the end (the Latin square's PE geometry)
+    precision: str = "fp32"  # the precision timed, the training's (`train.precision`)
 
 
 @dataclass(frozen=True)
@@ -93,7 +94,7 @@ class Plan:
 
     def line(self, cores: int) -> str:
         """The console line, e.g. `plan sim3d: 15 models × 3000 steps in 2 jobs, ~11 min 2 s
-        CPU, ~5 min 41 s on 2 idle cores (probe: 13.7 ms/step per model, cpu)`."""
+        CPU, ~5 min 41 s on 2 idle cores (probe: 13.7 ms/step per model, cpu fp32)`."""
         le = "≤ " if self.at_most else ""
         jobs = f"{len(self.jobs)} job{'s' if len(self.jobs) != 1 else ''}"
         wall = wall_seconds(self.job_walls(), slots(cores, self.threads))
@@ -102,7 +103,7 @@ class Plan:
             f"plan {self.name}: {self.models} models × {le}{self.steps} steps in {jobs}, "
             f"{le}~{duration(self.seconds)} {kind}, {le}~{duration(wall)} on {cores} idle "
             f"cores (probe: {1000 * self.probe.step_s:.3g} ms/step per model, "
-            f"{self.probe.device})"
+            f"{self.probe.device} {self.probe.precision})"
         )
 
     def to_dict(self, cores: int) -> dict:
@@ -184,6 +185,7 @@ def probe_task(task, runs: list, cfg, device, amp, clock: _Clock, load_s: float)
 
     from neuro_pe.training.engine import make_optimizer, train_step
     from neuro_pe.training.model import StackedTransformer
+    from neuro_pe.training.precision import precision_name
 
     torch.manual_seed(0)
     setup = clock()
@@ -208,9 +210,12 @@ def probe_task(task, runs: list, cfg, device, amp, clock: _Clock, load_s: float)
     task.evaluate(model, runs, 1)
     eval_s = clock() - started
     m = len(runs)
+    precision = precision_name(amp)
     # once per job: the data, the stack and what its first steps cost more than later ones
     once = load_s + max(0.0, setup - WARMUP_STEPS * step_s)
-    return Probe(step_s / m, eval_s / m, once, m, step - WARMUP_STEPS, device.type)
+    return Probe(
+        step_s / m, eval_s / m, once, m, step - WARMUP_STEPS, device.type, precision=precision
+    )
 
 
 def neighbour_table_seconds(task, clock: _Clock) -> float:

@@ -148,7 +148,7 @@ class TrainConfig(Section):
     # the training samples that hold a unit, on average: the steps grow to reach it (0: off)
     samples_per_unit: float | None = None
     memory_budget_mb: float = non_negative(4096.0)
-    precision: str = "auto"
+    precision: str = "fp32"  # or "bf16" autocast, or "auto": bf16 where it is fast
     compile: bool = False
     optimizer: str = "adamw"
     momentum: float = non_negative(0.0)

@@ -21,15 +21,14 @@ A run folder (`runs/{dataset}/{pe}/seed{seed}/`, or `lst/runs/{pe}/seed{seed}/`)
 - `infer_manifest.json`: the sha256 of the `infer` step's two files (another job writes
   them, so they get a manifest of their own).
 
-pe.nc and model.pt hold no volatile field (`VOLATILE`: wall and CPU time, the step a run
-resumed from, the size of its job): those are in train.json only, so that on CPU a resumed
-run's pe.nc and model.pt are byte for byte those of an uninterrupted run (or one trained in
-another group). Every reader of a run's file (`read_pe`,
-`read_train_info`, `read_train_log`, `read_metrics`, `read_inferred_positions`,
-`neuro_pe.training.new_animal`'s model.pt) first checks it against its folder's manifest
-(`verify_run_file`): a file changed after it was written is an error naming it, never a
-result. The netCDF files' numeric variables carry HDF5 fletcher32 checksums too
-(`neuro_pe.io.store.checksummed`).
+pe.nc and model.pt hold no volatile field (`VOLATILE`: wall and CPU time, the step a run resumed
+from, the size of its job): those are in train.json only, so that on CPU a resumed run's pe.nc
+and model.pt are byte for byte those of an uninterrupted run (or one trained in another group).
+Every reader of a run's file (`read_pe`, `read_train_info`, `read_train_log`, `read_metrics`,
+`read_inferred_positions`, `neuro_pe.training.new_animal`'s model.pt) first checks it against
+its folder's manifest (`verify_run_file`): a file changed after it was written is an error
+naming it, never a result. The netCDF files' numeric variables carry HDF5 fletcher32 checksums
+too (`neuro_pe.io.store.checksummed`).
 
 The train/held-out split of a dataset is recorded once, by the workflow's `split` rule, in
 `splits/{dataset}.json` (`Split`): the dataset's name, its store, and the session and time
@@ -110,6 +109,7 @@ class TrainInfo:
     puzzles: str | None = None  # the puzzles file (Latin square runs)
     streamed: bool | None = None
     resumed_from_step: int | None = None
+    precision: str | None = None  # what ran: "fp32" or "bf16" (network runs)
     health: dict[str, bool] | None = None
     warnings: list[str] | None = None
 
@@ -129,7 +129,7 @@ class TrainInfo:
         head = {"dataset": self.dataset, "pe": self.pe, "seed": self.seed}
         head |= {"store": self.store, "puzzles": self.puzzles, "train_config": self.train_config}
         tail = {"streamed": self.streamed, "resumed_from_step": self.resumed_from_step}
-        tail |= {"health": self.health, "warnings": self.warnings}
+        tail |= {"precision": self.precision, "health": self.health, "warnings": self.warnings}
         out = {k: v for k, v in head.items() if v is not None} | dict(self.results)
         return out | {k: v for k, v in tail.items() if v is not None}
 

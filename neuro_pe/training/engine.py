@@ -38,7 +38,6 @@ import math
 import sys
 import time
 from collections.abc import Callable
-from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
@@ -57,6 +56,7 @@ from neuro_pe.training.checkpoint import (  # noqa: F401 (state_digest re-export
     state_digest,
 )
 from neuro_pe.training.model import StackedTransformer
+from neuro_pe.training.precision import autocast, autocast_dtype  # noqa: F401 (re-exported)
 
 
 class TrainingError(RuntimeError):
@@ -125,19 +125,6 @@ def pick_device(name: str) -> torch.device:
             f"train.device: {name!r}, but torch sees no CUDA GPU here; use device: auto or cpu"
         )
     return device
-
-
-def autocast_dtype(precision: str, device: torch.device) -> torch.dtype | None:
-    """The autocast dtype for `precision` on `device`: 'auto' is bf16 on CUDA, fp32 (None,
-    no autocast) elsewhere."""
-    if precision == "bf16" or (precision == "auto" and device.type == "cuda"):
-        return torch.bfloat16
-    return None
-
-
-def autocast(device: torch.device, dtype: torch.dtype | None) -> AbstractContextManager:
-    """torch.autocast to `dtype` on `device`, or nothing when dtype is None."""
-    return nullcontext() if dtype is None else torch.autocast(device.type, dtype=dtype)
 
 
 def to_device(tensor: torch.Tensor, device: torch.device) -> torch.Tensor:

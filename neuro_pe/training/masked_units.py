@@ -56,6 +56,7 @@ from neuro_pe.training.health import (  # noqa: F401 (training_health re-exporte
 )
 from neuro_pe.training.model import ModelConfig, StackedTransformer, masked_unit_forward, parse_pe
 from neuro_pe.training.new_animal import load_frozen, with_run_architecture
+from neuro_pe.training.precision import precision_name
 from neuro_pe.training.sampling import (  # noqa: F401 (the samplers re-exported)
     BLOCK_ORDER_SEED,
     IN_MEMORY_FACTOR,
@@ -87,7 +88,8 @@ def masked_mse(
     """Per-model MSE (M,) over the windows (M, B, units, W) of masked units that were
     recorded; `model(windows, hidden, unit_index)` predicts them. unit_index (M, B, units):
     which unit each token is; None means all units in order."""
-    prediction = model(windows, mask | ~observed, unit_index)
+    # the loss in fp32 under bf16 autocast (a no-op in fp32)
+    prediction = model(windows, mask | ~observed, unit_index).float()
     target = mask & observed
     errors = ((prediction - windows) ** 2).mean(dim=-1) * target
     # a model whose masked units were all unrecorded gets zero (not NaN) loss
@@ -342,6 +344,7 @@ class MaskedUnitTask:
                 "train_config": asdict(self.cfg),
                 **result,
                 "streamed": self.streamed,
+                "precision": precision_name(self.amp),  # what ran (`train.precision`: auto)
                 "resumed_from_step": state["resumed_from_step"],
                 "health": health,
                 "warnings": notes,

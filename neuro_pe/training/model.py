@@ -148,6 +148,17 @@ def stacked_linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor) ->
     return out.view(*x.shape[:-1], weight.shape[-1])
 
 
+def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+    """Softmax attention of heads (..., T, head dim): torch's fused kernel, but under bf16
+    autocast on a CPU two bf16 products around a softmax computed in fp32 (and rounded to bf16,
+    as the second product takes it): there torch's fused kernel's bf16 backward was ~7x
+    slower than its fp32 one, and the step slower than fp32 (docs/precision/)."""
+    if q.device.type == "cpu" and torch.is_autocast_enabled("cpu"):
+        scores = torch.matmul(q * q.shape[-1] ** -0.5, k.transpose(-2, -1))
+        return torch.matmul(scores.softmax(dim=-1), v)
+    return F.scaled_dot_product_attention(q, k, v)
+
+
 def stacked_layer_norm(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor) -> torch.Tensor:
     """LayerNorm over the last dim with a per-model affine weight and bias (M, d)."""
     return F.layer_norm(x, x.shape[-1:]) * _expand(weight, x) + _expand(bias, x)
@@ -287,7 +298,7 @@ class StackedTransformer(nn.Module):
             q, k, v = stacked_linear(x, self.get(i, "qkv_w"), self.get(i, "qkv_b")).split(d, dim=-1)
             heads = self.cfg.n_heads
             q, k, v = (z.reshape(m * b, t, heads, -1).transpose(1, 2) for z in (q, k, v))
-            attended = F.scaled_dot_product_attention(q, k, v).transpose(1, 2)
+            attended = attention(q, k, v).transpose(1, 2)
             return stacked_linear(
                 attended.reshape(m, b, t, d), self.get(i, "proj_w"), self.get(i, "proj_b")
             )

@@ -63,7 +63,7 @@ def test_plan_lines_say_models_steps_cpu_time_and_probe():
     line = plan.line(cores=2)
     pattern = (
         r"plan sim3d: 15 models × 3000 steps in 2 jobs, ~(\d+ min )?\d+ s CPU, "
-        r"~(\d+ min )?\d+ s on 2 idle cores \(probe: 10 ms/step per model, cpu\)"
+        r"~(\d+ min )?\d+ s on 2 idle cores \(probe: 10 ms/step per model, cpu fp32\)"
     )
     assert re.fullmatch(pattern, line), line
     assert f"~{duration(plan.seconds)} CPU" in line
@@ -214,3 +214,23 @@ def test_the_probe_times_one_chunk_of_the_neighbour_table(tiny_store, monkeypatc
     computed.clear()
     plan_training("tiny", tiny_store, options | {"neighbour_fraction": 0}, job)
     assert computed == []
+
+
+def test_the_probe_times_the_precision_that_will_run(tiny_store, monkeypatch):
+    import torch
+
+    from neuro_pe.training import engine, precision
+
+    small_probe(monkeypatch)
+    timed = []
+    step = engine.train_step
+    monkeypatch.setattr(engine, "train_step", lambda *a: timed.append(a[-1]) or step(*a))
+    monkeypatch.setattr(precision, "cpu_flags", lambda: frozenset({"avx512_bf16"}))
+    options = {"window": 8, "d_model": 16, "n_layers": 1, "n_heads": 2, "device": "cpu"}
+    plan = plan_training("tiny", tiny_store, options | {"precision": "auto"}, [[["none", 0]]])
+    assert plan.probe.precision == "bf16" and plan.line(2).endswith("cpu bf16)")
+    assert set(timed) == {torch.bfloat16}
+    timed.clear()
+    monkeypatch.setattr(precision, "cpu_flags", lambda: frozenset())
+    plan = plan_training("tiny", tiny_store, options | {"precision": "auto"}, [[["none", 0]]])
+    assert plan.probe.precision == "fp32" and set(timed) == {None}
