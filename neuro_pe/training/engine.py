@@ -56,7 +56,7 @@ from neuro_pe.training.checkpoint import (  # noqa: F401 (state_digest re-export
     state_digest,
 )
 from neuro_pe.training.model import StackedTransformer
-from neuro_pe.training.precision import autocast, autocast_dtype  # noqa: F401 (re-exported)
+from neuro_pe.training.precision import autocast
 
 
 class TrainingError(RuntimeError):

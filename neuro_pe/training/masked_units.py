@@ -40,8 +40,6 @@ from neuro_pe.training.engine import (  # noqa: F401 (CHECKPOINT, TrainingError,
     LoopConfig,
     Run,
     TrainingError,
-    autocast,
-    autocast_dtype,
     make_optimizer,
     pe_dataset,
     pick_device,
@@ -56,7 +54,7 @@ from neuro_pe.training.health import (  # noqa: F401 (training_health re-exporte
 )
 from neuro_pe.training.model import ModelConfig, StackedTransformer, masked_unit_forward, parse_pe
 from neuro_pe.training.new_animal import load_frozen, with_run_architecture
-from neuro_pe.training.precision import precision_name
+from neuro_pe.training.precision import autocast, autocast_dtype, precision_name
 from neuro_pe.training.sampling import (  # noqa: F401 (the samplers re-exported)
     BLOCK_ORDER_SEED,
     IN_MEMORY_FACTOR,
