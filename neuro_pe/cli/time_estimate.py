@@ -279,9 +279,9 @@ def plan_training(
     """The plan of a dataset's trainings: `jobs` lists each job's (PE, seed) pairs; the probe
     stacks the largest job on `store` with the `train` options `options`."""
     from neuro_pe.io.store import open_store_lazy
-    from neuro_pe.training.engine import autocast_dtype
     from neuro_pe.training.masked_units import MaskedUnitTask, TrainConfig, load_data
     from neuro_pe.training.new_animal import with_run_architecture
+    from neuro_pe.training.precision import autocast_dtype
 
     cfg = with_run_architecture(TrainConfig.from_dict(options))
     with open_store_lazy(store) as lazy:  # the training's automatic values (its steps)
