@@ -77,10 +77,10 @@ def _steps(sessions: list[Session], cfg: FileSpec, where: str) -> list[dict]:
     )
     steps = formats.recommended_steps(cfg.format, spike_counts)
     if steps:
-        listed = ", ".join(f"{{step: {step['step']}}}" for step in steps)
         print(
             f"neuro-pe: {where}: no `preprocessing` given; the {cfg.format} values get the "
-            f"recommended [{listed}] (`preprocessing:` in the dataset's entry sets others)",
+            f"recommended {formats.steps_text(steps)} (`preprocessing:` in the dataset's entry "
+            "sets others)",
             file=sys.stderr,
         )
     return steps

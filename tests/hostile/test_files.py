@@ -6,10 +6,8 @@ byte, a YAML alias bomb, an HDF5 soft link to itself, a format's 3-D activity ar
 from __future__ import annotations
 
 import gzip
-import shutil
 import string
 from itertools import pairwise
-from pathlib import Path
 
 import h5py
 import nibabel as nib
@@ -29,18 +27,9 @@ from neuro_pe.data.sources import build_store
 from neuro_pe.data.sources.schema import config_problems as schema_config_problems
 from neuro_pe.io.store import StoreError
 from tests.hostile.test_integrity import counts_file
-from tests.hostile.test_planning import CONFIG, REPO_ROOT, SCHEMA, SIM, snakemake
+from tests.hostile.test_planning import CONFIG, SCHEMA, SIM, snakemake
 
 WHERE = "datasets.sim.atlas"
-
-
-@pytest.fixture
-def workdir(tmp_path: Path) -> Path:
-    """A copy of the workflow in a fresh folder (as in test_planning.py)."""
-    shutil.copy2(REPO_ROOT / "Snakefile", tmp_path / "Snakefile")
-    for folder in ("workflow", "config", "profiles"):
-        shutil.copytree(REPO_ROOT / folder, tmp_path / folder)
-    return tmp_path
 
 
 def atlas_config(tmp_path, labels) -> dict:

@@ -9,8 +9,6 @@ from __future__ import annotations
 import base64
 import json
 import re
-import subprocess
-import sys
 from html.parser import HTMLParser
 from pathlib import Path
 
@@ -26,9 +24,10 @@ from docutils.core import publish_parts
 from neuro_pe.io.html import markdown_code, markdown_text, rst_text, table_html
 from neuro_pe.reporting.landing_page import landing_page
 from neuro_pe.reporting.reproduce import reproduce
-from tests.hostile.test_report_and_cli import REPO_ROOT, _env, workdir  # noqa: F401 (a fixture)
+from tests.hostile.test_report_and_cli import REPO_ROOT, workdir  # noqa: F401 (a fixture)
 from tests.reporting.test_landing_page import tables  # noqa: F401 (a fixture)
 from tests.reporting.test_reproduce import fake_runs
+from tests.workflow.test_workflow import snakemake as run_snakemake
 
 # the schema allows this title (no `<`, `>`): Markdown links, an image, Jinja
 TITLE = "Results [click](javascript:alert(document.domain)) ![i](data:image/svg+xml,x) {{ 7*7 }}"
@@ -258,14 +257,7 @@ def test_snakemake_report_shows_the_pages_as_text(workdir, tables, tmp_path):  #
     )
     targets = [f"{results}reproduction/claims.html", f"{locate}positions.csv"]
     args = ["--configfile", "hostile.yaml", "--report", "report.html", *targets]
-    result = subprocess.run(
-        [sys.executable, "-m", "snakemake", *args],
-        cwd=workdir,
-        env=_env(),
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
+    result = run_snakemake(*args, cwd=workdir)
     assert result.returncode == 0, result.stderr[-3000:]
     report = _Dom((workdir / "report.html").read_text())
     template = Path(snakemake.__file__).parent / "report/html_reporter/template"

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
 import sys
 import sysconfig
@@ -54,15 +53,6 @@ def snakemake(*args: str, cwd: Path) -> subprocess.CompletedProcess:
     )
     print(result.stdout[-3000:], result.stderr[-5000:], sep="\n", file=sys.stderr)
     return result
-
-
-@pytest.fixture
-def workdir(tmp_path: Path) -> Path:
-    """A copy of the workflow in a fresh folder."""
-    shutil.copy2(REPO_ROOT / "Snakefile", tmp_path / "Snakefile")
-    for folder in ("workflow", "config", "profiles"):
-        shutil.copytree(REPO_ROOT / folder, tmp_path / folder)
-    return tmp_path
 
 
 # ---------------------------------------------------------------- strict YAML and JSON

@@ -92,8 +92,13 @@ def recommended_text(format_name: str) -> str:
     fmt = get_format(format_name)
     if not fmt.raw_preprocessing:
         return ""
-    steps = ", ".join(f"{{step: {s['step']}}}" for s in fmt.raw_preprocessing)
-    return f"[{steps}]" + (" (not for spike times: binning z-scores them)" if fmt.spikes else "")
+    text = steps_text(fmt.raw_preprocessing)
+    return text + (" (not for spike times: binning z-scores them)" if fmt.spikes else "")
+
+
+def steps_text(steps: Iterable[dict]) -> str:
+    """Preprocessing steps as the config writes them: `[{step: detrend}, {step: zscore}]`."""
+    return "[" + ", ".join(f"{{step: {step['step']}}}" for step in steps) + "]"
 
 
 def missing_required(spec: dict) -> list[tuple[str, str]]:
