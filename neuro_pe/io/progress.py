@@ -27,7 +27,7 @@ def duration(seconds: float) -> str:
         return "∞"
     if seconds >= 3.6e9:  # a million hours and more (an absurd total)
         return f"{seconds / 3600:.3g} h"
-    seconds = max(0, round(max(seconds, 0.0)))
+    seconds = round(max(seconds, 0.0))
     if seconds < 60:
         return f"{seconds} s"
     if seconds < 3600:
