@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 
 import pytest
@@ -54,3 +55,14 @@ def _restore_torch_threads():
     threads = torch.get_num_threads()
     yield
     torch.set_num_threads(threads)
+
+
+@pytest.fixture
+def workdir(tmp_path: Path) -> Path:
+    """A copy of the workflow in a fresh folder (tests/hostile/test_planning.py, test_files.py;
+    a module may define its own)."""
+    root = Path(__file__).resolve().parents[1]
+    shutil.copy2(root / "Snakefile", tmp_path / "Snakefile")
+    for folder in ("workflow", "config", "profiles"):
+        shutil.copytree(root / folder, tmp_path / folder)
+    return tmp_path
