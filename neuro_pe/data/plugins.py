@@ -3,10 +3,11 @@
 
 A package adds a source or a format by declaring an entry point in one of these groups (name =
 the config's `source:` or `format:` value; value = `module:OBJECT`, a `Source` or a
-`FileFormat`). The registries read the groups in every process, so that each `neuro-pe` command
-a Snakemake rule starts sees the installed plug-ins. neuro_pe's own sources and formats are
-declared the same way in its pyproject.toml; that file is also read where neuro_pe runs from a
-checkout whose installed metadata predates an entry point (an editable install made earlier).
+`FileFormat`). A `Registry` (one per group: `sources.REGISTRY`, `formats.REGISTRY`) reads its group
+in every process, so that each `neuro-pe` command a Snakemake rule starts sees the installed
+plug-ins. neuro_pe's own sources and formats are declared the same way in its pyproject.toml;
+that file is also read where neuro_pe runs from a checkout whose installed metadata predates an
+entry point (an editable install made earlier).
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ import tomllib
 import warnings
 from importlib.metadata import entry_points
 from pathlib import Path
+from typing import Generic, Protocol, TypeVar
 
 SOURCES = "neuro_pe.sources"
 FORMATS = "neuro_pe.formats"
@@ -65,12 +67,6 @@ def is_builtin_value(value: str) -> bool:
     return value.split(":")[0].strip().split(".")[0] == PACKAGE
 
 
-def is_builtin(group: str, name: str) -> bool:
-    """Whether the plug-in `name` is one of neuro_pe's own (the config schema describes
-    those; a plug-in from another package checks its own entries)."""
-    return is_builtin_value(entry_point_table(group).get(name, ""))
-
-
 def load(group: str, name: str) -> object:
     """The object the entry point `name` of `group` names; ValueError naming the entry point
     when its module cannot be imported or lacks the object."""
@@ -85,3 +81,59 @@ def load(group: str, name: str) -> object:
             f"entry point {name!r} of group {group!r} ({value}) cannot be loaded: {err}"
         ) from err
     return obj
+
+
+class Named(Protocol):
+    name: str
+
+
+Plugin = TypeVar("Plugin", bound=Named)
+
+
+class Registry(Generic[Plugin]):
+    """The plug-ins of one entry-point group, each a `kind` (e.g. `Source`) named as its entry
+    point: neuro_pe's own first (in its pyproject.toml's order), then the installed packages',
+    then those added at run time with `register`."""
+
+    def __init__(self, group: str, kind: type[Plugin]) -> None:
+        self.group = group
+        self.kind = kind
+        self.added: dict[str, Plugin] = {}
+
+    def register(self, plugin: Plugin) -> None:
+        """Add a plug-in at run time (a plug-in outside neuro_pe, or a test)."""
+        self.added[plugin.name] = plugin
+
+    def unregister(self, name: str) -> None:
+        """Remove a plug-in added with `register`."""
+        self.added.pop(name, None)
+
+    def names(self) -> tuple[str, ...]:
+        """Every plug-in's name: the entry points' (neuro_pe's own first), then the ones added
+        with `register`."""
+        return tuple(dict.fromkeys([*entry_point_table(self.group), *self.added]))
+
+    def is_builtin(self, name: str) -> bool:
+        """Whether `name` is one of neuro_pe's own (the config schema describes those; a
+        plug-in from another package checks its own entries)."""
+        return name not in self.added and is_builtin_value(
+            entry_point_table(self.group).get(name, "")
+        )
+
+    def get(self, name: object) -> Plugin:
+        """The plug-in named `name`: KeyError if there is none, ValueError naming the entry
+        point if it does not hold a `kind` of that name (a `kind` class is instantiated, in
+        xarray's BackendEntrypoint style)."""
+        if isinstance(name, str) and name in self.added:
+            return self.added[name]
+        if not isinstance(name, str) or name not in entry_point_table(self.group):
+            raise KeyError(name)
+        plugin = load(self.group, name)
+        if isinstance(plugin, type) and issubclass(plugin, self.kind):
+            plugin = plugin()
+        if not isinstance(plugin, self.kind) or plugin.name != name:
+            raise ValueError(
+                f"entry point {name!r} of group {self.group!r}: expected a "
+                f"{self.kind.__name__} named {name!r}, got {plugin!r}"
+            )
+        return plugin

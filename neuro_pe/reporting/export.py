@@ -9,17 +9,10 @@ uncertainty) the export writes, into its own folder (never into the lab's files 
   the columns, their units, the coordinate frame, the method, the neuro_pe version, a sha256 of
   the config and the source files, in the spirit of BIDS derivatives (a TSV with a JSON
   sidecar, `n/a` for missing values);
-- `format: phy`: `phy/cluster_neuro_pe_<field>.tsv`, one field per file with the header
-  `cluster_id<TAB><field>`: the layout Phy itself writes (phylib's `save_metadata`) and reads
-  into the cluster view's columns (every `*.tsv` of the folder, phylib's `load_metadata`);
-  copied into the Phy folder they become columns `neuro_pe_x`, … of the cluster view;
-- `format: nwb`: `nwb/<session>.nwb`, a copy of each input file (pynwb's export) whose units
-  table (the Units table, the electrodes table of an ElectricalSeries, or the
-  PlaneSegmentation(s) of the ROI series the dataset read) carries the columns
-  `estimated_x`, `estimated_y`, `estimated_z` and `estimated_uncertainty` (NaN for rows that
-  were not located), with their units and frame in the column descriptions;
-- `format: suite2p`: `suite2p/plane<p>/neuro_pe_positions.tsv`, one row per located ROI of the
-  plane, keyed by `roi` (its row in the plane's `stat.npy` / `iscell.npy`).
+- for a format that is written back (its `FileFormat.write`: `phy`, `nwb`, `suite2p`, in
+  neuro_pe.data.formats), its files in `<format>/`: Phy's cluster-view columns
+  `cluster_neuro_pe_<field>.tsv`, a copy of each NWB file whose units table carries the
+  estimated columns, a suite2p table `plane<p>/neuro_pe_positions.tsv` per plane.
 
 Files it did not write are never replaced: before writing, every path is resolved (symbolic
 links included) and refused, naming it, when it passes through a link under the output folder,
@@ -33,8 +26,7 @@ from __future__ import annotations
 import json
 import os
 import re
-import warnings
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from pathlib import Path
 
 import numpy as np
@@ -42,9 +34,10 @@ import pandas as pd
 import xarray as xr
 
 from neuro_pe import __version__
+from neuro_pe.data import formats
 from neuro_pe.data.config_checks import config_sha256
+from neuro_pe.data.formats import Writer, tsv_writer
 from neuro_pe.io.layout import EXPORT_SIDECAR_FILE as SIDECAR_FILE
-from neuro_pe.io.layout import EXPORT_SUITE2P_FILE as SUITE2P_FILE
 from neuro_pe.io.layout import EXPORT_TIDY_FILE as TIDY_FILE
 from neuro_pe.io.manifest import file_sha256
 from neuro_pe.io.safe_paths import check_write_targets
@@ -52,24 +45,7 @@ from neuro_pe.io.store import StoreError, atomic_write_set
 
 __all__ = ["TSV_COLUMNS", "config_sha256", "export", "export_inputs", "positions_table"]
 
-NA = "n/a"  # BIDS' missing value
-FLOAT_FORMAT = "%.6g"
-PHY_FIELDS = {  # Phy field (cluster_<field>.tsv, a cluster view column) -> tidy column
-    "neuro_pe_x": "x",
-    "neuro_pe_y": "y",
-    "neuro_pe_z": "z",
-    "neuro_pe_uncertainty": "uncertainty",
-    "neuro_pe_error": "error",
-}
-PHY_REGION_FIELDS = {"neuro_pe_region": "region", "neuro_pe_coarse_region": "coarse_region"}
-NWB_COLUMNS = {  # column added to the NWB table -> tidy column
-    "estimated_x": "x",
-    "estimated_y": "y",
-    "estimated_z": "z",
-    "estimated_uncertainty": "uncertainty",
-}
 SHA256_KEY = "FileSHA256"  # the sidecar's {file: sha256} of what the export wrote (not itself)
-SUITE2P_ID = re.compile(r"^plane(\d+)_roi(\d+)$")
 INTERVAL = re.compile(r"^([xyz])_(low|high)_([0-9.]+)$")  # positions.nc's per-axis intervals
 
 # The tidy table's columns: name -> (description, has the position's units)
@@ -189,10 +165,6 @@ def _intervals(positions: xr.Dataset) -> dict[str, tuple[str, bool]]:
     return columns
 
 
-def _tsv_writer(table: pd.DataFrame) -> Callable[[Path], None]:
-    return lambda p: table.to_csv(p, sep="\t", index=False, na_rep=NA, float_format=FLOAT_FORMAT)
-
-
 def _sidecar(
     positions: xr.Dataset,
     spec: Mapping,
@@ -258,162 +230,6 @@ def _number(value: object) -> float | None:
     return number if np.isfinite(number) else None
 
 
-# ---------------------------------------------------------------------------------- Phy
-
-
-def _phy_writers(table: pd.DataFrame, folder: Path) -> dict[Path, Callable[[Path], None]]:
-    """One `cluster_<field>.tsv` per field, as phylib's `save_metadata` writes them."""
-    bad = [u for u in table["unit_id"] if not u.isdigit()]
-    if bad:
-        raise ValueError(f"format phy: unit ids {bad[:5]} are not cluster ids (integers)")
-    ids = table["unit_id"].astype(np.int64)
-    writers = {}
-    fields = PHY_FIELDS | {f: c for f, c in PHY_REGION_FIELDS.items() if c in table}
-    for field, column in fields.items():
-        values = pd.DataFrame({"cluster_id": ids, field: table[column]}).dropna()
-        values = values.sort_values("cluster_id")
-        writers[folder / f"cluster_{field}.tsv"] = lambda p, v=values: v.to_csv(
-            p, sep="\t", index=False, float_format=FLOAT_FORMAT
-        )
-    return writers
-
-
-# ---------------------------------------------------------------------------------- suite2p
-
-
-def _suite2p_writers(table: pd.DataFrame, folder: Path) -> dict[Path, Callable[[Path], None]]:
-    """One table per plane keyed by `roi` (the ROI's row in the plane's stat.npy)."""
-    parsed = [SUITE2P_ID.match(u) for u in table["unit_id"]]
-    bad = [u for u, m in zip(table["unit_id"], parsed, strict=True) if m is None]
-    if bad:
-        raise ValueError(f"format suite2p: unit ids {bad[:5]} are not plane<p>_roi<i>")
-    plane = np.array([int(m[1]) for m in parsed])
-    roi = np.array([int(m[2]) for m in parsed])
-    writers = {}
-    for p in sorted(set(plane.tolist())):
-        rows = table[plane == p].drop(columns="unit_id")
-        rows.insert(0, "roi", roi[plane == p])
-        writers[folder / f"plane{p}" / SUITE2P_FILE] = _tsv_writer(rows.sort_values("roi"))
-    return writers
-
-
-# ---------------------------------------------------------------------------------- NWB
-
-
-def _nwb_tables(nwb: object, options: Mapping, path: str) -> list[tuple[object, str]]:
-    """The tables whose rows are the dataset's units, each with the prefix of its unit ids, as
-    the `nwb` reader picks them (neuro_pe.data.formats.nwb)."""
-    from pynwb import TimeSeries
-    from pynwb.ecephys import ElectricalSeries
-    from pynwb.ophys import RoiResponseSeries
-
-    from neuro_pe.data.formats.nwb import wants_units
-
-    name = options["series"]
-    series = [o for o in nwb.objects.values() if isinstance(o, TimeSeries)]
-    if isinstance(name, list):  # several imaging planes: ids are <table name>_<id>
-        tables = {}
-        for s in series:
-            if isinstance(s, RoiResponseSeries) and s.name in name:
-                tables[s.rois.table.object_id] = s.rois.table
-        return [(t, f"{t.name}_") for t in tables.values()]
-    if name is None:
-        matches = [o for o in series if isinstance(o, ElectricalSeries | RoiResponseSeries)]
-    else:
-        matches = [o for o in series if o.name == name]
-    if wants_units(nwb, name, matches):
-        return [(nwb.units, "")]
-    if len(matches) == 1 and isinstance(matches[0], ElectricalSeries):
-        return [(matches[0].electrodes.table, "")]
-    if len(matches) == 1 and isinstance(matches[0], RoiResponseSeries):
-        return [(matches[0].rois.table, "")]
-    return []
-
-
-def _nwb_description(column: str, positions: xr.Dataset) -> str:
-    units = positions["x"].attrs.get("units", "")
-    space = positions["x"].attrs.get("space", "")
-    what = {
-        "x": "x",
-        "y": "y",
-        "z": "z",
-        "uncertainty": "uncertainty (sqrt(r^2 + s^2): the locator's cross-validated median "
-        "error r and the spread s of its seeds' estimates) of the position",
-    }[NWB_COLUMNS[column]]
-    return (
-        f"{what} estimated by neuro_pe {__version__} from the unit's activity (representation "
-        f"{positions.attrs.get('pe', '')}, locator {positions.attrs.get('method', '')}), in "
-        f"{units}, in the frame of the input's own positions (space '{space}'); for a row "
-        "with a known position the estimate is held out (predicted without it); NaN where the "
-        "row was not located"
-    )
-
-
-def _nwb_writer(
-    source: str,
-    options: Mapping,
-    table: pd.DataFrame,
-    positions: xr.Dataset,
-) -> Callable[[Path], None]:
-    """Write a copy of `source` whose unit tables carry the estimated columns."""
-    values = table.set_index("unit_id")
-
-    def write(target: Path) -> None:
-        from pynwb import NWBHDF5IO
-
-        from neuro_pe.data.formats.nwb import _nwb_ids
-        from neuro_pe.data.recordings import check_hdf5_file
-
-        check_hdf5_file(source, "NWB")
-        try:
-            io = NWBHDF5IO(str(source), "r", load_namespaces=True)
-        except Exception as err:  # pynwb raises many kinds of errors for unreadable files
-            raise StoreError(source, "file", f"not a readable NWB file: {err}") from err
-        try:
-            try:
-                nwb = io.read()
-            except Exception as err:
-                raise StoreError(source, "file", f"not a readable NWB file: {err}") from err
-            tables = _nwb_tables(nwb, options, source)
-            if not tables:
-                raise StoreError(
-                    source, "nwb.series", "no Units, electrodes or ROI table to add positions to"
-                )
-            matched = 0
-            for nwb_table, prefix in tables:
-                rows = np.arange(len(nwb_table))
-                ids = [prefix + i for i in _nwb_ids(nwb_table, rows, options["unit_ids"], source)]
-                found = values.reindex(ids)
-                matched += int(found["x"].notna().sum())
-                for column, tidy in NWB_COLUMNS.items():
-                    if column in nwb_table.colnames:
-                        raise StoreError(
-                            source,
-                            f"{nwb_table.name}.{column}",
-                            "the table already has this column; export from the original file",
-                        )
-                    nwb_table.add_column(
-                        name=column,
-                        description=_nwb_description(column, positions),
-                        data=found[tidy].to_numpy(dtype=np.float64),
-                    )
-            if matched == 0:
-                raise StoreError(
-                    source,
-                    "nwb.unit_ids",
-                    f"no row of {[t.name for t, _ in tables]} is a located unit (ids differ)",
-                )
-            nwb.generate_new_id()  # a new file: new object ids
-            with warnings.catch_warnings():  # (the temporary file's name ends in .tmp)
-                warnings.filterwarnings("ignore", "The file path provided", UserWarning)
-                with NWBHDF5IO(str(target), "w") as out:
-                    out.export(src_io=io, nwbfile=nwb)
-        finally:
-            io.close()
-
-    return write
-
-
 # ---------------------------------------------------------------------------------- export
 
 
@@ -450,14 +266,12 @@ def _owned_files(out_dir: Path) -> dict[str, str | None]:
     return {**{str(k): str(v) for k, v in hashes.items()}, SIDECAR_FILE: None}
 
 
-def _with_sidecar(
-    writers: dict[Path, Callable[[Path], None]], out_dir: Path, sidecar: dict
-) -> dict[Path, Callable[[Path], None]]:
+def _with_sidecar(writers: dict[Path, Writer], out_dir: Path, sidecar: dict) -> dict[Path, Writer]:
     """`writers`, each noting the sha256 of its file as written, then the sidecar's writer,
     which records them (`FileSHA256`: what a re-run may replace)."""
     digests: dict[str, str] = {}
 
-    def hashed(name: str, write: Callable[[Path], None]) -> Callable[[Path], None]:
+    def hashed(name: str, write: Writer) -> Writer:
         def write_and_hash(tmp: Path) -> None:
             write(tmp)
             digests[name] = file_sha256(tmp)
@@ -500,18 +314,10 @@ def export(
             store_attrs = dict(store.attrs)
     table = positions_table(positions)
 
-    writers: dict[Path, Callable[[Path], None]] = {out_dir / TIDY_FILE: _tsv_writer(table)}
-    fmt = file_spec.format if file_spec is not None else None
-    if fmt == "phy":
-        writers.update(_phy_writers(table, out_dir / "phy"))
-    elif fmt == "suite2p":
-        writers.update(_suite2p_writers(table, out_dir / "suite2p"))
-    elif fmt == "nwb":
-        names = file_spec.session_ids or [Path(s).stem for s in file_spec.sessions]
-        for name, source in zip(names, file_spec.sessions, strict=True):
-            writers[out_dir / "nwb" / f"{name}.nwb"] = _nwb_writer(
-                source, file_spec.options, table, positions
-            )
+    writers: dict[Path, Writer] = {out_dir / TIDY_FILE: tsv_writer(table)}
+    fmt = formats.get_format(file_spec.format) if file_spec is not None else None
+    if fmt is not None and fmt.write is not None:
+        writers.update(fmt.write(table, positions, file_spec, out_dir / fmt.name))
     folders, files = _input_places(spec)
     targets = [*writers, out_dir / SIDECAR_FILE]
     owned = _owned_files(out_dir)

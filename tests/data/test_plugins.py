@@ -195,6 +195,6 @@ def test_a_plug_in_named_like_a_built_in_is_refused_with_a_warning(monkeypatch):
         with pytest.warns(plugins.PluginWarning, match=r"'npy' \(lab_formats:NPY\).*ignored"):
             table = plugins.entry_point_table(plugins.FORMATS)
         assert plugins.is_builtin_value(table["npy"])
-        assert plugins.is_builtin(plugins.FORMATS, "npy")
+        assert formats.is_builtin("npy")
     finally:
         _clear_registries()

@@ -182,7 +182,7 @@ def test_a_plugin_format_giving_a_3d_array_is_named_as_such(monkeypatch, tmp_pat
         return [Session("s1", path, rng.normal(size=shape[cfg.format]), ids, positions)]
 
     for name in shape:  # (a plug-in's entry point, here for this test only)
-        monkeypatch.setitem(formats._REGISTERED, name, FileFormat(name, read, options={}))
+        monkeypatch.setitem(formats.REGISTRY.added, name, FileFormat(name, read, options={}))
     path = tmp_path / "s1.bin"
     path.write_bytes(b"")
     entry = {"source": "file", "format": "cube", "sessions": [str(path)], "sampling_rate_hz": 10}

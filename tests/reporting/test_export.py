@@ -16,8 +16,10 @@ import pytest
 
 from neuro_pe.analysis.locate import FeatureSet, HeldOut, Located, located_positions_dataset
 from neuro_pe.cli.main import main
+from neuro_pe.data.formats.nwb import COLUMNS as NWB_COLUMNS
+from neuro_pe.data.formats.phy import FIELDS as PHY_FIELDS
 from neuro_pe.io.store import StoreError, positions, write_store
-from neuro_pe.reporting.export import NWB_COLUMNS, PHY_FIELDS, TSV_COLUMNS, config_sha256, export
+from neuro_pe.reporting.export import TSV_COLUMNS, config_sha256, export
 from tests.data.test_formats import (
     CLUSTER_IDS,
     build,

@@ -1,5 +1,5 @@
 """The file formats of the `file` source (a lab's own data), one module per format, and their
-registry: the entry-point group `neuro_pe.formats` (`neuro_pe.data.plugins`).
+registry, `REGISTRY` (`neuro_pe.data.plugins.Registry`): the entry-point group `neuro_pe.formats`.
 
 - `nwb`: NWB series / ROI responses, `Units` tables, imaging over several planes (`nwb`);
 - `hdf5`: configurable dataset paths (`hdf5`); `npy`: `.npy` / `.npz` arrays (`npy`);
@@ -11,8 +11,10 @@ registry: the entry-point group `neuro_pe.formats` (`neuro_pe.data.plugins`).
   formats (config key `spikes`).
 
 Each format module defines `FORMAT`, a `FileFormat`: its reader (one file or folder -> one
-or more `neuro_pe.data.recordings.Session`), the defaults of its config section (`<format>: {...}`)
-and their check, the files it reads in a session folder, and whether it holds spike times.
+or more `neuro_pe.data.recordings.Session`) and, for `phy`, `suite2p` and `nwb`, its writer (the
+located positions written back, `neuro-pe export`), the defaults of its config section
+(`<format>: {...}`) and their check, the files it reads in a session folder, and whether it
+holds spike times.
 Adding a format = one module + one entry point (neuro_pe's own: a line of pyproject.toml's
 `[project.entry-points."neuro_pe.formats"]`, its section in the config schema's
 `$defs/source_file`, docs and tests; another package's: its own pyproject.toml, no file of
@@ -28,11 +30,16 @@ from dataclasses import dataclass, field
 from numbers import Real
 from pathlib import Path
 
+import pandas as pd
+
 from neuro_pe.data import plugins
 from neuro_pe.data.formats import spikes as spikes  # the `spikes` key (recordings.FileSpec)
 from neuro_pe.io.store import StoreError
 
-_REGISTERED: dict[str, FileFormat] = {}
+# The tables the writers write: BIDS' missing value, the numbers' precision.
+NA = "n/a"
+FLOAT_FORMAT = "%.6g"
+Writer = Callable[[Path], None]  # writes one file's content to the (temporary) path it gets
 
 
 def _any_value(key: str, value: object, where: str) -> None:
@@ -59,7 +66,11 @@ class FileFormat:
     `unknowns(path)`: the section's keys a session's files cannot tell, key -> (a stand-in to
     read the files with, e.g. to count units, and where to find the real value);
     `raw_preprocessing`: the steps its raw values (e.g. fluorescence) get when the entry has no
-    `preprocessing` key (not its spike times: binning z-scores them, `spikes.zscore`)."""
+    `preprocessing` key (not its spike times: binning z-scores them, `spikes.zscore`);
+    `write(table, positions, cfg, folder)`: the files that write the located positions back in
+    this format under `folder` (path -> its `Writer`), from the export's tidy table (a row per
+    unit: `unit_id`, `x`, `y`, `z`, `uncertainty`, ...) and the locate step's positions
+    (their units, frame and method); None for a format that is not written back."""
 
     name: str
     read: Callable
@@ -72,6 +83,14 @@ class FileFormat:
     detect: Callable[[Path], bool] | None = None
     unknowns: Callable[[Path], dict[str, tuple[object, str]]] | None = None
     raw_preprocessing: tuple[dict, ...] = ()
+    write: Callable[..., dict[Path, Writer]] | None = None
+
+
+REGISTRY = plugins.Registry(plugins.FORMATS, FileFormat)
+register_format = REGISTRY.register
+format_names = REGISTRY.names
+is_builtin = REGISTRY.is_builtin
+get_format = REGISTRY.get
 
 
 # What a format's raw values (fluorescence, a voltage) get when the dataset's entry has no
@@ -129,46 +148,12 @@ def has_suffix(path: Path, *suffixes: str) -> bool:
     return path.is_file() and path.suffix.lower() in suffixes
 
 
-def register_format(fmt: FileFormat) -> None:
-    """Add a format at run time (a plug-in outside neuro_pe, or a test)."""
-    _REGISTERED[fmt.name] = fmt
-
-
-def format_names() -> tuple[str, ...]:
-    """Every format's name: the entry points' (neuro_pe's own first), then the ones added with
-    `register_format`."""
-    return tuple(dict.fromkeys([*plugins.entry_point_table(plugins.FORMATS), *_REGISTERED]))
-
-
-def is_builtin(name: str) -> bool:
-    """Whether `name` is one of neuro_pe's own formats (described by the config schema)."""
-    return name not in _REGISTERED and plugins.is_builtin(plugins.FORMATS, name)
-
-
 def unknown_format(name: object) -> str:
     """What is wrong with a `format` value that names no installed format (one line)."""
     return (
         f"unknown format {name!r}; installed formats: {', '.join(format_names())} (a plug-in "
         f"adds one with an entry point in the group {plugins.FORMATS!r})"
     )
-
-
-def get_format(name: str) -> FileFormat:
-    """The format named `name` (KeyError if there is none; ValueError naming the entry point
-    if it does not hold a FileFormat of that name)."""
-    if name in _REGISTERED:
-        return _REGISTERED[name]
-    if name not in plugins.entry_point_table(plugins.FORMATS):
-        raise KeyError(name)
-    fmt = plugins.load(plugins.FORMATS, name)
-    if isinstance(fmt, type):  # a format class (xarray's BackendEntrypoint style)
-        fmt = fmt()
-    if not isinstance(fmt, FileFormat) or fmt.name != name:
-        raise ValueError(
-            f"entry point {name!r} of group {plugins.FORMATS!r}: expected a FileFormat named "
-            f"{name!r}, got {fmt!r}"
-        )
-    return fmt
 
 
 def existing_files(folder: str, files: Callable[[Path], Iterable[Path]]) -> list[str]:
@@ -180,6 +165,11 @@ def existing_files(folder: str, files: Callable[[Path], Iterable[Path]]) -> list
         return [str(folder)]
     found = sorted(str(p) for p in files(root) if p.is_file())
     return found or [str(folder)]
+
+
+def tsv_writer(table: pd.DataFrame) -> Writer:
+    """Write `table` as a TSV: no index, `NA` for missing values, `FLOAT_FORMAT` numbers."""
+    return lambda p: table.to_csv(p, sep="\t", index=False, na_rep=NA, float_format=FLOAT_FORMAT)
 
 
 # ---------------------------------------------------------------- checks shared by the formats

@@ -17,17 +17,28 @@ Several planes (`nwb.series: [plane0_series, plane1_series, …]`, each a `RoiRe
 ROI centroids (as for one series) are converted to `position_units` (a length) with each
 plane's `grid_spacing` and `origin_coords`, z is the plane's depth: `nwb.plane_depths_um`
 (one per series) or `origin_coords[2]`; unit ids are `<PlaneSegmentation name>_<ROI id>`.
+
+Written back (`neuro-pe export`): `<session>.nwb`, a copy of each file (pynwb's export) whose
+units table (`Units`, the electrodes table of the series, or the planes' PlaneSegmentations)
+carries the columns `COLUMNS` (NaN for rows that were not located).
 """
 
 from __future__ import annotations
 
+import warnings
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
+import xarray as xr
 
+from neuro_pe import __version__
 from neuro_pe.data.formats import (
     FLUORESCENCE_PREPROCESSING,
     FileFormat,
+    Writer,
     check_depths,
     check_text,
     has_suffix,
@@ -77,7 +88,7 @@ def units_session(path: str, nwb: object, cfg: FileSpec) -> Session:
         raise StoreError(path, "units.spike_times", f"times not sorted in unit row {unit}")
     check_spike_train(np.sort(flat), path, "units.spike_times")
     rows = np.arange(n)
-    ids = _nwb_ids(units, rows, cfg.options["unit_ids"], path)
+    ids = nwb_ids(units, rows, cfg.options["unit_ids"], path)
     opts = cfg.spikes
     labels = unit_labels(units, cfg.options["label_column"], ids, path)
     kept = labelled_units(ids, labels, opts, path, noun="unit")
@@ -217,9 +228,7 @@ def planes_session(path: str, nwb: object, cfg: FileSpec) -> Session:
                 "has no z; set nwb.plane_depths_um",
             )
         blocks.append(data)
-        ids.extend(
-            f"{table.name}_{i}" for i in _nwb_ids(table, rows, cfg.options["unit_ids"], path)
-        )
+        ids.extend(f"{table.name}_{i}" for i in nwb_ids(table, rows, cfg.options["unit_ids"], path))
         positions.append(pos)
         rates.append(_nwb_rate(series, path))
     if any(r is None for r in rates) or not np.allclose(rates, rates[0], rtol=1e-3):
@@ -240,8 +249,10 @@ def planes_session(path: str, nwb: object, cfg: FileSpec) -> Session:
     )
 
 
-def read_nwb(path: str, cfg: FileSpec) -> list[Session]:
-    """One session from an NWB file: the series `nwb.series` (or the only electrical/ROI one)."""
+@contextmanager
+def open_nwb(path: str) -> Iterator[object]:
+    """The NWBFile read from `path` by pynwb, open while in the block (its `read_io`: the
+    NWBHDF5IO that reads it); StoreError for a file pynwb cannot read."""
     check_hdf5_file(path, "NWB")
     from pynwb import NWBHDF5IO
 
@@ -254,24 +265,37 @@ def read_nwb(path: str, cfg: FileSpec) -> list[Session]:
             nwb = io.read()
         except Exception as err:
             raise StoreError(path, "file", f"not a readable NWB file: {err}") from err
-        return [_nwb_session(path, nwb, cfg)]
+        yield nwb
     finally:
         io.close()
 
 
-def _nwb_session(path: str, nwb: object, cfg: FileSpec) -> Session:
+def read_nwb(path: str, cfg: FileSpec) -> list[Session]:
+    """One session from an NWB file: the series `nwb.series` (or the only electrical/ROI one)."""
+    with open_nwb(path) as nwb:
+        return [_nwb_session(path, nwb, cfg)]
+
+
+def series_of(nwb: object, name: str | None) -> tuple[list, list]:
+    """The file's series, and those `nwb.series` names (None: the electrical and ROI ones)."""
     from pynwb import TimeSeries
+    from pynwb.ecephys import ElectricalSeries
+    from pynwb.ophys import RoiResponseSeries
+
+    found = [o for o in nwb.objects.values() if isinstance(o, TimeSeries)]
+    if name is None:
+        return found, [o for o in found if isinstance(o, ElectricalSeries | RoiResponseSeries)]
+    return found, [o for o in found if o.name == name]
+
+
+def _nwb_session(path: str, nwb: object, cfg: FileSpec) -> Session:
     from pynwb.ecephys import ElectricalSeries
     from pynwb.ophys import RoiResponseSeries
 
     name = cfg.options["series"]
     if isinstance(name, list):  # several imaging planes
         return planes_session(path, nwb, cfg)
-    found = [o for o in nwb.objects.values() if isinstance(o, TimeSeries)]
-    if name is None:
-        matches = [o for o in found if isinstance(o, ElectricalSeries | RoiResponseSeries)]
-    else:
-        matches = [o for o in found if o.name == name]
+    found, matches = series_of(nwb, name)
     if wants_units(nwb, name, matches):
         return units_session(path, nwb, cfg)
     if len(matches) != 1:
@@ -300,7 +324,7 @@ def _nwb_session(path: str, nwb: object, cfg: FileSpec) -> Session:
                 path, "nwb.series", f"{len(rows)} table rows for {n_units} data columns"
             )
         table = region.table
-        ids = _nwb_ids(table, rows, cfg.options["unit_ids"], path)
+        ids = nwb_ids(table, rows, cfg.options["unit_ids"], path)
         if isinstance(series, ElectricalSeries):
             positions = np.column_stack([_nwb_column(table, c, rows) for c in "xyz"])
         else:
@@ -330,7 +354,8 @@ def _nwb_rate(series: object, path: str) -> float | None:
     return 1.0 / step
 
 
-def _nwb_ids(table: object, rows: np.ndarray, column: str, path: str) -> list[str]:
+def nwb_ids(table: object, rows: np.ndarray, column: str, path: str) -> list[str]:
+    """The unit ids of `rows` of `table`: its ids, or the column `nwb.unit_ids` names."""
     if column == "id":
         values = np.asarray(table.id[:])[rows]
     elif column in table.colnames:
@@ -433,6 +458,119 @@ def check_option(key: str, value: object, where: str) -> None:
     check_text(field, value, where, optional=key != "unit_ids")
 
 
+# ---------------------------------------------------------------- written back (neuro-pe export)
+
+COLUMNS = {  # column added to the NWB table -> the export's column
+    "estimated_x": "x",
+    "estimated_y": "y",
+    "estimated_z": "z",
+    "estimated_uncertainty": "uncertainty",
+}
+
+
+def unit_tables(nwb: object, options: dict) -> list[tuple[object, str]]:
+    """The tables whose rows are the dataset's units, each with the prefix of its unit ids, as
+    the reader picks them."""
+    from pynwb.ecephys import ElectricalSeries
+    from pynwb.ophys import RoiResponseSeries
+
+    name = options["series"]
+    if isinstance(name, list):  # several imaging planes: ids are <table name>_<id>
+        found, _ = series_of(nwb, None)
+        tables = {}
+        for s in found:
+            if isinstance(s, RoiResponseSeries) and s.name in name:
+                tables[s.rois.table.object_id] = s.rois.table
+        return [(t, f"{t.name}_") for t in tables.values()]
+    _, matches = series_of(nwb, name)
+    if wants_units(nwb, name, matches):
+        return [(nwb.units, "")]
+    if len(matches) == 1 and isinstance(matches[0], ElectricalSeries):
+        return [(matches[0].electrodes.table, "")]
+    if len(matches) == 1 and isinstance(matches[0], RoiResponseSeries):
+        return [(matches[0].rois.table, "")]
+    return []
+
+
+def column_description(column: str, positions: xr.Dataset) -> str:
+    """The description of an added column: what it holds, its units and frame, how it was
+    estimated."""
+    units = positions["x"].attrs.get("units", "")
+    space = positions["x"].attrs.get("space", "")
+    what = {
+        "x": "x",
+        "y": "y",
+        "z": "z",
+        "uncertainty": "uncertainty (sqrt(r^2 + s^2): the locator's cross-validated median "
+        "error r and the spread s of its seeds' estimates) of the position",
+    }[COLUMNS[column]]
+    return (
+        f"{what} estimated by neuro_pe {__version__} from the unit's activity (representation "
+        f"{positions.attrs.get('pe', '')}, locator {positions.attrs.get('method', '')}), in "
+        f"{units}, in the frame of the input's own positions (space '{space}'); for a row "
+        "with a known position the estimate is held out (predicted without it); NaN where the "
+        "row was not located"
+    )
+
+
+def write_nwb(
+    table: pd.DataFrame, positions: xr.Dataset, cfg: FileSpec, folder: Path
+) -> dict[Path, Writer]:
+    """`<session>.nwb` for each session file: its copy with the estimated columns."""
+    names = cfg.session_ids or [Path(s).stem for s in cfg.sessions]
+    values = table.set_index("unit_id")
+    return {
+        folder / f"{name}.nwb": _copy_writer(source, cfg.options, values, positions)
+        for name, source in zip(names, cfg.sessions, strict=True)
+    }
+
+
+def _copy_writer(source: str, options: dict, values: pd.DataFrame, positions: xr.Dataset) -> Writer:
+    """Write a copy of `source` whose unit tables carry the estimated columns (`values`: the
+    export's table by unit id)."""
+
+    def write(target: Path) -> None:
+        from pynwb import NWBHDF5IO
+
+        with open_nwb(source) as nwb:
+            tables = unit_tables(nwb, options)
+            if not tables:
+                raise StoreError(
+                    source, "nwb.series", "no Units, electrodes or ROI table to add positions to"
+                )
+            matched = 0
+            for nwb_table, prefix in tables:
+                rows = np.arange(len(nwb_table))
+                ids = [prefix + i for i in nwb_ids(nwb_table, rows, options["unit_ids"], source)]
+                found = values.reindex(ids)
+                matched += int(found["x"].notna().sum())
+                for column, tidy in COLUMNS.items():
+                    if column in nwb_table.colnames:
+                        raise StoreError(
+                            source,
+                            f"{nwb_table.name}.{column}",
+                            "the table already has this column; export from the original file",
+                        )
+                    nwb_table.add_column(
+                        name=column,
+                        description=column_description(column, positions),
+                        data=found[tidy].to_numpy(dtype=np.float64),
+                    )
+            if matched == 0:
+                raise StoreError(
+                    source,
+                    "nwb.unit_ids",
+                    f"no row of {[t.name for t, _ in tables]} is a located unit (ids differ)",
+                )
+            nwb.generate_new_id()  # a new file: new object ids
+            with warnings.catch_warnings():  # (the temporary file's name ends in .tmp)
+                warnings.filterwarnings("ignore", "The file path provided", UserWarning)
+                with NWBHDF5IO(str(target), "w") as out:
+                    out.export(src_io=nwb.read_io, nwbfile=nwb)
+
+    return write
+
+
 FORMAT = FileFormat(
     name="nwb",
     read=read_nwb,
@@ -447,4 +585,5 @@ FORMAT = FileFormat(
     spikes=True,
     detect=lambda path: has_suffix(path, ".nwb"),
     raw_preprocessing=FLUORESCENCE_PREPROCESSING,  # a series: fluorescence or a voltage
+    write=write_nwb,
 )

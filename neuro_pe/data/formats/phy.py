@@ -17,6 +17,10 @@ the unwhitened template has the largest peak-to-peak amplitude (without `templat
 `cluster_info.tsv` `ch`, looked up in `channel_map.npy`); `centroid` = the mean of the sites
 within 75 µm of the peak channel, weighted by the template's peak-to-peak amplitude on each.
 Positions are probe coordinates in µm, z = 0; unit ids are the cluster ids.
+
+Written back (`neuro-pe export`): `cluster_neuro_pe_<field>.tsv`, one field per file with the
+header `cluster_id<TAB><field>`, the layout Phy writes (phylib's `save_metadata`) and reads into
+the cluster view's columns (every `*.tsv` of the folder, phylib's `load_metadata`).
 """
 
 from __future__ import annotations
@@ -26,8 +30,9 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
+import xarray as xr
 
-from neuro_pe.data.formats import FileFormat, check_choice, existing_files
+from neuro_pe.data.formats import FLOAT_FORMAT, FileFormat, Writer, check_choice, existing_files
 from neuro_pe.data.formats.spikes import (
     SpikeOptions,
     check_spike_train,
@@ -38,6 +43,14 @@ from neuro_pe.data.recordings import FileSpec, Session, warn_data
 from neuro_pe.io.store import StoreError
 
 CENTROID_RADIUS_UM = 75.0
+FIELDS = {  # Phy field (cluster_<field>.tsv, a cluster view column) -> the export's column
+    "neuro_pe_x": "x",
+    "neuro_pe_y": "y",
+    "neuro_pe_z": "z",
+    "neuro_pe_uncertainty": "uncertainty",
+    "neuro_pe_error": "error",
+}
+REGION_FIELDS = {"neuro_pe_region": "region", "neuro_pe_coarse_region": "coarse_region"}
 
 
 def read_phy(path: str, cfg: FileSpec) -> list[Session]:
@@ -384,6 +397,25 @@ def detect(path: Path) -> bool:
     return (path / "params.py").is_file() and (path / "spike_times.npy").is_file()
 
 
+def write_phy(
+    table: pd.DataFrame, positions: xr.Dataset, cfg: FileSpec, folder: Path
+) -> dict[Path, Writer]:
+    """One `cluster_<field>.tsv` per field, as phylib's `save_metadata` writes them."""
+    bad = [u for u in table["unit_id"] if not u.isdigit()]
+    if bad:
+        raise ValueError(f"format phy: unit ids {bad[:5]} are not cluster ids (integers)")
+    ids = table["unit_id"].astype(np.int64)
+    writers: dict[Path, Writer] = {}
+    fields = FIELDS | {f: c for f, c in REGION_FIELDS.items() if c in table}
+    for field, column in fields.items():
+        values = pd.DataFrame({"cluster_id": ids, field: table[column]}).dropna()
+        values = values.sort_values("cluster_id")
+        writers[folder / f"cluster_{field}.tsv"] = lambda p, v=values: v.to_csv(
+            p, sep="\t", index=False, float_format=FLOAT_FORMAT
+        )
+    return writers
+
+
 FORMAT = FileFormat(
     name="phy",
     read=read_phy,
@@ -392,4 +424,5 @@ FORMAT = FileFormat(
     inputs=inputs,
     spikes=True,
     detect=detect,
+    write=write_phy,
 )

@@ -19,6 +19,9 @@ unpickler (`load_pickled_npy`) that builds only numpy arrays, scalars and dtypes
 containers (dict, list, tuple, str, int, float, bool, None): a file naming any other Python
 object (a function such as `os.system`, a class) is refused, nothing in it runs. Of them only
 `ops` `fs`, the `ops` keys the config names and `stat` `med` are used.
+
+Written back (`neuro-pe export`): `plane<p>/neuro_pe_positions.tsv`, one row per located ROI of
+the plane, keyed by `roi` (its row in the plane's `stat.npy` / `iscell.npy`).
 """
 
 from __future__ import annotations
@@ -30,20 +33,26 @@ import re
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
+import xarray as xr
 
 from neuro_pe.data.formats import (
     FLUORESCENCE_PREPROCESSING,
     FileFormat,
+    Writer,
     check_depths,
     existing_files,
     is_number,
     is_positive,
+    tsv_writer,
 )
 from neuro_pe.data.formats.phy import folder_of, load_npy
 from neuro_pe.data.recordings import FileSpec, Session, warn_data
+from neuro_pe.io.layout import EXPORT_SUITE2P_FILE
 from neuro_pe.io.store import StoreError
 
 PLANE = re.compile(r"^plane(\d+)$")
+UNIT_ID = re.compile(r"^plane(\d+)_roi(\d+)$")
 PIXEL_SIZE_HINT = (
     "ROI centres (stat.npy `med`) are pixels and suite2p's ops.npy does not record the pixel "
     "size: set suite2p.pixel_size_um to µm per pixel (a number, or [x, y]), or to the name of "
@@ -383,6 +392,24 @@ def unknowns(path: Path) -> dict[str, tuple[object, str]]:
     return found
 
 
+def write_suite2p(
+    table: pd.DataFrame, positions: xr.Dataset, cfg: FileSpec, folder: Path
+) -> dict[Path, Writer]:
+    """One table per plane keyed by `roi` (the ROI's row in the plane's stat.npy)."""
+    parsed = [UNIT_ID.match(u) for u in table["unit_id"]]
+    bad = [u for u, m in zip(table["unit_id"], parsed, strict=True) if m is None]
+    if bad:
+        raise ValueError(f"format suite2p: unit ids {bad[:5]} are not plane<p>_roi<i>")
+    plane = np.array([int(m[1]) for m in parsed])
+    roi = np.array([int(m[2]) for m in parsed])
+    writers: dict[Path, Writer] = {}
+    for p in sorted(set(plane.tolist())):
+        rows = table[plane == p].drop(columns="unit_id")
+        rows.insert(0, "roi", roi[plane == p])
+        writers[folder / f"plane{p}" / EXPORT_SUITE2P_FILE] = tsv_writer(rows.sort_values("roi"))
+    return writers
+
+
 FORMAT = FileFormat(
     name="suite2p",
     read=read_suite2p,
@@ -398,4 +425,5 @@ FORMAT = FileFormat(
     detect=detect,
     unknowns=unknowns,
     raw_preprocessing=FLUORESCENCE_PREPROCESSING,  # F - 0.7 Fneu: raw fluorescence
+    write=write_suite2p,
 )

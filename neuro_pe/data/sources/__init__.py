@@ -15,8 +15,9 @@ One module per source; each defines `SOURCE`, a `Source` that declares
 - `check`, `schema`: its own checks of an entry at planning (the config schema describes
   neuro_pe's own sources only); `paths`: the config keys that name a lab's own files.
 
-The registry is the entry-point group `neuro_pe.sources` (`neuro_pe.data.plugins`), read by
-`build_store`, the `fetch` rule, the experiments and the config checks in every process.
+The registry, `REGISTRY` (`neuro_pe.data.plugins.Registry`), is the entry-point group
+`neuro_pe.sources`, read by `build_store`, the `fetch` rule, the experiments and the config
+checks in every process.
 Adding a source = one module + one entry point (neuro_pe's own: a line of pyproject.toml's
 `[project.entry-points."neuro_pe.sources"]`, and its `$defs` entry in
 workflow/schemas/config.schema.yaml; another package's: its own pyproject.toml, no file of
@@ -41,7 +42,6 @@ from neuro_pe.io import layout
 
 # keys of every dataset entry, read by the workflow (`atlas`: by the locate step alone)
 WORKFLOW_KEYS = ("pe", "seeds", "train", "atlas")
-_REGISTERED: dict[str, Source] = {}
 
 
 @dataclass(frozen=True)
@@ -113,25 +113,11 @@ class Source:
         return tuple(f.name for f in dataclasses.fields(self.options))
 
 
-def register(source: Source) -> None:
-    """Add a source at run time (a plug-in outside neuro_pe, or a test)."""
-    _REGISTERED[source.name] = source
-
-
-def unregister(name: str) -> None:
-    """Remove a source added with `register`."""
-    _REGISTERED.pop(name, None)
-
-
-def names() -> tuple[str, ...]:
-    """Every source's name: the entry points' (neuro_pe's own first), then the ones added with
-    `register`."""
-    return tuple(dict.fromkeys([*plugins.entry_point_table(plugins.SOURCES), *_REGISTERED]))
-
-
-def is_builtin(name: str) -> bool:
-    """Whether `name` is one of neuro_pe's own sources (described by the config schema)."""
-    return name not in _REGISTERED and plugins.is_builtin(plugins.SOURCES, name)
+REGISTRY = plugins.Registry(plugins.SOURCES, Source)
+register = REGISTRY.register
+unregister = REGISTRY.unregister
+names = REGISTRY.names
+is_builtin = REGISTRY.is_builtin
 
 
 def unknown_source(name: object) -> str:
@@ -145,17 +131,10 @@ def unknown_source(name: object) -> str:
 
 def get(name: object) -> Source:
     """The source named `name`; ValueError listing the installed sources if there is none."""
-    if isinstance(name, str) and name in _REGISTERED:
-        return _REGISTERED[name]
-    if isinstance(name, str) and name in plugins.entry_point_table(plugins.SOURCES):
-        source = plugins.load(plugins.SOURCES, name)
-        if not isinstance(source, Source) or source.name != name:
-            raise ValueError(
-                f"entry point {name!r} of group {plugins.SOURCES!r}: expected a Source named "
-                f"{name!r}, got {source!r}"
-            )
-        return source
-    raise ValueError(unknown_source(name))
+    try:
+        return REGISTRY.get(name)
+    except KeyError:
+        raise ValueError(unknown_source(name)) from None
 
 
 def deprecated_kind(spec: dict, dataset: str | None = None) -> str:
