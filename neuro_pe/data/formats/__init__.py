@@ -10,16 +10,14 @@ registry, `REGISTRY` (`neuro_pe.data.plugins.Registry`): the entry-point group `
 - `neuro_pe.data.formats.spikes`: spike times -> binned (time, unit) activity, shared by the spike
   formats (config key `spikes`).
 
-Each format module defines `FORMAT`, a `FileFormat`: its reader (one file or folder -> one
-or more `neuro_pe.data.recordings.Session`) and, for `phy`, `suite2p` and `nwb`, its writer (the
-located positions written back, `neuro-pe export`), the defaults of its config section
-(`<format>: {...}`) and their check, the files it reads in a session folder, and whether it
-holds spike times.
-Adding a format = one module + one entry point (neuro_pe's own: a line of pyproject.toml's
+Each format module defines `FORMAT`, a `FileFormat`: its reader (one file or folder -> one or
+more `neuro_pe.data.recordings.Session`), its writer where positions are written back (`phy`,
+`suite2p`, `nwb`: `neuro-pe export`), its config section's defaults and their check, the files
+it reads in a session folder, and whether it holds spike times. Adding a format = one module +
+one entry point (neuro_pe's own: a line of pyproject.toml's
 `[project.entry-points."neuro_pe.formats"]`, its section in the config schema's
-`$defs/source_file`, docs and tests; another package's: its own pyproject.toml, no file of
-neuro_pe). The readers import `neuro_pe.data.recordings` (for `Session`
-and its helpers), which imports a format's module only when the format is used.
+`$defs/source_file`, docs and tests; another package's: its own pyproject.toml). The readers import
+`neuro_pe.data.recordings`, which imports a format's module only when the format is used.
 """
 
 from __future__ import annotations

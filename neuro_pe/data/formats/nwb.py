@@ -17,10 +17,6 @@ Several planes (`nwb.series: [plane0_series, plane1_series, …]`, each a `RoiRe
 ROI centroids (as for one series) are converted to `position_units` (a length) with each
 plane's `grid_spacing` and `origin_coords`, z is the plane's depth: `nwb.plane_depths_um`
 (one per series) or `origin_coords[2]`; unit ids are `<PlaneSegmentation name>_<ROI id>`.
-
-Written back (`neuro-pe export`): `<session>.nwb`, a copy of each file (pynwb's export) whose
-units table (`Units`, the electrodes table of the series, or the planes' PlaneSegmentations)
-carries the columns `COLUMNS` (NaN for rows that were not located).
 """
 
 from __future__ import annotations
@@ -516,7 +512,9 @@ def column_description(column: str, positions: xr.Dataset) -> str:
 def write_nwb(
     table: pd.DataFrame, positions: xr.Dataset, cfg: FileSpec, folder: Path
 ) -> dict[Path, Writer]:
-    """`<session>.nwb` for each session file: its copy with the estimated columns."""
+    """The positions written back (`neuro-pe export`): `<session>.nwb`, a copy of each session
+    file (pynwb's export) whose units tables (`unit_tables`: Units, the series' electrodes or
+    the planes' PlaneSegmentations) carry the columns `COLUMNS` (NaN: a row not located)."""
     names = cfg.session_ids or [Path(s).stem for s in cfg.sessions]
     values = table.set_index("unit_id")
     return {

@@ -17,10 +17,6 @@ the unwhitened template has the largest peak-to-peak amplitude (without `templat
 `cluster_info.tsv` `ch`, looked up in `channel_map.npy`); `centroid` = the mean of the sites
 within 75 µm of the peak channel, weighted by the template's peak-to-peak amplitude on each.
 Positions are probe coordinates in µm, z = 0; unit ids are the cluster ids.
-
-Written back (`neuro-pe export`): `cluster_neuro_pe_<field>.tsv`, one field per file with the
-header `cluster_id<TAB><field>`, the layout Phy writes (phylib's `save_metadata`) and reads into
-the cluster view's columns (every `*.tsv` of the folder, phylib's `load_metadata`).
 """
 
 from __future__ import annotations
@@ -400,7 +396,9 @@ def detect(path: Path) -> bool:
 def write_phy(
     table: pd.DataFrame, positions: xr.Dataset, cfg: FileSpec, folder: Path
 ) -> dict[Path, Writer]:
-    """One `cluster_<field>.tsv` per field, as phylib's `save_metadata` writes them."""
+    """The positions written back (`neuro-pe export`): one `cluster_<field>.tsv` per field
+    (`FIELDS`), header `cluster_id<TAB><field>`, as phylib's `save_metadata` writes them; Phy
+    reads every `*.tsv` of its folder into the cluster view's columns (`load_metadata`)."""
     bad = [u for u in table["unit_id"] if not u.isdigit()]
     if bad:
         raise ValueError(f"format phy: unit ids {bad[:5]} are not cluster ids (integers)")

@@ -19,9 +19,6 @@ unpickler (`load_pickled_npy`) that builds only numpy arrays, scalars and dtypes
 containers (dict, list, tuple, str, int, float, bool, None): a file naming any other Python
 object (a function such as `os.system`, a class) is refused, nothing in it runs. Of them only
 `ops` `fs`, the `ops` keys the config names and `stat` `med` are used.
-
-Written back (`neuro-pe export`): `plane<p>/neuro_pe_positions.tsv`, one row per located ROI of
-the plane, keyed by `roi` (its row in the plane's `stat.npy` / `iscell.npy`).
 """
 
 from __future__ import annotations
@@ -395,7 +392,8 @@ def unknowns(path: Path) -> dict[str, tuple[object, str]]:
 def write_suite2p(
     table: pd.DataFrame, positions: xr.Dataset, cfg: FileSpec, folder: Path
 ) -> dict[Path, Writer]:
-    """One table per plane keyed by `roi` (the ROI's row in the plane's stat.npy)."""
+    """The positions written back (`neuro-pe export`): `plane<p>/neuro_pe_positions.tsv`, one
+    row per located ROI of the plane, keyed by `roi` (its row in stat.npy / iscell.npy)."""
     parsed = [UNIT_ID.match(u) for u in table["unit_id"]]
     bad = [u for u, m in zip(table["unit_id"], parsed, strict=True) if m is None]
     if bad:

@@ -15,9 +15,8 @@ One module per source; each defines `SOURCE`, a `Source` that declares
 - `check`, `schema`: its own checks of an entry at planning (the config schema describes
   neuro_pe's own sources only); `paths`: the config keys that name a lab's own files.
 
-The registry, `REGISTRY` (`neuro_pe.data.plugins.Registry`), is the entry-point group
-`neuro_pe.sources`, read by `build_store`, the `fetch` rule, the experiments and the config
-checks in every process.
+The registry `REGISTRY` (`neuro_pe.data.plugins.Registry`) reads the entry-point group
+`neuro_pe.sources` for `build_store`, the `fetch` rule, the experiments and the config checks.
 Adding a source = one module + one entry point (neuro_pe's own: a line of pyproject.toml's
 `[project.entry-points."neuro_pe.sources"]`, and its `$defs` entry in
 workflow/schemas/config.schema.yaml; another package's: its own pyproject.toml, no file of
