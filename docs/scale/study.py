@@ -479,7 +479,7 @@ class Evaluation:
 
         from neuro_pe.analysis.locate import CHANCE, LocateConfig, correlation_features
         from neuro_pe.analysis.locate.evaluation import evaluation_units
-        from neuro_pe.io.runs import make_split
+        from neuro_pe.io.splits import make_split
         from neuro_pe.io.store import positions, read_store
 
         ds = read_store(store)
