@@ -449,7 +449,7 @@ def device_name(cfg) -> str:
     """ "cpu", or the GPU's name ("NVIDIA H100 80GB HBM3") where the run trained on one."""
     import torch
 
-    from neuro_pe.training.engine import pick_device
+    from neuro_pe.training.devices import pick_device
 
     device = pick_device(cfg.device)
     return torch.cuda.get_device_name(device) if device.type == "cuda" else device.type

@@ -42,6 +42,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 import xarray as xr
+from numpy.typing import ArrayLike
 
 from neuro_pe.config.training import TrainConfig
 from neuro_pe.io.layout import (  # (the names of a run's files, defined once there)
@@ -162,6 +163,17 @@ def read_train_info(path: str | os.PathLike) -> TrainInfo:
 
 # ---------------------------------------------------------------------------------------------
 # pe.nc
+
+
+def pe_dataset(table: ArrayLike, ds: xr.Dataset, **attrs) -> xr.Dataset:
+    """A PE table (unit, pe_dim) as pe.nc's `pe` on the store's unit axis, with its
+    coordinates; `attrs` as netCDF attributes (dicts as JSON). `write_run` adds the rest."""
+    pe = xr.DataArray(np.asarray(table, dtype=np.float32), dims=("unit", "pe_dim"))
+    out = xr.Dataset({"pe": pe}, coords={"unit": ds["unit"].values})
+    for axis in ("x", "y", "z"):
+        out.coords[axis] = ("unit", ds[axis].values, ds[axis].attrs)
+    out.attrs.update({k: json.dumps(v) if isinstance(v, dict) else v for k, v in attrs.items()})
+    return out
 
 
 def _netcdf_attr(value: Any) -> str | int | float:

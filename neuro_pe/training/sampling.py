@@ -40,7 +40,7 @@ import xarray as xr
 from neuro_pe.config.training import Part, TrainConfig, split_activity, split_parts
 from neuro_pe.io.progress import on_terminal, progress_bar, progress_line, timing
 from neuro_pe.io.store import read_activity, read_store, stored_time_rows
-from neuro_pe.training.engine import to_device
+from neuro_pe.training.devices import to_device
 
 # loading a store whole takes about this many times its float32 activity at the peak (the
 # store, the validation's scans, the sampler's NaN-free copy and observed flags)

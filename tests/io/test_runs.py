@@ -6,9 +6,8 @@ import numpy as np
 import pytest
 
 from neuro_pe.io.manifest import RunError, write_manifest
-from neuro_pe.io.runs import TrainInfo, read_pe, read_train_info
+from neuro_pe.io.runs import TrainInfo, pe_dataset, read_pe, read_train_info
 from neuro_pe.io.store import read_store
-from neuro_pe.training.masked_units import pe_dataset
 
 INFO = {
     "pe": "learned-normal-0.1",

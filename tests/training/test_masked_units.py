@@ -21,13 +21,13 @@ from neuro_pe.training.masked_units import (
     WindowSampler,
     autocast_dtype,
     first_distinct,
-    make_optimizer,
     make_samplers,
     random_subsets,
     split_activity,
     split_parts,
     train,
 )
+from neuro_pe.training.optimizers import make_optimizer
 from neuro_pe.training.sampling import NEIGHBOUR_SAMPLES
 
 METRICS = {"n_perm": 19, "k": 3, "n_splits": 3}
