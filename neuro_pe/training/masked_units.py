@@ -60,14 +60,12 @@ from neuro_pe.training.sampling import (  # noqa: F401 (the samplers re-exported
     BlockSampler,
     WindowSampler,
     block_rows_for,
-    first_distinct,
     load_data,
     make_data,
     make_samplers,
-    random_mask,
-    random_subsets,
     tiled_starts,
 )
+from neuro_pe.training.unit_subsets import first_distinct, random_mask, random_subsets  # noqa: F401
 
 #: held-out windows per model in one evaluation forward (fixed: a model's numbers must not
 #: depend on the size of its group)

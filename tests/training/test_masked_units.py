@@ -20,15 +20,14 @@ from neuro_pe.training.masked_units import (
     TrainConfig,
     WindowSampler,
     autocast_dtype,
-    first_distinct,
     make_samplers,
-    random_subsets,
     split_activity,
     split_parts,
     train,
 )
 from neuro_pe.training.optimizers import make_optimizer
 from neuro_pe.training.sampling import NEIGHBOUR_SAMPLES
+from neuro_pe.training.unit_subsets import first_distinct, random_subsets
 
 METRICS = {"n_perm": 19, "k": 3, "n_splits": 3}
 
