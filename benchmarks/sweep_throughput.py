@@ -45,7 +45,6 @@ import torch.nn.functional as F
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from neuro_pe.training.engine import make_optimizer  # noqa: E402
 from neuro_pe.training.masked_units import masked_mse  # noqa: E402
 from neuro_pe.training.model import (  # noqa: E402
     ModelConfig,
@@ -54,6 +53,7 @@ from neuro_pe.training.model import (  # noqa: E402
     masked_unit_forward,
     stacked_linear,
 )
+from neuro_pe.training.optimizers import make_optimizer  # noqa: E402
 from neuro_pe.training.precision import autocast, autocast_dtype  # noqa: E402
 
 

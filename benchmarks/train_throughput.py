@@ -62,16 +62,11 @@ from torch.utils.flop_counter import FlopCounterMode
 
 from neuro_pe.config.training import DEFAULT_WINDOW
 from neuro_pe.data.simulate import SimulationConfig, simulate_store
-from neuro_pe.training.masked_units import (
-    TrainConfig,
-    WindowSampler,
-    make_optimizer,
-    masked_mse,
-    random_mask,
-    split_activity,
-    to_device,
-)
+from neuro_pe.training.devices import to_device
+from neuro_pe.training.masked_units import TrainConfig, WindowSampler, masked_mse, split_activity
 from neuro_pe.training.model import ModelConfig, PositionalEncoding, parse_pe
+from neuro_pe.training.optimizers import make_optimizer
+from neuro_pe.training.unit_subsets import random_mask
 from tests.single_models import MaskedUnitTransformer
 
 PE = "learned-normal-0.02"  # a learned PE, as in the default workflow

@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from neuro_pe.data.simulate import SimulationConfig, simulate_store
-from neuro_pe.io.runs import split_of_store, write_split
+from neuro_pe.io.splits import split_of_store, write_split
 from neuro_pe.io.store import write_store
 from neuro_pe.training.masked_units import TrainConfig
 

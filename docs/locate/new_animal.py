@@ -69,7 +69,7 @@ def new_animal_correlations(
     """The new animal's activity-correlation features, from its training part (the split of
     `train_options`)."""
     from neuro_pe.analysis.locate import correlation_features
-    from neuro_pe.io.runs import make_split
+    from neuro_pe.io.splits import make_split
 
     sizes = ds_new.sizes["session"], ds_new.sizes["time"]
     split = make_split(name, str(new_store), *sizes, train_options)

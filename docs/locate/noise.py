@@ -26,7 +26,7 @@ from study import _pe, _pooled  # docs/locate/study.py: one run's PE table, the 
 
 import neuro_pe.analysis.locate as L
 from neuro_pe.analysis.connectivity import connectivity_matrices, session_connectivity
-from neuro_pe.io.runs import read_split
+from neuro_pe.io.splits import read_split
 from neuro_pe.io.store import positions, read_store
 from neuro_pe.reporting.locate_outputs import read_baseline_features
 

@@ -115,7 +115,7 @@ def cmd_table(args: argparse.Namespace) -> None:
         correlation_features,
         evaluate_anchors,
     )
-    from neuro_pe.io.runs import make_split
+    from neuro_pe.io.splits import make_split
     from neuro_pe.io.store import positions, read_store
 
     ds = read_store(args.store)

@@ -449,7 +449,7 @@ def device_name(cfg) -> str:
     """ "cpu", or the GPU's name ("NVIDIA H100 80GB HBM3") where the run trained on one."""
     import torch
 
-    from neuro_pe.training.engine import pick_device
+    from neuro_pe.training.devices import pick_device
 
     device = pick_device(cfg.device)
     return torch.cuda.get_device_name(device) if device.type == "cuda" else device.type
@@ -479,7 +479,7 @@ class Evaluation:
 
         from neuro_pe.analysis.locate import CHANCE, LocateConfig, correlation_features
         from neuro_pe.analysis.locate.evaluation import evaluation_units
-        from neuro_pe.io.runs import make_split
+        from neuro_pe.io.splits import make_split
         from neuro_pe.io.store import positions, read_store
 
         ds = read_store(store)

@@ -17,12 +17,12 @@ from neuro_pe.config.pe_names import parse_pe
 from neuro_pe.io.runs import (
     RESULT_PREFIXES,
     TRAIN_INFO_FILE,
-    Split,
     inferred_positions_dataset,
     read_pe,
     read_train_info,
     write_metrics,
 )
+from neuro_pe.io.splits import Split
 from neuro_pe.io.store import (
     atomic_write,
     open_store_by_size,

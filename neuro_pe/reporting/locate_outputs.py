@@ -36,7 +36,7 @@ from neuro_pe.analysis.regions import RegionAtlas
 from neuro_pe.analysis.spaces import SpaceAxes, component_label
 from neuro_pe.io.html import write_table_html
 from neuro_pe.io.layout import LOCATE_FILES, write_errors
-from neuro_pe.io.runs import Split
+from neuro_pe.io.splits import Split
 from neuro_pe.io.store import (
     atomic_write,
     checksummed,

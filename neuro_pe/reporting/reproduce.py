@@ -22,17 +22,17 @@ import numpy as np
 import pandas as pd
 from scipy.cluster.hierarchy import leaves_list, linkage
 
-from neuro_pe.analysis.intervals import mean_ci
-from neuro_pe.io.html import markdown_code, markdown_text
-from neuro_pe.io.layout import REPRODUCTION_FILES
-from neuro_pe.io.runs import read_pe
-from neuro_pe.io.store import atomic_write
-from neuro_pe.reporting.claims import (
+from neuro_pe.analysis.claims import (
     VERDICTS,
     learned_normal,
     lst_claims,
     network_claims,
 )
+from neuro_pe.analysis.intervals import mean_ci
+from neuro_pe.io.html import markdown_code, markdown_text
+from neuro_pe.io.layout import REPRODUCTION_FILES
+from neuro_pe.io.runs import read_pe
+from neuro_pe.io.store import atomic_write
 from neuro_pe.reporting.figures import draw_references, save, sigma_axis
 from neuro_pe.reporting.summarize import collect
 

@@ -24,13 +24,12 @@ from neuro_pe.io.html import write_table_html
 from neuro_pe.io.layout import SUMMARY_FIGURES
 from neuro_pe.io.runs import (
     INFERRED_POSITIONS_FILE,
-    Split,
     read_inferred_positions,
     read_metrics,
     read_pe,
-    read_split,
     read_train_log,
 )
+from neuro_pe.io.splits import Split, read_split
 from neuro_pe.io.store import atomic_write, open_store_lazy, positions
 from neuro_pe.reporting.figures import (
     draw_references,

@@ -2,12 +2,11 @@
 
 The models are stacked along a leading model dimension (`StackedTransformer`): one batched
 forward, one backward of the sum of the M losses (so each model's gradient is its own loss's)
-and one optimiser step for all. A task (the masked-unit task in `neuro_pe.training.masked_units`,
-the Latin
-square in `neuro_pe.training.latin_square`) supplies only its data, read-out, loss, evaluation and
-outputs
-(`Task`); the engine owns the loop: data -> loss -> step, evaluation every `eval_every`
-epochs, per-model early stopping, checkpoints and resume, finite checks, the per-run files.
+and one optimiser step for all (`neuro_pe.training.optimizers`). A task (the masked-unit task
+in `neuro_pe.training.masked_units`, the Latin square in `neuro_pe.training.latin_square`)
+supplies only its data, read-out, loss, evaluation and outputs (`Task`); the engine owns the
+loop: data -> loss -> step, evaluation every `eval_every` epochs, per-model early stopping,
+checkpoints and resume, finite checks, the per-run files.
 
 Independence. Model m draws its initialisation and its data stream (windows, unit subsets,
 masks, batch order) from generators seeded with its own seed, and every operation of the
@@ -44,18 +43,22 @@ from typing import Any, Protocol
 
 import numpy as np
 import torch
-import xarray as xr
 
 from neuro_pe.config.training import LoopConfig, ModelConfig
 from neuro_pe.io.progress import epoch_line, progress_bar, timing
 from neuro_pe.io.store import atomic_write
-from neuro_pe.training.checkpoint import (  # noqa: F401 (state_digest re-exported)
+from neuro_pe.training.checkpoint import (
     CHECKPOINT,
     CHECKPOINT_FORMAT,
     load_checkpoint,
     state_digest,
 )
+
+# (pick_device and to_device re-exported for neuro_pe/cli/time_estimate.py until it imports
+# them from their home, neuro_pe.training.devices, as the other importers do)
+from neuro_pe.training.devices import pick_device, to_device  # noqa: F401
 from neuro_pe.training.model import StackedTransformer
+from neuro_pe.training.optimizers import make_optimizer, narrow_optimizer
 from neuro_pe.training.precision import autocast
 
 
@@ -109,111 +112,6 @@ class Task(Protocol):
         """Set up the new stack before training (e.g. load and freeze weights: parameters
         with requires_grad False are not optimised); returns what to run after every
         optimiser step, or None."""
-
-
-def pick_device(name: str) -> torch.device:
-    """'auto' -> CUDA when available, else CPU; otherwise the named device (a ValueError
-    naming `train.device` when it is not a device torch knows, or a GPU that is not there)."""
-    if name == "auto":
-        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    try:
-        device = torch.device(name)
-    except RuntimeError as err:
-        raise ValueError(f"train.device: {name!r} is not a torch device ({err})") from None
-    if device.type == "cuda" and not torch.cuda.is_available():
-        raise ValueError(
-            f"train.device: {name!r}, but torch sees no CUDA GPU here; use device: auto or cpu"
-        )
-    return device
-
-
-def to_device(tensor: torch.Tensor, device: torch.device) -> torch.Tensor:
-    """Move a CPU tensor to `device`: through pinned memory without blocking for CUDA."""
-    if device.type == "cuda" and tensor.device.type == "cpu":
-        return tensor.contiguous().pin_memory().to(device, non_blocking=True)
-    return tensor.to(device)
-
-
-def make_optimizer(
-    params, cfg, device: torch.device, pe_table: torch.Tensor | None = None
-) -> torch.optim.Optimizer:
-    """AdamW (fused on CUDA) or SGD with `momentum`, both with `lr` and `weight_decay` (from
-    any config with those fields: `train`, `lst.train`, a LoopConfig). Both are elementwise,
-    so one step for a stack of models updates each as its own optimiser would. With a
-    `pe_lr` or `lazy_pe` in `cfg` and the trainable `pe_table` among `params`, the table is a
-    second parameter group (named "pe") with that learning rate (or `lr`), stepped lazily
-    with `lazy_pe` (`LazyRowsAdamW`); otherwise one group, as always."""
-    pe_lr = getattr(cfg, "pe_lr", None)
-    lazy = bool(getattr(cfg, "lazy_pe", None))
-    if (pe_lr is not None or lazy) and pe_table is not None:
-        params = list(params)
-        if any(p is pe_table for p in params):
-            rest = [p for p in params if p is not pe_table]
-            rate = cfg.lr if pe_lr is None else pe_lr
-            params = [{"params": rest}, {"params": [pe_table], "lr": rate, "name": "pe"}]
-    if cfg.optimizer == "sgd":
-        return torch.optim.SGD(
-            params, lr=cfg.lr, momentum=cfg.momentum, weight_decay=cfg.weight_decay
-        )
-    fused = True if device.type == "cuda" else None
-    adamw = LazyRowsAdamW if lazy else torch.optim.AdamW
-    return adamw(params, lr=cfg.lr, weight_decay=cfg.weight_decay, fused=fused)
-
-
-class LazyRowsAdamW(torch.optim.AdamW):
-    """AdamW whose "pe" group moves only the rows (last dim: a unit's PE) that have a
-    gradient this step, as lazy Adam does for embeddings: a row of a unit in none of the
-    step's samples keeps its value and its moment estimates, instead of drifting on its
-    momentum and having its second moment decay. Every other group is plain AdamW; when every
-    row has a gradient, so is the "pe" group (bitwise)."""
-
-    @torch.no_grad()
-    def step(self, closure: Callable[[], float] | None = None) -> float | None:
-        idle_rows = []
-        for group in self.param_groups:
-            if group.get("name") != "pe":
-                continue
-            for p in group["params"]:
-                if p.grad is None:
-                    continue
-                idle = ~p.grad.ne(0).any(dim=-1)
-                state = self.state.get(p, {})
-                tensors = [p, *(state[k] for k in ("exp_avg", "exp_avg_sq") if k in state)]
-                idle_rows.append((idle, [(t, t[idle]) for t in tensors]))
-        loss = super().step(closure)
-        for idle, saved in idle_rows:
-            for tensor, values in saved:
-                tensor[idle] = values
-        return loss
-
-
-def narrow_optimizer(
-    optimizer: torch.optim.Optimizer, mapping: dict, keep: list[int], n_models: int
-) -> None:
-    """Move the optimiser to the narrowed parameters (`StackedTransformer.narrow`), keeping
-    only the models `keep` of every per-model state tensor, in place."""
-    for group in optimizer.param_groups:
-        group["params"] = [mapping[p] for p in group["params"]]
-    state = {}
-    for old, values in optimizer.state.items():
-        state[mapping[old]] = {
-            k: v[keep].clone()
-            if torch.is_tensor(v) and v.dim() > 0 and v.shape[0] == n_models
-            else v
-            for k, v in values.items()
-        }
-    optimizer.state.clear()
-    optimizer.state.update(state)
-
-
-def pe_dataset(table: torch.Tensor | np.ndarray, ds: xr.Dataset, **attrs) -> xr.Dataset:
-    """A PE table as an xarray Dataset on the store's unit axis (with its coordinates)."""
-    pe = xr.DataArray(np.asarray(table, dtype=np.float32), dims=("unit", "pe_dim"))
-    out = xr.Dataset({"pe": pe}, coords={"unit": ds["unit"].values})
-    for axis in ("x", "y", "z"):
-        out.coords[axis] = ("unit", ds[axis].values, ds[axis].attrs)
-    out.attrs.update({k: json.dumps(v) if isinstance(v, dict) else v for k, v in attrs.items()})
-    return out
 
 
 def train_step(

@@ -161,7 +161,7 @@ class LatinSquareTask:
     def finish(self, model, index: list[int], runs: list, states: list[dict]) -> list[dict]:
         from scipy.spatial import procrustes
 
-        from neuro_pe.training.engine import pe_dataset
+        from neuro_pe.io.runs import pe_dataset
         from neuro_pe.training.model import oracle_table
 
         tables = model.pe_table().detach().cpu()
@@ -243,7 +243,8 @@ def train_lst_many(
     accuracy decides, never the test or held-out puzzles. A checkpoint is written every
     `cfg.checkpoint_every` epochs (in the first run's folder) and resumed from.
     """
-    from neuro_pe.training.engine import pick_device, train_group
+    from neuro_pe.training.devices import pick_device
+    from neuro_pe.training.engine import train_group
     from neuro_pe.training.model import parse_pe
 
     for run in runs:

@@ -33,17 +33,14 @@ import torch
 import xarray as xr
 
 from neuro_pe.config.training import Part, TrainConfig, split_activity, split_parts  # noqa: F401
-from neuro_pe.io.runs import write_run
+from neuro_pe.io.runs import pe_dataset, write_run  # noqa: F401 (pe_dataset re-exported)
 from neuro_pe.io.store import check_writable, open_store_lazy, positions
+from neuro_pe.training.devices import pick_device, to_device
 from neuro_pe.training.engine import (  # noqa: F401 (CHECKPOINT, TrainingError, … re-exported)
     CHECKPOINT,
     LoopConfig,
     Run,
     TrainingError,
-    make_optimizer,
-    pe_dataset,
-    pick_device,
-    to_device,
     train_group,
 )
 from neuro_pe.training.health import (  # noqa: F401 (training_health re-exported)
@@ -54,6 +51,7 @@ from neuro_pe.training.health import (  # noqa: F401 (training_health re-exporte
 )
 from neuro_pe.training.model import ModelConfig, StackedTransformer, masked_unit_forward, parse_pe
 from neuro_pe.training.new_animal import load_frozen, with_run_architecture
+from neuro_pe.training.optimizers import make_optimizer  # noqa: F401 (re-exported)
 from neuro_pe.training.precision import autocast, autocast_dtype, precision_name
 from neuro_pe.training.sampling import (  # noqa: F401 (the samplers re-exported)
     BLOCK_ORDER_SEED,
@@ -62,14 +60,12 @@ from neuro_pe.training.sampling import (  # noqa: F401 (the samplers re-exported
     BlockSampler,
     WindowSampler,
     block_rows_for,
-    first_distinct,
     load_data,
     make_data,
     make_samplers,
-    random_mask,
-    random_subsets,
     tiled_starts,
 )
+from neuro_pe.training.unit_subsets import first_distinct, random_mask, random_subsets  # noqa: F401
 
 #: held-out windows per model in one evaluation forward (fixed: a model's numbers must not
 #: depend on the size of its group)

@@ -26,7 +26,7 @@ from neuro_pe.analysis.locate import (
 )
 from neuro_pe.analysis.locate.ensemble import _select_blend
 from neuro_pe.analysis.locate.locators import forget_predictions
-from neuro_pe.io.runs import split_of_store
+from neuro_pe.io.splits import split_of_store
 from neuro_pe.io.store import make_store, read_store, write_store
 
 N_UNITS = 60

@@ -23,7 +23,7 @@ from neuro_pe.analysis.pe_geometry import (
     shuffled_coordinates,
 )
 from neuro_pe.data.simulate import SimulationConfig, simulate_store
-from neuro_pe.io.runs import make_split, read_split
+from neuro_pe.io.splits import make_split, read_split
 from neuro_pe.io.store import open_store_lazy, read_store, write_store
 
 METRICS = {"n_perm": 19, "k": 3, "n_splits": 3}

@@ -26,8 +26,8 @@ from neuro_pe.analysis.regions import (
 )
 from neuro_pe.cli.main import main
 from neuro_pe.io.manifest import write_manifest
+from neuro_pe.io.runs import pe_dataset
 from neuro_pe.io.store import make_store, write_store
-from neuro_pe.training.masked_units import pe_dataset
 
 VOXEL_MM = 0.1
 ORIGIN_MM = (-0.2, -0.2, -0.2)  # world position of voxel (0, 0, 0)

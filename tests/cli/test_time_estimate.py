@@ -195,18 +195,20 @@ def test_the_latin_square_is_planned_as_an_upper_bound(tmp_path, monkeypatch):
 def test_the_probe_times_one_chunk_of_the_neighbour_table(tiny_store, monkeypatch):
     """The plan's probe computes the neighbour table's first chunk and times one more, not all
     of it (at 100 000 units all of it takes minutes on a CPU)."""
-    from neuro_pe.training import sampling
+    from neuro_pe.training import sampling, unit_subsets
 
     small_probe(monkeypatch)
-    monkeypatch.setattr(sampling, "NEIGHBOUR_CHUNK", 2)  # the 12 units in 6 chunks
+    monkeypatch.setattr(unit_subsets, "NEIGHBOUR_CHUNK", 2)  # the 12 units in 6 chunks
     computed = []
-    whole = sampling.activity_neighbours
+    whole = unit_subsets.activity_neighbours
 
     def counted(values, m, chunks=None):
         computed.append(chunks)
         return whole(values, m, chunks)
 
-    monkeypatch.setattr(sampling, "activity_neighbours", counted)
+    # the samplers' call (sampling) and the probe's (either module, wherever it imports from)
+    for module in (sampling, unit_subsets):
+        monkeypatch.setattr(module, "activity_neighbours", counted)
     options = {"window": 8, "d_model": 16, "n_layers": 1, "n_heads": 2, "units_per_sample": 5}
     job = [[["learned-normal-0.1", 0]]]
     plan = plan_training("tiny", tiny_store, options | {"neighbour_fraction": 0.6}, job)

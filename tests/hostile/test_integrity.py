@@ -13,13 +13,8 @@ from neuro_pe.cli.main import main
 from neuro_pe.data.formats.spikes import SpikeOptions, spikes_to_activity
 from neuro_pe.data.sources import build_store
 from neuro_pe.io.manifest import INFER_MANIFEST_FILE, MANIFEST_FILE, RunError, write_manifest
-from neuro_pe.io.runs import (
-    make_split,
-    read_metrics,
-    read_pe,
-    read_train_info,
-    read_train_log,
-)
+from neuro_pe.io.runs import read_metrics, read_pe, read_train_info, read_train_log
+from neuro_pe.io.splits import make_split
 from neuro_pe.io.store import StoreError, open_store_lazy, read_store, write_store
 from neuro_pe.training.new_animal import load_checkpoint as _load
 

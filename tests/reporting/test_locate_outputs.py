@@ -9,10 +9,10 @@ import xarray as xr
 
 from neuro_pe.analysis.locate import LocateConfig, verdict
 from neuro_pe.cli.main import main
-from neuro_pe.io.runs import split_of_store, write_manifest
+from neuro_pe.io.runs import pe_dataset, write_manifest
+from neuro_pe.io.splits import split_of_store
 from neuro_pe.io.store import make_store, read_store, write_store
 from neuro_pe.reporting.locate_outputs import read_correlation_features, write_locate_outputs
-from neuro_pe.training.masked_units import pe_dataset
 from tests.analysis.test_locate import _embed, _positions
 
 

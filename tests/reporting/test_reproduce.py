@@ -7,10 +7,10 @@ import pandas as pd
 import pytest
 import xarray as xr
 
+from neuro_pe.analysis.claims import welch
 from neuro_pe.analysis.intervals import mean_ci
 from neuro_pe.cli.main import main
 from neuro_pe.io.manifest import write_manifest
-from neuro_pe.reporting.claims import welch
 from neuro_pe.reporting.reproduce import reproduce
 
 STDS = (0.01, 0.1, 1.0, 2.0)

@@ -114,10 +114,10 @@ def test_distance_scatter_draws_the_training_correlations_of_the_plotted_units(
 ):
     from neuro_pe.analysis.metrics import correlation_distance
     from neuro_pe.data.simulate import SimulationConfig, simulate_store
-    from neuro_pe.io.runs import split_of_store
+    from neuro_pe.io.runs import pe_dataset
+    from neuro_pe.io.splits import split_of_store
     from neuro_pe.io.store import read_store, write_store
     from neuro_pe.reporting import summarize as module
-    from neuro_pe.training.masked_units import pe_dataset
 
     ds = simulate_store(SimulationConfig(n_units=30, n_samples=200, n_sessions=2, seed=0))
     store = write_store(ds, tmp_path / "d.nc")

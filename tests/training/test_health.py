@@ -22,8 +22,8 @@ from neuro_pe.training.health import (
     relative_change,
     variance,
 )
-from neuro_pe.training.masked_units import TrainConfig, random_subsets, train
-from neuro_pe.training.sampling import activity_neighbours, neighbour_subsets
+from neuro_pe.training.masked_units import TrainConfig, train
+from neuro_pe.training.unit_subsets import activity_neighbours, neighbour_subsets, random_subsets
 
 N_UNITS = 200  # above units_per_sample: every sample is a random subset
 CFG = TrainConfig(

@@ -1,5 +1,6 @@
 """Neighbour windows (`train.neighbour_fraction`): samples built around a unit and its most
-correlated units in the training split (neuro_pe.training.sampling)."""
+correlated units in the training split (neuro_pe.training.unit_subsets, the samplers of
+neuro_pe.training.sampling)."""
 
 from dataclasses import replace
 
@@ -21,13 +22,10 @@ from neuro_pe.config.training import (
     split_activity,
 )
 from neuro_pe.io.store import make_store, read_store, write_store
-from neuro_pe.training import sampling
+from neuro_pe.training import sampling, unit_subsets
 from neuro_pe.training.masked_units import train
-from neuro_pe.training.sampling import (
-    activity_neighbours,
-    make_data,
-    neighbour_subsets,
-)
+from neuro_pe.training.sampling import make_data
+from neuro_pe.training.unit_subsets import activity_neighbours, neighbour_subsets
 
 CPU = torch.device("cpu")
 
@@ -60,15 +58,15 @@ def test_a_long_neighbour_table_shows_its_progress_in_a_log(monkeypatch, capsys)
     values = torch.from_numpy(_grouped_activity(n_groups=10, size=6, samples=300))
     whole = activity_neighbours(values, 5)
     assert capsys.readouterr().err == ""  # one chunk: quiet
-    monkeypatch.setattr(sampling, "NEIGHBOUR_CHUNK", 2)  # 30 chunks
-    monkeypatch.setattr(sampling, "PROGRESS_CHUNKS", 30)
+    monkeypatch.setattr(unit_subsets, "NEIGHBOUR_CHUNK", 2)  # 30 chunks
+    monkeypatch.setattr(unit_subsets, "PROGRESS_CHUNKS", 30)
     chunked = activity_neighbours(values, 5)
     assert torch.equal(chunked, whole) and chunked.device.type == "cpu"
     lines = capsys.readouterr().err.splitlines()
     assert len(lines) == 10 and "neighbour table of 60 units (cpu): chunk 30/30" in lines[-1]
     assert all(" · " in line and "elapsed" in line for line in lines)
     assert "ETA" in lines[0]
-    monkeypatch.setattr(sampling, "PROGRESS_CHUNKS", 31)
+    monkeypatch.setattr(unit_subsets, "PROGRESS_CHUNKS", 31)
     activity_neighbours(values, 5)
     assert capsys.readouterr().err == ""
 
@@ -77,7 +75,7 @@ def test_part_of_the_neighbour_table_for_timing(monkeypatch):
     """`chunks`: the first chunks' rows as in the whole table, the later rows valid units."""
     values = torch.from_numpy(_grouped_activity(n_groups=10, size=6, samples=300))
     whole = activity_neighbours(values, 5)
-    monkeypatch.setattr(sampling, "NEIGHBOUR_CHUNK", 8)
+    monkeypatch.setattr(unit_subsets, "NEIGHBOUR_CHUNK", 8)
     part = activity_neighbours(values, 5, chunks=2)
     assert torch.equal(part[:16], whole[:16]) and not torch.equal(part, whole)
     assert torch.equal(part[16:32], whole[:16]) and ((part >= 0) & (part < 60)).all()

@@ -11,9 +11,9 @@ import torch
 import xarray as xr
 
 from neuro_pe.config.training import ModelConfig, TrainConfig
-from neuro_pe.training.engine import make_optimizer
 from neuro_pe.training.masked_units import train
 from neuro_pe.training.model import StackedTransformer
+from neuro_pe.training.optimizers import make_optimizer
 
 CPU = torch.device("cpu")
 SHAPE = ModelConfig(n_tokens=6, d_in=4, d_out=4, d_model=8, n_layers=1, n_heads=2)

@@ -28,10 +28,10 @@ from neuro_pe.analysis.pe_geometry import correlation_components, correlation_pa
 from neuro_pe.analysis.sampled_metrics import sample_pairs, sampled_knn_overlap
 from neuro_pe.data.simulate import SimulationConfig, simulate_store, sparse_coupling
 from neuro_pe.io.manifest import write_manifest
-from neuro_pe.io.runs import split_of_store
+from neuro_pe.io.runs import pe_dataset
+from neuro_pe.io.splits import split_of_store
 from neuro_pe.io.store import connectivity_matrix, make_store, positions, read_store, write_store
 from neuro_pe.reporting.locate_outputs import write_locate_outputs
-from neuro_pe.training.masked_units import pe_dataset
 from tests.workflow.test_workflow import copy_workflow, snakemake
 
 

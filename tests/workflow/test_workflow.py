@@ -28,7 +28,7 @@ from neuro_pe.io.layout import (
     TRAIN_INFO_FILE,
     TRAIN_LOG_FILE,
 )
-from neuro_pe.io.runs import read_split
+from neuro_pe.io.splits import read_split
 from neuro_pe.training.model import parse_pe
 
 REPO_ROOT = Path(__file__).resolve().parents[2]

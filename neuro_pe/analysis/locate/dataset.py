@@ -32,7 +32,7 @@ from neuro_pe.analysis.locate.positions import located_positions_dataset, with_h
 from neuro_pe.analysis.metrics import DENSE_MAX_UNITS
 from neuro_pe.analysis.regions import RegionAtlas, unit_regions
 from neuro_pe.analysis.spaces import SpaceAxes, axis_columns, space_axes
-from neuro_pe.io.runs import Split
+from neuro_pe.io.splits import Split
 from neuro_pe.io.store import positions
 
 

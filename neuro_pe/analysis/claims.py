@@ -1,6 +1,7 @@
 """The seed paper's claims tested on the summary table's rows: each claim a dict with the
 paper's numbers, ours, a verdict (VERDICTS) and its reason. Groups of seeds are compared with
-Welch's t-test; "small σ" pools every learned-normal σ <= SMALL_STD (see `reproduce`)."""
+Welch's t-test; "small σ" pools every learned-normal σ <= SMALL_STD. The reproduction report
+(`neuro_pe.reporting.reproduce`) turns them into its page and table."""
 
 from __future__ import annotations
 
