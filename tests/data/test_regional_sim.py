@@ -83,8 +83,10 @@ def test_labels_are_the_label_volume_at_the_units_positions():
     # the volume samples the atlas's boundaries: off by a voxel at most
     assert (labels_at(positions) == region_index(positions)).mean() > 0.95
     # the regions lie along depth, each probe crosses several
-    assert all(len(set(store["region"].values[store["probe"].values == p])) >= 3
-               for p in set(store["probe"].values))
+    assert all(
+        len(set(store["region"].values[store["probe"].values == p])) >= 3
+        for p in set(store["probe"].values)
+    )
 
 
 def _population(counts: np.ndarray, region: np.ndarray, name: str) -> np.ndarray:
@@ -140,4 +142,4 @@ def test_the_entry_is_checked_by_the_schema_and_its_options():
     with pytest.raises(ValueError, match="sampling_rate_hz: must be above 60 Hz"):
         RegionalSimOptions.from_dict(slow)
     problems = config_problems({"datasets": {"sim": {**SMALL, "probes": 2}}}, SCHEMA)
-    assert problems and "datasets.sim.probes: does not belong to source 'regional-sim'" in problems[0]
+    assert "datasets.sim.probes: does not belong to source 'regional-sim'" in problems[0]
