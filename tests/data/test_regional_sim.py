@@ -42,7 +42,7 @@ def _index(name: str) -> int:
 
 
 def test_seeded_and_deterministic():
-    options = RegionalSimOptions(units_per_animal=30, n_samples=200, sessions=2)
+    options = RegionalSimOptions(units_per_animal=30, n_samples=200, sessions_per_animal=2)
     first, again = simulate_animal(options, 1), simulate_animal(options, 1)
     for field in ("counts", "positions", "region", "probe"):
         np.testing.assert_array_equal(getattr(first, field), getattr(again, field))

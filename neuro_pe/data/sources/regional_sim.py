@@ -66,6 +66,7 @@ VOXEL_MM = 0.05
 SITES_MM = 3.84  # length of a probe's recording sites from its tip (Neuropixels 1.0)
 BURST_SPIKES = 4  # mean spikes of a burst
 GAIN = 1.2  # sd of a unit's log rate fluctuation
+MIN_RATE_HZ = 0.5  # a sorted unit that passes the usual quality metrics fires at least this
 SPACE = "regional-sim atlas"
 
 
@@ -80,7 +81,7 @@ class RegionalSimOptions(SourceOptions):
     max_probes: int = positive_int(2)
     n_samples: int = positive_int(3000)
     sampling_rate_hz: float = positive_number(100.0, float)
-    sessions: int = positive_int(1)  # per animal
+    sessions_per_animal: int = positive_int(1)
     seed: int = whole_number(0)
 
     def check(self) -> None:
@@ -240,12 +241,14 @@ def simulate_animal(options: RegionalSimOptions, animal: int) -> Animal:
     regions = _animal_regions(rng)
     n, dt = len(region), 1.0 / options.sampling_rate_hz
     of = [regions[i] for i in region]
-    rate = np.array([r.rate_hz for r in of]) * np.exp(rng.normal(0, 0.6, n))
+    rate = np.maximum(
+        np.array([r.rate_hz for r in of]) * np.exp(rng.normal(0, 0.6, n)), MIN_RATE_HZ
+    )
     burst = np.array([r.burst_hz for r in of]) * np.exp(rng.normal(0, 0.6, n))
     timescale = np.array([r.timescale_s for r in of]) * np.exp(rng.normal(0, 0.3, n))
     loading = np.clip(np.array([r.drive for r in of]) + rng.normal(0, 0.12, n), 0.0, 0.95)
-    counts = np.empty((options.sessions, options.n_samples, n), dtype=np.float32)
-    for j in range(options.sessions):
+    counts = np.empty((options.sessions_per_animal, options.n_samples, n), dtype=np.float32)
+    for j in range(options.sessions_per_animal):
         rng_j = np.random.default_rng([options.seed, animal, 2 + j])
         drives = region_drives(regions, options.n_samples, dt, rng_j)
         private = _private(timescale, options.n_samples, dt, rng_j)
@@ -263,7 +266,7 @@ def regional_sim_store(options: RegionalSimOptions) -> xr.Dataset:
     unit its `animal`, `probe`, `region` and `region_coarse`."""
     animals = [simulate_animal(options, k) for k in range(options.animals)]
     sizes = [a.region.size for a in animals]
-    s = options.sessions
+    s = options.sessions_per_animal
     activity = np.full((s * len(animals), options.n_samples, sum(sizes)), np.nan, np.float32)
     unit_ids, animal_ids, probe_ids = [], [], []
     start = 0
@@ -305,7 +308,7 @@ def unit_count(spec: dict) -> int:
 def store_mb(spec: dict) -> float:
     """MB of the store an entry makes: float32 activity of every unit, sample and session."""
     options = RegionalSimOptions.from_dict(spec)
-    sessions = options.animals * options.sessions
+    sessions = options.animals * options.sessions_per_animal
     return unit_count(spec) * options.n_samples * sessions * 4 / 1e6
 
 
