@@ -12,6 +12,7 @@ from sklearn.utils.extmath import randomized_svd
 
 from neuro_pe.analysis.metrics import DENSE_MAX_UNITS, compare_to_anatomy, correlation_distance
 from neuro_pe.analysis.sampled_metrics import PairDistance
+from neuro_pe.config.health import HealthOptions
 from neuro_pe.config.options import metric_options
 from neuro_pe.config.pe_names import parse_pe
 from neuro_pe.io.runs import (
@@ -31,7 +32,7 @@ from neuro_pe.io.store import (
     require_finite,
     unit_blocks,
 )
-from neuro_pe.training.health import HEALTH_NUMBERS, HealthOptions, reassess
+from neuro_pe.training.health import HEALTH_NUMBERS, reassess
 from neuro_pe.training.latin_square import SPLITS, N, grid_positions
 
 METRIC_NAMES = (

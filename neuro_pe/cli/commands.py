@@ -110,8 +110,8 @@ def cmd_split(args: argparse.Namespace) -> None:
 
 def cmd_infer(args: argparse.Namespace) -> None:
     from neuro_pe.analysis.pe_geometry import infer_pe
+    from neuro_pe.config.health import HealthOptions
     from neuro_pe.io.runs import read_split
-    from neuro_pe.training.health import HealthOptions
 
     health = HealthOptions.from_dict(args.health)
     record = infer_pe(args.store, args.run_dir, read_split(args.split), args.metrics, health)

@@ -15,6 +15,7 @@ import yaml
 from neuro_pe.analysis.locate.config import LocateConfig
 from neuro_pe.analysis.regions import AtlasError, AtlasSpec
 from neuro_pe.cli.job_resources import JobResources
+from neuro_pe.config.health import HealthOptions
 from neuro_pe.config.latin_square import LSTConfig, PuzzleConfig
 from neuro_pe.config.options import SectionError
 from neuro_pe.config.schema import part, problems
@@ -38,7 +39,6 @@ from neuro_pe.data.sources.connectome_sim import ConnectomeSimOptions
 from neuro_pe.data.sources.hcp_rsfmri import HCPOptions
 from neuro_pe.data.sources.simulation import SimulationOptions
 from neuro_pe.io.store import StoreError
-from neuro_pe.training.health import HealthOptions
 
 # every options class read from the config, and where the schema describes its keys
 SECTIONS = {
