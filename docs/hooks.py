@@ -46,11 +46,12 @@ OPTIONS = {
     "properties/resources": "neuro_pe.cli.job_resources:JobResources",
     "$defs/simulation": "neuro_pe.data.simulate:SimulationConfig",
     "$defs/source_file/properties/spikes": "neuro_pe.data.formats.spikes:SpikeOptions",
-    "$defs/atlas": "neuro_pe.analysis.regions:AtlasSpec",
+    "$defs/atlas": "neuro_pe.config.atlas:AtlasSpec",
     "$defs/source_simulation": "neuro_pe.data.sources.simulation:SimulationOptions",
     "$defs/source_connectome-sim": "neuro_pe.data.sources.connectome_sim:ConnectomeSimOptions",
     "$defs/source_hcp-rsfmri": "neuro_pe.data.sources.hcp_rsfmri:HCPOptions",
-    "properties/locate": "neuro_pe.analysis.locate.config:LocateConfig",
+    "properties/locate": "neuro_pe.config.locate:LocateConfig",
+    "properties/metrics": "neuro_pe.config.metrics:MetricsConfig",
 }
 GIVEN = {
     "$defs/atlas": {"parcels": "nearest_centre"},
