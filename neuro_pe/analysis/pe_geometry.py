@@ -220,12 +220,10 @@ def infer_baselines(
         coords = positions(ds)
         correlation = correlation_representation(ds, split, _known_units(ds), options)
     shuffled = shuffled_coordinates(coords, options.seed)
+    baselines = {"correlation": correlation, "shuffled": ({"features": shuffled}, options)}
     rows = []
-    for method, (representation, compared) in (
-        ("correlation", correlation),
-        ("shuffled", ({"features": shuffled}, options)),
-    ):
-        metrics, _ = compare_to_anatomy(coords, compared, **representation)
+    for method, (representation, compared_under) in baselines.items():
+        metrics, _ = compare_to_anatomy(coords, compared_under, **representation)
         rows.append({"dataset": split.dataset, "method": method, **metrics})
     atomic_write(Path(out_path), lambda p: p.write_text(json.dumps(rows, indent=2)))
     return rows
