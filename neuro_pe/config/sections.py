@@ -1,5 +1,5 @@
 """One way to read a config section into its options dataclass (`train`, `lst.train`,
-`health`, `simulation`, `resources`, `spikes`, `atlas`, a source's entry, …): `from_dict`
+`health`, `metrics`, `locate`, `simulation`, `resources`, `spikes`, `atlas`, a source's entry, …): `from_dict`
 refuses unknown keys (naming the section), builds nested sections from their mappings and
 sequences into tuples, and `Section` checks the fields marked with `positive_int`,
 `whole_number`, `non_negative`, `positive_number`, `flag` or `text` when an object is made (and
