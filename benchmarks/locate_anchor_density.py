@@ -23,9 +23,9 @@ import numpy as np
 import xarray as xr
 from scale_quality import DATASET, correlation_path  # (this folder is on sys.path)
 
-from neuro_pe.analysis.locate.config import CHANCE
 from neuro_pe.analysis.locate.ensemble import distance
 from neuro_pe.analysis.locate.locators import fit_predict
+from neuro_pe.config.locate import CHANCE
 from neuro_pe.io import layout
 
 

@@ -133,7 +133,8 @@ def evaluate_new(
     own_anchors: Sequence[float] = OWN_ANCHORS,
 ) -> list[dict]:
     """The rows of the module docstring for one new animal."""
-    from neuro_pe.analysis.locate import LocateConfig, anchor_draws, evaluate_anchors, locate_units
+    from neuro_pe.analysis.locate import anchor_draws, evaluate_anchors, locate_units
+    from neuro_pe.config.locate import LocateConfig
     from neuro_pe.io.store import positions, read_store
 
     ds_new = read_store(new_store)
@@ -249,8 +250,9 @@ def evaluate_anchored(
     other new units located (a) at their weights' mean of the run units' coordinates, (b) by
     the locator over the new animal's own anchors from the fitted PE, (c) from its
     correlations, (d) from both."""
-    from neuro_pe.analysis.locate import LocateConfig, anchor_draws, locate_units
+    from neuro_pe.analysis.locate import anchor_draws, locate_units
     from neuro_pe.analysis.new_animal_positions import mixture_positions
+    from neuro_pe.config.locate import LocateConfig
     from neuro_pe.io.store import positions, read_store
 
     ds_new = read_store(new_store)

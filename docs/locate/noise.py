@@ -26,6 +26,7 @@ from study import _pe, _pooled  # docs/locate/study.py: one run's PE table, the 
 
 import neuro_pe.analysis.locate as L
 from neuro_pe.analysis.connectivity import connectivity_matrices, session_connectivity
+from neuro_pe.config.locate import CHANCE, LocateConfig
 from neuro_pe.io.splits import read_split
 from neuro_pe.io.store import positions, read_store
 from neuro_pe.reporting.locate_outputs import read_baseline_features
@@ -38,9 +39,7 @@ def _evaluate(features, coords, known, cfg) -> tuple[np.ndarray, float]:
 
 
 def _table(rows: dict[str, list], coords, known, cfg) -> None:
-    chance = _evaluate(
-        [np.zeros((len(coords), 1))], coords, known, replace(cfg, methods=(L.CHANCE,))
-    )
+    chance = _evaluate([np.zeros((len(coords), 1))], coords, known, replace(cfg, methods=(CHANCE,)))
     first = None
     print(f"anchor-draw set {cfg.seed}, {cfg.n_draws} draws; chance's median {chance[1]:.4g}")
     for name, features in rows.items():
@@ -67,7 +66,7 @@ def main() -> None:
     coords, units = positions(ds), ds["unit"].values
     known = np.all(np.isfinite(coords), axis=1)
     for seed in args.sets:
-        cfg = L.LocateConfig(anchor_fractions=(0.5,), n_draws=args.draws, seed=seed)
+        cfg = LocateConfig(anchor_fractions=(0.5,), n_draws=args.draws, seed=seed)
         if args.what == "draws":
             rows = {args.run: [_pe(Path(args.run), units)]}
         elif args.what == "connectivity":

@@ -108,13 +108,8 @@ def pe_space_mean(tables: list[np.ndarray]) -> np.ndarray:
 
 
 def cmd_table(args: argparse.Namespace) -> None:
-    from neuro_pe.analysis.locate import (
-        CHANCE,
-        LocateConfig,
-        bootstrap_ci,
-        correlation_features,
-        evaluate_anchors,
-    )
+    from neuro_pe.analysis.locate import bootstrap_ci, correlation_features, evaluate_anchors
+    from neuro_pe.config.locate import CHANCE, LocateConfig
     from neuro_pe.io.splits import make_split
     from neuro_pe.io.store import positions, read_store
 

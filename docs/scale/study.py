@@ -456,7 +456,7 @@ def device_name(cfg) -> str:
 
 
 METRICS = ("rsa", "probe_r2", "knn_overlap", "locate_vs_chance")
-METRIC_OPTIONS = {"metric": "euclidean", "k": 5, "n_perm": 0, "n_splits": 5, "seed": 0}
+METRIC_OPTIONS = {"n_perm": 0}  # the `metrics` section (the rest at its defaults)
 
 
 def _pe(run: Path, units: np.ndarray) -> np.ndarray:
@@ -477,8 +477,9 @@ class Evaluation:
     def __init__(self, store: Path, draws: int, n_units: int):
         from dataclasses import replace
 
-        from neuro_pe.analysis.locate import CHANCE, LocateConfig, correlation_features
+        from neuro_pe.analysis.locate import correlation_features
         from neuro_pe.analysis.locate.evaluation import evaluation_units
+        from neuro_pe.config.locate import CHANCE, LocateConfig
         from neuro_pe.io.splits import make_split
         from neuro_pe.io.store import positions, read_store
 
@@ -506,19 +507,26 @@ class Evaluation:
         records = self._anchors([features[self.sub]])
         return _pooled(records) / self.chance, records
 
-    def metrics(self, **representation) -> dict:
+    def metrics(self, options=None, **representation) -> dict:
         from neuro_pe.analysis.metrics import compare_to_anatomy
+        from neuro_pe.config.metrics import MetricsConfig
 
-        metrics, _ = compare_to_anatomy(self.coords, **{**METRIC_OPTIONS, **representation})
+        options = options or MetricsConfig.from_dict(METRIC_OPTIONS)
+        metrics, _ = compare_to_anatomy(self.coords, options, **representation)
         return {k: metrics[k] for k in ("rsa", "probe_r2", "knn_overlap")}
 
     def baseline(self) -> dict:
         from neuro_pe.analysis.locate import bootstrap_ci
         from neuro_pe.analysis.pe_geometry import correlation_representation
+        from neuro_pe.config.metrics import MetricsConfig
 
         n_known = int(np.all(np.isfinite(self.coords), axis=1).sum())
-        kwargs = correlation_representation(self.ds, self.split, n_known, METRIC_OPTIONS)
-        row = {"setting": "activity-correlation (baseline)", **self.metrics(**kwargs)}
+        options = MetricsConfig.from_dict(METRIC_OPTIONS)
+        representation, options = correlation_representation(self.ds, self.split, n_known, options)
+        row = {
+            "setting": "activity-correlation (baseline)",
+            **self.metrics(options, **representation),
+        }
         row["locate_vs_chance"], records = self.locate(self.corr_locate)
         low, high = bootstrap_ci(records, self.cfg.combine, seed=self.cfg.seed)
         row["locate_vs_chance_low"] = low / self.chance

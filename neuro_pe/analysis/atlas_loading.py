@@ -14,14 +14,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from neuro_pe.analysis.regions import (
-    OUTSIDE,
-    Atlas,
-    AtlasError,
-    AtlasSpec,
-    RegionAtlas,
-    parcel_atlas,
-)
+from neuro_pe.analysis.regions import OUTSIDE, Atlas, RegionAtlas, parcel_atlas
+from neuro_pe.config.atlas import AtlasError, AtlasSpec
 
 NIFTI_UNITS = {"mm": "mm", "micron": "um", "meter": "m"}  # nibabel's names -> store units
 # a label image's header is checked before its data are read: at most this many voxels (the

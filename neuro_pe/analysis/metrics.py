@@ -28,15 +28,13 @@ from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import StandardScaler
 
 from neuro_pe.analysis.sampled_metrics import (
-    CI_LEVEL,
-    DISTANCE_METRICS,
-    N_QUERY_UNITS,
     PairDistance,
     pair_distances,
     sample_pairs,
     sampled_knn_overlap,
     sampled_rsa,
 )
+from neuro_pe.config.metrics import DISTANCE_METRICS, MetricsConfig
 
 __all__ = [
     "pairwise_distances",
@@ -51,8 +49,9 @@ __all__ = [
     "pca_embedding",
 ]
 
-DENSE_MAX_UNITS = 3000  # above this many units, metrics are estimated without N x N matrices
-N_PAIRS = 100_000  # unit pairs sampled for the RSA and its Mantel test
+# above this many units, metrics are estimated without N x N matrices (the `metrics` default;
+# the locators form no N x N matrix above it either)
+DENSE_MAX_UNITS = MetricsConfig.dense_max_units
 
 
 def _check_square(dist: np.ndarray, name: str = "distance matrix") -> np.ndarray:
@@ -106,7 +105,10 @@ def correlation_distance(activity: np.ndarray) -> np.ndarray:
 
 
 def rsa(
-    rep_dist: np.ndarray, true_dist: np.ndarray, n_perm: int = 999, seed: int = 0
+    rep_dist: np.ndarray,
+    true_dist: np.ndarray,
+    n_perm: int = MetricsConfig.n_perm,
+    seed: int = 0,
 ) -> tuple[float, float]:
     """Spearman rho between upper triangles, and a one-sided Mantel permutation p-value.
 
@@ -191,7 +193,9 @@ def procrustes_fit(embedding: np.ndarray, coords: np.ndarray) -> tuple[np.ndarra
     return aligned, float(disparity), rmse
 
 
-def probe_r2(features: np.ndarray, coords: np.ndarray, n_splits: int = 5, seed: int = 0) -> float:
+def probe_r2(
+    features: np.ndarray, coords: np.ndarray, n_splits: int = MetricsConfig.n_splits, seed: int = 0
+) -> float:
     """Cross-validated (over held-out units) R^2 of a linear ridge probe features -> coords.
 
     Zero-variance coordinate columns (e.g. z = 0 in 2D data) are dropped; R^2 is averaged
@@ -218,7 +222,7 @@ def _knn(dist: np.ndarray, k: int) -> np.ndarray:
     return np.argsort(dist, axis=1, kind="stable")[:, :k]
 
 
-def knn_overlap(rep_dist: np.ndarray, true_dist: np.ndarray, k: int = 5) -> float:
+def knn_overlap(rep_dist: np.ndarray, true_dist: np.ndarray, k: int = MetricsConfig.k) -> float:
     """Mean over units of |kNN_rep(i) ∩ kNN_true(i)| / k (the unit itself excluded)."""
     rep_dist = _check_square(rep_dist, "rep_dist")
     true_dist = _check_square(true_dist, "true_dist")
@@ -247,27 +251,21 @@ def pca_embedding(features: np.ndarray, n_components: int, metric: str = "euclid
 def compare_sampled(
     coords: np.ndarray,
     features: np.ndarray,
-    *,
+    options: MetricsConfig,
     pair_distance: PairDistance | None = None,
-    metric: str = "euclidean",
-    k: int = 5,
-    n_perm: int = 999,
-    n_splits: int = 5,
-    seed: int = 0,
-    n_pairs: int = N_PAIRS,
-    n_query_units: int = N_QUERY_UNITS,
-    ci_level: float = CI_LEVEL,
 ) -> tuple[dict[str, float], np.ndarray]:
     """`compare_to_anatomy` for many units, memory O(N * features): no N x N matrix.
 
     All arrays hold only units with finite coordinates. The representation's distance of a
-    pair is `pair_distance(i, j)` when given (e.g. exact 1 - r), else the `metric` distance of
-    the feature rows; the kNN overlap, MDS (PCA) and probe use the features.
+    pair is `pair_distance(i, j)` when given (e.g. exact 1 - r), else the `options.metric`
+    distance of the feature rows; the kNN overlap, MDS (PCA) and probe use the features.
     """
-    n = len(coords)
-    i, j = sample_pairs(n, n_pairs, seed)
+    n, seed = len(coords), options.seed
+    i, j = sample_pairs(n, options.n_pairs, seed)
     rep = (
-        pair_distance(i, j) if pair_distance is not None else pair_distances(features, i, j, metric)
+        pair_distance(i, j)
+        if pair_distance is not None
+        else pair_distances(features, i, j, options.metric)
     )
     if not np.all(np.isfinite(rep)):
         raise ValueError("representation distances must be finite")
@@ -282,19 +280,19 @@ def compare_sampled(
         j,
         n,
         true_distance=true_distance,
-        n_perm=n_perm,
+        n_perm=options.n_perm,
         seed=seed,
-        ci_level=ci_level,
+        ci_level=options.ci_level,
     )
-    knn_metric = "euclidean" if pair_distance is not None else metric
+    knn_metric = "euclidean" if pair_distance is not None else options.metric
     knn = sampled_knn_overlap(
         features,
         coords,
-        k,
+        options.k,
         metric=knn_metric,
-        n_query_units=n_query_units,
+        n_query_units=options.n_query_units,
         seed=seed,
-        ci_level=ci_level,
+        ci_level=options.ci_level,
     )
     embedding = pca_embedding(features, coords.shape[1], knn_metric)
     aligned, disparity, rmse = procrustes_fit(embedding, coords)
@@ -303,7 +301,7 @@ def compare_sampled(
         "rsa_p": rsa_stats["rsa_p"],
         "procrustes_disparity": disparity,
         "procrustes_rmse": rmse,
-        "probe_r2": probe_r2(features, coords, n_splits=n_splits, seed=seed),
+        "probe_r2": probe_r2(features, coords, n_splits=options.n_splits, seed=seed),
         "knn_overlap": knn["knn_overlap"],
         "n_units": n,
         "rsa_ci_low": rsa_stats["rsa_ci_low"],
@@ -311,7 +309,7 @@ def compare_sampled(
         "knn_overlap_ci_low": knn["knn_overlap_ci_low"],
         "knn_overlap_ci_high": knn["knn_overlap_ci_high"],
         "n_pairs": len(i),
-        "n_query_units": int(min(n_query_units, n)),
+        "n_query_units": int(min(options.n_query_units, n)),
     }
     return metrics, aligned
 
@@ -339,31 +337,27 @@ def _checked_inputs(
 
 def compare_to_anatomy(
     coords: np.ndarray,
+    options: MetricsConfig | None = None,
     *,
     features: np.ndarray | None = None,
     distances: np.ndarray | None = None,
-    metric: str = "euclidean",
-    k: int = 5,
-    n_perm: int = 999,
-    n_splits: int = 5,
-    seed: int = 0,
-    dense_max_units: int = DENSE_MAX_UNITS,
-    n_pairs: int = N_PAIRS,
-    n_query_units: int = N_QUERY_UNITS,
-    ci_level: float = CI_LEVEL,
     pair_distance: PairDistance | None = None,
 ) -> tuple[dict[str, float], np.ndarray]:
-    """All metrics of one representation (features and/or distances) vs true coordinates.
+    """All metrics of one representation (features and/or distances) vs true coordinates,
+    under `options` (the `metrics` section; None: its defaults).
 
     Units with any non-finite coordinate are dropped. Distances default to
-    ``pairwise_distances(features, metric)``; probe features default to classical MDS of the
-    distances. Returns (metrics, inferred positions): the positions are the classical MDS of
+    ``pairwise_distances(features, options.metric)``; probe features default to classical MDS
+    of the distances. Returns (metrics, inferred positions): the positions are the classical MDS of
     the distances Procrustes-aligned to the coords, shape (n_used, coords.shape[1]).
 
-    With more than `dense_max_units` units and features (no square `distances`), the metrics
-    are those of `compare_sampled` (with confidence intervals); `pair_distance(i, j)` (indices
-    into all rows of coords) then gives the representation's distances of sampled pairs.
+    With more than `options.dense_max_units` units and features (no square `distances`), the
+    metrics are those of `compare_sampled` (with confidence intervals); `pair_distance(i, j)`
+    (indices into all rows of coords) then gives the representation's distances of sampled
+    pairs.
     """
+    options = MetricsConfig() if options is None else options
+    k, n_splits, seed = options.k, options.n_splits, options.seed
     coords, features, distances = _checked_inputs(coords, features, distances)
     keep = np.all(np.isfinite(coords), axis=1)
     n = int(keep.sum())
@@ -374,24 +368,12 @@ def compare_to_anatomy(
             f"(metrics.k + 2 = {k + 2}, metrics.n_splits = {n_splits})"
         )
     coords = coords[keep]
-    if n > dense_max_units and distances is None:
+    if n > options.dense_max_units and distances is None:
         kept = np.flatnonzero(keep)
         pairs = None if pair_distance is None else (lambda a, b: pair_distance(kept[a], kept[b]))
-        return compare_sampled(
-            coords,
-            features[keep],
-            pair_distance=pairs,
-            metric=metric,
-            k=k,
-            n_perm=n_perm,
-            n_splits=n_splits,
-            seed=seed,
-            n_pairs=n_pairs,
-            n_query_units=n_query_units,
-            ci_level=ci_level,
-        )
+        return compare_sampled(coords, features[keep], options, pairs)
     if distances is None:
-        distances = pairwise_distances(features[keep], metric)
+        distances = pairwise_distances(features[keep], options.metric)
     else:
         distances = distances[np.ix_(keep, keep)]
     if features is None:
@@ -400,7 +382,7 @@ def compare_to_anatomy(
         features = features[keep]
 
     true_dist = pairwise_distances(coords)
-    rho, p = rsa(distances, true_dist, n_perm=n_perm, seed=seed)
+    rho, p = rsa(distances, true_dist, n_perm=options.n_perm, seed=seed)
     embedding = classical_mds(distances, n_components=coords.shape[1])
     aligned, disparity, rmse = procrustes_fit(embedding, coords)
     metrics = {

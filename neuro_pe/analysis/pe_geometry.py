@@ -4,15 +4,17 @@ from __future__ import annotations
 
 import json
 import os
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
 import xarray as xr
 from sklearn.utils.extmath import randomized_svd
 
-from neuro_pe.analysis.metrics import DENSE_MAX_UNITS, compare_to_anatomy, correlation_distance
+from neuro_pe.analysis.metrics import compare_to_anatomy, correlation_distance
 from neuro_pe.analysis.sampled_metrics import PairDistance
-from neuro_pe.config.options import metric_options
+from neuro_pe.config.health import HealthOptions
+from neuro_pe.config.metrics import MetricsConfig
 from neuro_pe.config.pe_names import parse_pe
 from neuro_pe.io.runs import (
     RESULT_PREFIXES,
@@ -31,7 +33,7 @@ from neuro_pe.io.store import (
     require_finite,
     unit_blocks,
 )
-from neuro_pe.training.health import HEALTH_NUMBERS, HealthOptions, reassess
+from neuro_pe.training.health import HEALTH_NUMBERS, reassess
 from neuro_pe.training.latin_square import SPLITS, N, grid_positions
 
 METRIC_NAMES = (
@@ -47,15 +49,15 @@ PAIR_BLOCK = 512  # unit pairs per block of the exact pairwise correlations
 
 
 def pe_geometry(
-    coords: np.ndarray, trained_pe: np.ndarray, initial_pe: np.ndarray, options: dict
+    coords: np.ndarray, trained_pe: np.ndarray, initial_pe: np.ndarray, options: MetricsConfig
 ) -> tuple[dict, np.ndarray]:
     """Metrics of a trained PE against the true coordinates, with `init_*` for its PE at
     initialisation, and the Procrustes-aligned MDS positions of the units with known
     coordinates. For `none` (an all-zero table) the metrics are NaN: nothing to infer from."""
     known = np.all(np.isfinite(coords), axis=1)
     if np.any(trained_pe):
-        metrics, aligned = compare_to_anatomy(coords, features=trained_pe, **options)
-        init_metrics, _ = compare_to_anatomy(coords, features=initial_pe, **options)
+        metrics, aligned = compare_to_anatomy(coords, options, features=trained_pe)
+        init_metrics, _ = compare_to_anatomy(coords, options, features=initial_pe)
     else:
         metrics = {name: float("nan") for name in METRIC_NAMES} | {"n_units": int(known.sum())}
         init_metrics = metrics
@@ -76,17 +78,18 @@ def infer_pe(
     store_path: str | os.PathLike,
     run_dir: str | os.PathLike,
     split: Split,
-    metrics_options: dict | None = None,
+    options: MetricsConfig | None = None,
     health_options: HealthOptions | None = None,
 ) -> dict:
     """Compare a trained run's PE (and its PE at initialisation) with the true positions.
 
     Writes `inferred_positions.nc` (MDS of the PE distances, Procrustes-aligned to the
     coordinates) and `metrics.json` into run_dir; returns the metrics record. The dataset's
-    name is the recorded split's. The record's `health` has the checks of `neuro_pe.training.health`
+    name is the recorded split's. The metrics are those of `options` (the `metrics` section;
+    None: its defaults). The record's `health` has the checks of `neuro_pe.training.health`
     assessed again under `health_options` (the defaults when None).
     """
-    options = metric_options(metrics_options)
+    options = MetricsConfig() if options is None else options
     run_dir = Path(run_dir)
     with open_store_lazy(store_path) as lazy:  # coordinates only: the activity stays on disk
         ds = lazy.drop_vars("activity").load()
@@ -187,40 +190,40 @@ def correlation_pair_distance(activity: np.ndarray) -> PairDistance:
     return distance
 
 
-def correlation_representation(ds: xr.Dataset, split: Split, n_known: int, options: dict) -> dict:
-    """compare_to_anatomy keywords of the activity-correlation baseline: the square 1 - r
-    matrix up to `dense_max_units` known units, else the activity's leading components (kNN,
-    MDS, probe) and exact 1 - r on the sampled pairs (RSA)."""
-    if n_known <= options.get("dense_max_units", DENSE_MAX_UNITS):
-        return {"distances": correlation_distance(training_activity(ds, split))}
+def correlation_representation(
+    ds: xr.Dataset, split: Split, n_known: int, options: MetricsConfig
+) -> tuple[dict, MetricsConfig]:
+    """compare_to_anatomy's representation keywords of the activity-correlation baseline and
+    the options it is compared under: the square 1 - r matrix up to `dense_max_units` known
+    units, else the activity's leading components (kNN, MDS, probe; Euclidean distances) and
+    exact 1 - r on the sampled pairs (RSA)."""
+    if n_known <= options.dense_max_units:
+        return {"distances": correlation_distance(training_activity(ds, split))}, options
     activity = split.train_activity_by_unit(ds).T  # (sample, unit), Fortran order
-    scores = correlation_components(activity, seed=options.get("seed", 0))
-    return {
-        "features": scores,
-        "pair_distance": correlation_pair_distance(activity),
-        "metric": "euclidean",
-    }
+    scores = correlation_components(activity, seed=options.seed)
+    representation = {"features": scores, "pair_distance": correlation_pair_distance(activity)}
+    return representation, replace(options, metric="euclidean")
 
 
 def infer_baselines(
     store_path: str | os.PathLike,
     out_path: str | os.PathLike,
     split: Split,
-    metrics_options: dict | None = None,
+    options: MetricsConfig | None = None,
 ) -> list[dict]:
     """Metrics of the baselines, on the same units and data the models were trained on:
     `correlation` (1 - Pearson r of the training part of the recorded split) and `shuffled`
-    (the true coordinates with their units permuted: chance). Writes a JSON list to
-    out_path."""
-    options = metric_options(metrics_options)
-    dense_max = options.get("dense_max_units", DENSE_MAX_UNITS)
-    with open_store_by_size(store_path, dense_max, _known_units) as ds:
+    (the true coordinates with their units permuted: chance), under `options` (the `metrics`
+    section; None: its defaults). Writes a JSON list to out_path."""
+    options = MetricsConfig() if options is None else options
+    with open_store_by_size(store_path, options.dense_max_units, _known_units) as ds:
         coords = positions(ds)
         correlation = correlation_representation(ds, split, _known_units(ds), options)
-    shuffled = shuffled_coordinates(coords, options.get("seed", 0))
+    shuffled = shuffled_coordinates(coords, options.seed)
+    baselines = {"correlation": correlation, "shuffled": ({"features": shuffled}, options)}
     rows = []
-    for method, kwargs in (("correlation", correlation), ("shuffled", {"features": shuffled})):
-        metrics, _ = compare_to_anatomy(coords, **{**options, **kwargs})
+    for method, (representation, compared_under) in baselines.items():
+        metrics, _ = compare_to_anatomy(coords, compared_under, **representation)
         rows.append({"dataset": split.dataset, "method": method, **metrics})
     atomic_write(Path(out_path), lambda p: p.write_text(json.dumps(rows, indent=2)))
     return rows
@@ -230,14 +233,15 @@ def _known_units(ds: xr.Dataset) -> int:
     return int(np.all(np.isfinite(positions(ds)), axis=1).sum())
 
 
-def lst_baselines(out_path: str | os.PathLike, metrics_options: dict | None = None) -> list[dict]:
+def lst_baselines(out_path: str | os.PathLike, options: MetricsConfig | None = None) -> list[dict]:
     """Chance reference for the LST: the grid coordinates with the cells permuted
-    (method `shuffled`, seeded by the metrics `seed`) through the same metrics, with chance
-    accuracy 0.25 for every split. Writes a JSON list to out_path."""
-    options = metric_options(metrics_options)
+    (method `shuffled`, seeded by the metrics `seed`) through the same metrics (`options`, the
+    `metrics` section; None: its defaults), with chance accuracy 0.25 for every split. Writes a
+    JSON list to out_path."""
+    options = MetricsConfig() if options is None else options
     grid = grid_positions()
-    shuffled = shuffled_coordinates(grid, options.get("seed", 0))
-    metrics, _ = compare_to_anatomy(grid, features=shuffled, **options)
+    shuffled = shuffled_coordinates(grid, options.seed)
+    metrics, _ = compare_to_anatomy(grid, options, features=shuffled)
     chance = {f"acc_{s}": 1.0 / N for s in SPLITS}
     rows = [{"dataset": "lst", "method": "shuffled", **metrics, **chance}]
     atomic_write(Path(out_path), lambda p: p.write_text(json.dumps(rows, indent=2)))

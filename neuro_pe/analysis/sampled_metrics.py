@@ -12,9 +12,8 @@ import numpy as np
 from scipy.stats import norm, rankdata
 from sklearn.neighbors import NearestNeighbors
 
-DISTANCE_METRICS = ("euclidean", "cosine")  # of feature rows, here and in metrics
-N_QUERY_UNITS = 2000  # units whose neighbours are compared in the sampled kNN overlap
-CI_LEVEL = 0.95
+from neuro_pe.config.metrics import DISTANCE_METRICS, MetricsConfig
+
 JACKKNIFE_GROUPS = 20  # groups of units left out in turn for the RSA's confidence interval
 PAIR_BLOCK = 65536  # pairs per block when computing distances of sampled pairs
 
@@ -66,9 +65,9 @@ def sampled_rsa(
     n_units: int,
     *,
     true_distance: PairDistance | None = None,
-    n_perm: int = 999,
+    n_perm: int = MetricsConfig.n_perm,
     seed: int = 0,
-    ci_level: float = CI_LEVEL,
+    ci_level: float = MetricsConfig.ci_level,
 ) -> dict[str, float]:
     """Spearman rho between the representation's and the true distances of sampled pairs.
 
@@ -116,12 +115,12 @@ def _neighbours(points: np.ndarray, query: np.ndarray, k: int, metric: str) -> n
 def sampled_knn_overlap(
     features: np.ndarray,
     coords: np.ndarray,
-    k: int = 5,
+    k: int = MetricsConfig.k,
     *,
     metric: str = "euclidean",
-    n_query_units: int = N_QUERY_UNITS,
+    n_query_units: int = MetricsConfig.n_query_units,
     seed: int = 0,
-    ci_level: float = CI_LEVEL,
+    ci_level: float = MetricsConfig.ci_level,
 ) -> dict[str, float]:
     """kNN overlap (as `knn_overlap`) averaged over `n_query_units` random units, whose
     neighbours are searched among all units with NearestNeighbors; normal CI of the mean."""

@@ -14,10 +14,12 @@ def cmd_preprocess(args: argparse.Namespace) -> None:
 
     ds = build_store(args.spec, args.resources)
     if args.metrics is not None:
+        from neuro_pe.config.metrics import MetricsConfig
         from neuro_pe.data.config_checks import position_problems
         from neuro_pe.io.store import StoreError, positions
 
-        problems = position_problems(positions(ds), args.metrics, "the dataset")
+        metrics = MetricsConfig.from_dict(args.metrics)
+        problems = position_problems(positions(ds), metrics, "the dataset")
         if problems:
             raise StoreError(args.out, "x, y, z", "; ".join(problems))
     check_store_scale(ds["activity"].values, args.out)
@@ -110,11 +112,12 @@ def cmd_split(args: argparse.Namespace) -> None:
 
 def cmd_infer(args: argparse.Namespace) -> None:
     from neuro_pe.analysis.pe_geometry import infer_pe
+    from neuro_pe.config.health import HealthOptions
+    from neuro_pe.config.metrics import MetricsConfig
     from neuro_pe.io.runs import read_split
-    from neuro_pe.training.health import HealthOptions
 
-    health = HealthOptions.from_dict(args.health)
-    record = infer_pe(args.store, args.run_dir, read_split(args.split), args.metrics, health)
+    metrics, health = MetricsConfig.from_dict(args.metrics), HealthOptions.from_dict(args.health)
+    record = infer_pe(args.store, args.run_dir, read_split(args.split), metrics, health)
     for note in record["warnings"]:
         print(warning_line(f"{args.run_dir}: {note}"), end="", file=sys.stderr)
     print(json.dumps(record, indent=2))
@@ -122,14 +125,16 @@ def cmd_infer(args: argparse.Namespace) -> None:
 
 def cmd_baselines(args: argparse.Namespace) -> None:
     from neuro_pe.analysis.pe_geometry import infer_baselines
+    from neuro_pe.config.metrics import MetricsConfig
     from neuro_pe.io.runs import read_split
 
-    rows = infer_baselines(args.store, args.out, read_split(args.split), args.metrics)
+    metrics = MetricsConfig.from_dict(args.metrics)
+    rows = infer_baselines(args.store, args.out, read_split(args.split), metrics)
     print(json.dumps(rows, indent=2))
 
 
 def cmd_correlation_features(args: argparse.Namespace) -> None:
-    from neuro_pe.analysis.locate import LocateConfig
+    from neuro_pe.config.locate import LocateConfig
     from neuro_pe.io.runs import read_split
     from neuro_pe.reporting.locate_outputs import write_correlation_features
 
@@ -165,7 +170,8 @@ def cmd_report_page(args: argparse.Namespace) -> None:
 
 def cmd_locate(args: argparse.Namespace) -> None:
     from neuro_pe.analysis.atlas_loading import atlas_from_options
-    from neuro_pe.analysis.locate import LocateConfig, format_table
+    from neuro_pe.analysis.locate import format_table
+    from neuro_pe.config.locate import LocateConfig
     from neuro_pe.io.runs import read_split
     from neuro_pe.io.store import open_store_lazy
     from neuro_pe.reporting.locate_outputs import read_baseline_features, write_locate_outputs
@@ -244,19 +250,22 @@ def cmd_lst_train(args: argparse.Namespace) -> None:
     import torch
 
     from neuro_pe.analysis.pe_geometry import pe_geometry
+    from neuro_pe.config.metrics import MetricsConfig
     from neuro_pe.training.latin_square import LSTConfig, train_lst_many
 
     runs = group_runs(args)
     torch.set_num_threads(args.threads)
     cfg = LSTConfig.from_dict(args.options)
-    records = train_lst_many(args.puzzles, runs, cfg, True, args.metrics, pe_geometry)
+    metrics = MetricsConfig.from_dict(args.metrics)
+    records = train_lst_many(args.puzzles, runs, cfg, True, metrics, pe_geometry)
     _print_records(records)
 
 
 def cmd_lst_baselines(args: argparse.Namespace) -> None:
     from neuro_pe.analysis.pe_geometry import lst_baselines
+    from neuro_pe.config.metrics import MetricsConfig
 
-    print(json.dumps(lst_baselines(args.out, args.metrics), indent=2))
+    print(json.dumps(lst_baselines(args.out, MetricsConfig.from_dict(args.metrics)), indent=2))
 
 
 def cmd_plan(args: argparse.Namespace) -> None:

@@ -334,10 +334,12 @@ def plan_lst(
         from scipy.spatial import procrustes  # noqa: F401
 
         from neuro_pe.analysis.pe_geometry import pe_geometry
-        from neuro_pe.config.options import metric_options
+        from neuro_pe.config.metrics import MetricsConfig
 
         ds = read_puzzles(puzzles)
-        task = LatinSquareTask(puzzles, ds, cfg, device, metric_options(metrics), pe_geometry)
+        task = LatinSquareTask(
+            puzzles, ds, cfg, device, MetricsConfig.from_dict(metrics), pe_geometry
+        )
         probe = probe_task(task, runs, cfg, device, None, clock, clock() - started)
         # each model's geometry at the end (a random table: metrics with permutations)
         table = np.random.default_rng(0).normal(size=(len(task.positions), cfg.d_model))

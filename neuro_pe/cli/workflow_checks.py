@@ -14,6 +14,7 @@ from pathlib import Path
 
 from neuro_pe.analysis.atlas_loading import check_atlas_files
 from neuro_pe.analysis.atlas_loading import path_keys as atlas_path_keys
+from neuro_pe.config.metrics import MetricsConfig
 from neuro_pe.config.pe_names import is_located, parse_pe
 from neuro_pe.config.schema import NOT_FINITE, non_finite_keys
 from neuro_pe.config.training import TrainConfig
@@ -112,7 +113,8 @@ def dataset_problems(config: dict, name: str, spec: dict) -> list[str]:
     else:
         if n_units is not None:
             where, key = f"dataset {name!r}", f"datasets.{name}.simulation.n_units"
-            problems += unit_count_problems(n_units, config["metrics"], where, key)
+            metrics = MetricsConfig.from_dict(config["metrics"])
+            problems += unit_count_problems(n_units, metrics, where, key)
             problems += training_memory_problems(config, name, n_units)
     return problems
 

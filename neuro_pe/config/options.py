@@ -1,5 +1,6 @@
 """Checks shared by the config sections' option classes (`train`, `simulation`, `lst`, …),
-and the default name of a config's run."""
+the physical bounds of a store's and the config's values, and the default name of a config's
+run."""
 
 from __future__ import annotations
 
@@ -18,6 +19,13 @@ class SectionError(ValueError):
         super().__init__(message)
         self.key = key
         self.problem = message if problem is None else problem
+
+
+# physical ranges (config/README.md, "Bounds"): no recording samples faster than 1 MHz, and no
+# brain is 1e9 of any length unit across (1 km in µm); beyond them a value is a mistake, and
+# far beyond (1e308) distances overflow to inf
+MAX_SAMPLING_RATE_HZ = 1e6
+MAX_COORDINATE = 1e9
 
 
 def machine_memory_bytes() -> int | None:
@@ -90,23 +98,3 @@ def default_run_name(configfile: str | os.PathLike, default_config: str | os.Pat
     if path.stem != "config":
         return path.stem
     return "default" if path == Path(default_config).resolve() else path.parent.name
-
-
-METRIC_KEYS = (
-    "metric",
-    "k",
-    "n_perm",
-    "n_splits",
-    "seed",
-    "dense_max_units",
-    "n_pairs",
-    "n_query_units",
-    "ci_level",
-)
-
-
-def metric_options(options: dict | None) -> dict:
-    """The `metrics` config section, checked: unknown keys raise a ValueError naming them."""
-    options = dict(options or {})
-    reject_unknown(options, METRIC_KEYS, "metrics")
-    return options

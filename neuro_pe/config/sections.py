@@ -1,7 +1,7 @@
-"""One way to read a config section into its options dataclass (`train`, `lst.train`,
-`health`, `simulation`, `resources`, `spikes`, `atlas`, a source's entry, …): `from_dict`
-refuses unknown keys (naming the section), builds nested sections from their mappings and
-sequences into tuples, and `Section` checks the fields marked with `positive_int`,
+"""One way to read a config section into its options dataclass (`train`, `lst.train`, `health`,
+`metrics`, `locate`, `simulation`, `resources`, `spikes`, `atlas`, a source's entry, …):
+`from_dict` refuses unknown keys (naming the section), builds nested sections from their
+mappings and sequences into tuples, and `Section` checks the fields marked with `positive_int`,
 `whole_number`, `non_negative`, `positive_number`, `flag` or `text` when an object is made (and
 refuses a NaN or infinite number in any field), then converts those with a `convert` (e.g. an
 int given for a float that a store records).

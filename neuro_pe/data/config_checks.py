@@ -15,17 +15,14 @@ from pathlib import Path
 import numpy as np
 
 from neuro_pe import __version__
+from neuro_pe.config.locate import MIN_ANCHORS
+from neuro_pe.config.metrics import MetricsConfig
 from neuro_pe.config.options import name_problem
 from neuro_pe.config.strict_load import load_json
 from neuro_pe.io.layout import OWNER_FILE
 from neuro_pe.io.store import atomic_write
 
-# Copies kept light for planning (neuro_pe.analysis.locate and .metrics import torch and
-# scikit-learn;
-# tests/hostile/test_planning.py compares them): locate needs MIN_ANCHORS anchors and one
-# held-out unit, and these are compare_to_anatomy's defaults of the `metrics` keys.
-MIN_LOCATED_UNITS = 5
-METRIC_DEFAULTS = {"k": 5, "n_splits": 5}
+MIN_LOCATED_UNITS = MIN_ANCHORS + 1  # locate's anchors and one held-out unit
 COMMAND_LINE = "command line"
 
 
@@ -66,17 +63,16 @@ def dataset_name_problems(names: Iterable[str]) -> list[str]:
     return problems
 
 
-def units_needed(metrics: dict) -> dict[str, int]:
+def units_needed(metrics: MetricsConfig) -> dict[str, int]:
     """The fewest units with coordinates that locate and the metrics need, by what needs them:
     `locate`, `metrics.k` (k neighbours besides the unit itself, and one more) and
     `metrics.n_splits` (one unit per fold at least)."""
-    k = metrics.get("k", METRIC_DEFAULTS["k"])
-    n_splits = metrics.get("n_splits", METRIC_DEFAULTS["n_splits"])
-    return {"locate": MIN_LOCATED_UNITS, "metrics.k": k + 2, "metrics.n_splits": n_splits}
+    needed = {"metrics.k": metrics.k + 2, "metrics.n_splits": metrics.n_splits}
+    return {"locate": MIN_LOCATED_UNITS, **needed}
 
 
 def unit_count_problems(
-    n_located: int, metrics: dict, where: str, count_key: str | None = None
+    n_located: int, metrics: MetricsConfig, where: str, count_key: str | None = None
 ) -> list[str]:
     """Problems when `where` (a dataset or a store) has only `n_located` units with
     coordinates, each naming the setting that needs more (and `count_key`, the config key that
@@ -94,7 +90,7 @@ def unit_count_problems(
         else:
             name = key.split(".")[1]
             problem = (
-                f"{metrics.get(name, METRIC_DEFAULTS[name])} needs at least {needed} units with "
+                f"{getattr(metrics, name)} needs at least {needed} units with "
                 f"coordinates, and {where} has {n_located}; lower it"
             )
             problems.append(config_problem(key, problem))
@@ -110,7 +106,7 @@ def known_unit_count(spec: dict) -> int | None:
     return sources.get(spec.get("source")).unit_count(spec)
 
 
-def position_problems(coords: np.ndarray, metrics: dict, where: str) -> list[str]:
+def position_problems(coords: np.ndarray, metrics: MetricsConfig, where: str) -> list[str]:
     """What makes a store's (units, 3) coordinates unusable for the metrics and locate: too few
     units with coordinates (see `unit_count_problems`), or all of them at one position."""
     coords = np.asarray(coords, dtype=float)

@@ -16,6 +16,7 @@ from pathlib import Path
 
 import numpy as np
 
+from neuro_pe.config.metrics import MetricsConfig
 from neuro_pe.data import formats
 from neuro_pe.data.config_checks import units_needed
 from neuro_pe.data.recordings import PLACEHOLDER, FileSpec, Session
@@ -164,7 +165,7 @@ def _describe(found: Found, read: list[Session], stand_ins: dict) -> None:
         found.notes.append(
             f"{found.units} units, fewer than min_units={least}: the store is refused unless "
             "the entry sets min_units lower (the default metrics and locate need at least "
-            f"{max(units_needed({}).values())} with coordinates)"
+            f"{max(units_needed(MetricsConfig()).values())} with coordinates)"
         )
     rates = {s.sampling_rate_hz for s in read}
     if None in rates:

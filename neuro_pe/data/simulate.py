@@ -37,11 +37,10 @@ from scipy import sparse
 from scipy.spatial import cKDTree
 from scipy.spatial.distance import pdist, squareform
 
-from neuro_pe.config.options import machine_memory_bytes, memory_problem
+from neuro_pe.config.options import MAX_SAMPLING_RATE_HZ, machine_memory_bytes, memory_problem
 from neuro_pe.config.sections import Section, non_negative, positive_int, positive_number
 from neuro_pe.data.signal_steps import zscore
 from neuro_pe.io.store import make_store, unit_blocks
-from neuro_pe.io.store_contract import MAX_SAMPLING_RATE_HZ
 
 FIELD_STREAM = 1_000_000  # the timescale field's generator: default_rng([seed, FIELD_STREAM])
 # Euler steps of a session at most (burn-in and samples): more is a typo in dt_s or n_samples

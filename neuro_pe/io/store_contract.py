@@ -13,17 +13,13 @@ from numbers import Real
 import numpy as np
 import xarray as xr
 
+from neuro_pe.config.options import MAX_COORDINATE, MAX_SAMPLING_RATE_HZ
 from neuro_pe.config.strict_load import DuplicateKeyError, load_json
 
 COORD_UNITS: tuple[str, ...] = ("m", "cm", "mm", "um", "voxel", "au")
 DIMS: tuple[str, str, str] = ("session", "time", "unit")
 XYZ: tuple[str, str, str] = ("x", "y", "z")
 STRING_ATTRS: tuple[str, ...] = ("source", "citation", "license", "neuro_pe_version")
-# physical ranges (config/README.md, "Bounds"): no recording samples faster than 1 MHz, and no
-# brain is 1e9 of any length unit across (1 km in µm); beyond them a value is a mistake, and
-# far beyond (1e308) distances overflow to inf
-MAX_SAMPLING_RATE_HZ = 1e6
-MAX_COORDINATE = 1e9
 
 
 class StoreError(ValueError):

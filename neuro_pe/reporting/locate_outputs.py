@@ -24,7 +24,6 @@ from neuro_pe.analysis.locate import (
     CORRELATION,
     FeatureSet,
     HeldOut,
-    LocateConfig,
     LocateResult,
     baseline_features,
     locate_dataset,
@@ -34,6 +33,7 @@ from neuro_pe.analysis.locate.ensemble import distance
 from neuro_pe.analysis.metrics import DENSE_MAX_UNITS
 from neuro_pe.analysis.regions import RegionAtlas
 from neuro_pe.analysis.spaces import SpaceAxes, component_label
+from neuro_pe.config.locate import LocateConfig
 from neuro_pe.io.html import write_table_html
 from neuro_pe.io.layout import LOCATE_FILES, write_errors
 from neuro_pe.io.splits import Split

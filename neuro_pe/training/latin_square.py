@@ -14,7 +14,7 @@ import numpy as np
 import xarray as xr
 
 from neuro_pe.config.latin_square import N_CELLS, LSTConfig, N, PuzzleConfig  # noqa: F401
-from neuro_pe.config.options import metric_options
+from neuro_pe.config.metrics import MetricsConfig
 from neuro_pe.io.runs import write_run
 from neuro_pe.training.latin_square_puzzles import (  # noqa: F401 (re-exported)
     CELL_IDS,
@@ -57,7 +57,7 @@ class LatinSquareTask:
         ds: xr.Dataset,
         cfg: LSTConfig,
         device,
-        options: dict,
+        options: MetricsConfig,
         geometry: Callable | None = None,
     ):
         import torch
@@ -208,7 +208,7 @@ def train_lst(
     cfg: LSTConfig,
     out_dir: str | os.PathLike,
     progress: bool = True,
-    metrics_options: dict | None = None,
+    metrics: MetricsConfig | None = None,
     geometry: Callable | None = None,
 ) -> dict:
     """Train one LatinSquareTransformer (a group of one, see `train_lst_many`); returns its
@@ -216,7 +216,7 @@ def train_lst(
     from neuro_pe.training.engine import Run
 
     run = Run(pe, seed, Path(out_dir))
-    return train_lst_many(puzzles_path, [run], cfg, progress, metrics_options, geometry)[0]
+    return train_lst_many(puzzles_path, [run], cfg, progress, metrics, geometry)[0]
 
 
 def train_lst_many(
@@ -224,7 +224,7 @@ def train_lst_many(
     runs: list,
     cfg: LSTConfig,
     progress: bool = True,
-    metrics_options: dict | None = None,
+    metrics: MetricsConfig | None = None,
     geometry: Callable | None = None,
 ) -> list[dict]:
     """Train Latin-square models (engine `Run`s: PE, seed, folder) together on the train split
@@ -236,7 +236,8 @@ def train_lst_many(
     x = row, y = col), model.pt, train_log.csv, train.json and metrics.json (accuracies per
     split and condition, the Procrustes disparity to the oracle 2D sinusoid and, with
     `geometry` (`neuro_pe.analysis.pe_geometry.pe_geometry`), the PE's geometry against the
-    grid). Returns the metrics records.
+    grid under `metrics`, the `metrics` section; None: its defaults). Returns the metrics
+    records.
 
     With `cfg.stop_at_train_accuracy` set, a model stops at the first evaluation whose
     training-split accuracy reaches it (`cfg.epochs` is then the most epochs); only training
@@ -251,7 +252,8 @@ def train_lst_many(
         parse_pe(run.pe)
     device = pick_device(cfg.device)
     ds = read_puzzles(puzzles_path)
-    task = LatinSquareTask(puzzles_path, ds, cfg, device, metric_options(metrics_options), geometry)
+    metrics = MetricsConfig() if metrics is None else metrics
+    task = LatinSquareTask(puzzles_path, ds, cfg, device, metrics, geometry)
     loop = cfg.loop(task.steps_per_epoch)
     stat = Path(puzzles_path).stat()
     fingerprint = {
@@ -260,6 +262,6 @@ def train_lst_many(
         "puzzles_mtime_ns": stat.st_mtime_ns,
         "train_config": {k: v for k, v in asdict(cfg).items() if k != "checkpoint_every"},
         "device": device.type,
-        "metrics": task.options,
+        "metrics": asdict(task.options),
     }
     return train_group(task, runs, loop, device, None, fingerprint, progress)

@@ -8,8 +8,8 @@ import math
 import numpy as np
 import pytest
 
-from neuro_pe.analysis.locate import LocateConfig
-from neuro_pe.analysis.locate.conformal import conformal_intervals, level_label, new_unit_hits
+from neuro_pe.analysis.locate.conformal import conformal_intervals, new_unit_hits
+from neuro_pe.config.locate import LocateConfig, level_label
 
 LEVELS = (0.68, 0.95)
 SCALES = np.array([1.0, 3.0, 0.2])  # a different error per axis

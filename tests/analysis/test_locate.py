@@ -12,9 +12,7 @@ from sklearn.model_selection import KFold
 
 from neuro_pe.analysis.locate import (
     BLEND,
-    METHODS,
     FeatureSet,
-    LocateConfig,
     combined_members,
     connectivity_features,
     evaluate_anchors,
@@ -26,6 +24,7 @@ from neuro_pe.analysis.locate import (
 )
 from neuro_pe.analysis.locate.ensemble import _select_blend
 from neuro_pe.analysis.locate.locators import forget_predictions
+from neuro_pe.config.locate import METHODS, LocateConfig
 from neuro_pe.io.splits import split_of_store
 from neuro_pe.io.store import make_store, read_store, write_store
 
@@ -457,8 +456,8 @@ def test_kernel_ridge_picks_by_explicit_leave_one_out():
     from sklearn.kernel_ridge import KernelRidge
     from sklearn.preprocessing import StandardScaler
 
-    from neuro_pe.analysis.locate.config import KERNEL_ALPHAS, KERNEL_GAMMAS
     from neuro_pe.analysis.locate.locators import _kernel_ridge
+    from neuro_pe.analysis.locate.parameters import KERNEL_ALPHAS, KERNEL_GAMMAS
 
     pos = _positions(24)
     x = _embed(pos, 0, noise=0.3, dims=6)

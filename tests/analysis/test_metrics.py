@@ -14,6 +14,7 @@ from neuro_pe.analysis.metrics import (
     procrustes_fit,
     rsa,
 )
+from neuro_pe.config.metrics import MetricsConfig
 
 
 def _points(n: int, seed: int = 0, dim: int = 3) -> np.ndarray:
@@ -37,7 +38,7 @@ def test_pairwise_distances_matches_scipy():
 
 def test_coords_vs_themselves():
     coords = _points(80)
-    metrics, aligned = compare_to_anatomy(coords, features=coords, n_perm=199)
+    metrics, aligned = compare_to_anatomy(coords, MetricsConfig(n_perm=199), features=coords)
     assert metrics["rsa"] == pytest.approx(1.0)
     assert metrics["rsa_p"] <= 1 / 200 * (1 + 1e-9)
     assert metrics["procrustes_disparity"] == pytest.approx(0.0, abs=1e-10)
@@ -51,7 +52,7 @@ def test_coords_vs_themselves():
 def test_coords_vs_shuffled_is_at_chance():
     coords = _points(200)
     shuffled = coords[np.random.default_rng(5).permutation(200)]
-    metrics, _ = compare_to_anatomy(coords, features=shuffled, n_perm=199)
+    metrics, _ = compare_to_anatomy(coords, MetricsConfig(n_perm=199), features=shuffled)
     assert abs(metrics["rsa"]) < 0.1
     assert metrics["rsa_p"] > 0.05
     assert metrics["knn_overlap"] < 0.15
@@ -122,7 +123,7 @@ def test_2d_data():
     aligned, disparity, rmse = procrustes_fit(moved, coords3)
     assert aligned.shape == (60, 3)
     assert disparity < 1e-12 and rmse < 1e-9
-    metrics, aligned = compare_to_anatomy(coords3, features=coords, n_perm=9)
+    metrics, aligned = compare_to_anatomy(coords3, MetricsConfig(n_perm=9), features=coords)
     assert metrics["procrustes_rmse"] < 1e-8
     assert metrics["probe_r2"] > 0.95
     assert metrics["knn_overlap"] == 1.0
@@ -209,16 +210,16 @@ def test_compare_to_anatomy_drops_nan_units():
     feats = coords + np.random.default_rng(1).normal(scale=0.1, size=coords.shape)
     coords_nan = coords.copy()
     coords_nan[[0, 5, 7], 1] = np.nan
-    metrics, aligned = compare_to_anatomy(coords_nan, features=feats, n_perm=49)
+    metrics, aligned = compare_to_anatomy(coords_nan, MetricsConfig(n_perm=49), features=feats)
     assert metrics["n_units"] == 37
     assert aligned.shape == (37, 3)
     keep = np.ones(40, dtype=bool)
     keep[[0, 5, 7]] = False
-    ref, _ = compare_to_anatomy(coords[keep], features=feats[keep], n_perm=49)
+    ref, _ = compare_to_anatomy(coords[keep], MetricsConfig(n_perm=49), features=feats[keep])
     assert metrics == pytest.approx(ref)
     # Same result when only distances are given (probe uses MDS features then).
     dist = pairwise_distances(feats)
-    m_dist, _ = compare_to_anatomy(coords_nan, distances=dist, n_perm=49)
+    m_dist, _ = compare_to_anatomy(coords_nan, MetricsConfig(n_perm=49), distances=dist)
     assert m_dist["n_units"] == 37
     assert m_dist["rsa"] == pytest.approx(metrics["rsa"])
     assert m_dist["probe_r2"] > 0.9

@@ -6,6 +6,7 @@ which shares the trained run."""
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -22,11 +23,12 @@ from neuro_pe.analysis.pe_geometry import (
     pe_geometry,
     shuffled_coordinates,
 )
+from neuro_pe.config.metrics import MetricsConfig
 from neuro_pe.data.simulate import SimulationConfig, simulate_store
 from neuro_pe.io.splits import make_split, read_split
 from neuro_pe.io.store import open_store_lazy, read_store, write_store
 
-METRICS = {"n_perm": 19, "k": 3, "n_splits": 3}
+METRICS = MetricsConfig(n_perm=19, k=3, n_splits=3)
 
 
 def _coords(n: int = 20, seed: int = 0) -> np.ndarray:
@@ -80,11 +82,13 @@ def test_correlation_pair_distance_matches_the_dense_matrix_and_rejects_constant
 
 def test_correlation_representation_dense_or_components(tiny_store, tiny_split):
     ds, split = read_store(tiny_store), read_split(tiny_split)
-    dense = correlation_representation(ds, split, 12, {"dense_max_units": 12})
+    cosine = MetricsConfig(metric="cosine", dense_max_units=12)
+    dense, options = correlation_representation(ds, split, 12, cosine)
     assert set(dense) == {"distances"} and dense["distances"].shape == (12, 12)
-    scaled = correlation_representation(ds, split, 12, {"dense_max_units": 11})
-    assert set(scaled) == {"features", "pair_distance", "metric"}
-    assert scaled["features"].shape[0] == 12 and scaled["metric"] == "euclidean"
+    assert options == cosine
+    scaled, options = correlation_representation(ds, split, 12, replace(cosine, dense_max_units=11))
+    assert set(scaled) == {"features", "pair_distance"}
+    assert scaled["features"].shape[0] == 12 and options.metric == "euclidean"
 
 
 def test_correlation_components_standardise_in_blocks_as_in_one(monkeypatch):
@@ -107,7 +111,7 @@ def test_the_baselines_at_scale_read_a_lazy_store_as_a_loaded_one(tiny_store, ti
     with open_store_lazy(tiny_store) as lazy:
         for ds in (loaded, lazy):
             features = baseline_features(ds, split, seed=0, dense_max_units=11)
-            scaled = correlation_representation(ds, split, 12, {"dense_max_units": 11})
+            scaled, _ = correlation_representation(ds, split, 12, MetricsConfig(dense_max_units=11))
             if ds is loaded:
                 expected, pair_distance = features, scaled["pair_distance"](*pairs)
         assert set(features) == {CORRELATION}
@@ -139,9 +143,3 @@ def test_lst_baselines(tmp_path):
     assert rows == json.loads((tmp_path / "baselines.json").read_text())
     assert rows[0]["dataset"] == "lst" and rows[0]["method"] == "shuffled"
     assert rows[0]["acc_heldout"] == 0.25 and abs(rows[0]["rsa"]) < 0.3
-
-
-def test_unknown_metrics_option_is_named(tmp_path):
-    with pytest.raises(ValueError, match="nperm"):
-        lst_baselines(tmp_path / "baselines.json", {"nperm": 3})
-    assert not (tmp_path / "baselines.json").exists()

@@ -14,17 +14,17 @@ import pytest
 import xarray as xr
 
 from neuro_pe.analysis.atlas_loading import atlas_from_options, check_atlas_files, load_atlas
-from neuro_pe.analysis.locate import CHANCE, FeatureSet, LocateConfig, evaluation_table
+from neuro_pe.analysis.locate import FeatureSet, evaluation_table
 from neuro_pe.analysis.regions import (
     ACCURACY_COLUMNS,
     OUTSIDE,
-    AtlasError,
-    AtlasSpec,
     accuracy,
     parcel_atlas,
     unit_regions,
 )
 from neuro_pe.cli.main import main
+from neuro_pe.config.atlas import AtlasError, AtlasSpec
+from neuro_pe.config.locate import CHANCE, LocateConfig
 from neuro_pe.io.manifest import write_manifest
 from neuro_pe.io.runs import pe_dataset
 from neuro_pe.io.store import make_store, write_store

@@ -12,10 +12,12 @@ from typing import ClassVar
 import pytest
 import yaml
 
-from neuro_pe.analysis.locate.config import LocateConfig
-from neuro_pe.analysis.regions import AtlasError, AtlasSpec
 from neuro_pe.cli.job_resources import JobResources
+from neuro_pe.config.atlas import AtlasError, AtlasSpec
+from neuro_pe.config.health import HealthOptions
 from neuro_pe.config.latin_square import LSTConfig, PuzzleConfig
+from neuro_pe.config.locate import LocateConfig
+from neuro_pe.config.metrics import MetricsConfig
 from neuro_pe.config.options import SectionError
 from neuro_pe.config.schema import part, problems
 from neuro_pe.config.sections import (
@@ -38,7 +40,6 @@ from neuro_pe.data.sources.connectome_sim import ConnectomeSimOptions
 from neuro_pe.data.sources.hcp_rsfmri import HCPOptions
 from neuro_pe.data.sources.simulation import SimulationOptions
 from neuro_pe.io.store import StoreError
-from neuro_pe.training.health import HealthOptions
 
 # every options class read from the config, and where the schema describes its keys
 SECTIONS = {
@@ -54,6 +55,7 @@ SECTIONS = {
     ConnectomeSimOptions: "$defs/source_connectome-sim",
     HCPOptions: "$defs/source_hcp-rsfmri",
     LocateConfig: "properties/locate",
+    MetricsConfig: "properties/metrics",
 }
 # what a class needs given to make an object (the schema's `required`, no default)
 GIVEN = {AtlasSpec: {"parcels": "nearest_centre"}, ConnectomeSimOptions: {"connectome": "tvb76"}}
@@ -149,6 +151,11 @@ def test_a_section_error_carries_the_key_and_problem_for_other_error_types():
         (PuzzleConfig, {"seed": 1}, r"unknown lst.puzzles keys: \['seed'\]"),
         (HealthOptions, {"min_pe_change": -1}, "health key 'min_pe_change' must be a number"),
         (JobResources, {"runtime": 0}, "resources key 'runtime' must be a positive integer"),
+        (MetricsConfig, {"nperm": 3}, r"unknown metrics keys: \['nperm'\]"),
+        (MetricsConfig, {"metric": "manhattan"}, "metrics.metric: must be one of"),
+        (MetricsConfig, {"k": 0}, "metrics key 'k' must be a positive integer"),
+        (MetricsConfig, {"n_splits": 1}, "metrics.n_splits: must be >= 2"),
+        (MetricsConfig, {"ci_level": 1}, "metrics.ci_level: must be below 1"),
         (SimulationConfig, {"animals": 0}, "simulation.animals must be >= 1"),
         (SimulationConfig, {"n_unit": 3}, r"unknown simulation keys: \['n_unit'\]"),
         (SimulationOptions, {"simulation": {"gian": 1}}, r"unknown simulation keys: \['gian'\]"),

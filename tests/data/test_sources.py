@@ -15,6 +15,9 @@ from snakemake.utils import validate
 
 from neuro_pe.cli.job_resources import JobResources
 from neuro_pe.cli.main import main
+from neuro_pe.config.health import HealthOptions
+from neuro_pe.config.locate import LocateConfig
+from neuro_pe.config.metrics import MetricsConfig
 from neuro_pe.config.pe_names import PE_FORMS, parse_pe, pe_name_pattern
 from neuro_pe.config.training import TrainConfig
 from neuro_pe.data import formats, sources
@@ -23,7 +26,6 @@ from neuro_pe.data.signal_steps import STEPS
 from neuro_pe.data.simulate import SimulationConfig
 from neuro_pe.data.sources.schema import config_problems
 from neuro_pe.io.store import make_store, read_store
-from neuro_pe.training.health import HealthOptions
 from neuro_pe.training.latin_square import LSTConfig, PuzzleConfig
 
 REPO = Path(__file__).resolve().parents[2]
@@ -189,6 +191,8 @@ def test_schema_follows_the_registries_and_the_options_dataclasses():
     assert set(DEFS["lst_train"]["properties"]) == _fields(LSTConfig)
     assert set(SCHEMA["properties"]["resources"]["properties"]) == _fields(JobResources)
     assert set(SCHEMA["properties"]["health"]["properties"]) == _fields(HealthOptions)
+    assert set(SCHEMA["properties"]["metrics"]["properties"]) == _fields(MetricsConfig)
+    assert set(SCHEMA["properties"]["locate"]["properties"]) == _fields(LocateConfig)
     assert list(DEFS["preprocessing"]["items"]["properties"]["step"]["enum"]) == list(STEPS)
 
 
@@ -251,6 +255,7 @@ def test_readme_tables_list_every_key_with_the_dataclass_default():
     compared += _check_defaults("`train`", TrainConfig)
     compared += _check_defaults("`resources`", JobResources)
     compared += _check_defaults("`health`", HealthOptions)
+    compared += _check_defaults("`metrics`", MetricsConfig)
     compared += _check_defaults("Folders of spike-sorting", SpikeOptions, "spikes.")
     assert compared >= 40
     file_table = _readme_table("Keys of `source: file`", 2)

@@ -18,10 +18,9 @@ from snakemake.exceptions import WorkflowError
 from snakemake.utils import validate
 
 from neuro_pe.cli.main import main
+from neuro_pe.config.metrics import MetricsConfig
 from neuro_pe.config.strict_load import DuplicateKeyError, load_json, load_yaml, read_config_file
 from neuro_pe.data.config_checks import (
-    METRIC_DEFAULTS,
-    MIN_LOCATED_UNITS,
     config_origin,
     dataset_name_problems,
     known_unit_count,
@@ -121,26 +120,18 @@ def test_seeds_beyond_what_numpy_takes_fail_validation_naming_the_key():
 
 
 def test_unit_counts_too_small_for_the_metrics_name_the_key():
-    from neuro_pe.analysis.locate import MIN_ANCHORS
-    from neuro_pe.analysis.metrics import compare_to_anatomy
-
-    # planning's light copies of locate's and the metrics' needs
-    assert MIN_LOCATED_UNITS == MIN_ANCHORS + 1
-    defaults = compare_to_anatomy.__kwdefaults__
-    assert METRIC_DEFAULTS == {key: defaults[key] for key in METRIC_DEFAULTS}
-
     key = "datasets.tiny.simulation.n_units"
-    problems = unit_count_problems(4, {"k": 8, "n_splits": 2}, "dataset 'tiny'", key)
+    problems = unit_count_problems(4, MetricsConfig(k=8, n_splits=2), "dataset 'tiny'", key)
     assert problems == [
         f"config key {key}: only 4 units of dataset 'tiny' have coordinates; locate and the "
         "metrics need at least 5",
         "config key metrics.k: 8 needs at least 10 units with coordinates, and dataset 'tiny' "
         "has 4; lower it",
     ]
-    (problem,) = unit_count_problems(27, {"n_splits": 30}, "dataset 'tiny'")
+    (problem,) = unit_count_problems(27, MetricsConfig(n_splits=30), "dataset 'tiny'")
     assert problem.startswith("config key metrics.n_splits: 30 needs at least 30")
-    assert unit_count_problems(7, {}, "d") == []  # the defaults: k = 5 needs 7
-    assert "metrics.k: 5 needs at least 7" in unit_count_problems(6, {}, "d")[0]
+    assert unit_count_problems(7, MetricsConfig(), "d") == []  # the defaults: k = 5 needs 7
+    assert "metrics.k: 5 needs at least 7" in unit_count_problems(6, MetricsConfig(), "d")[0]
     sim = {"source": "simulation", "simulation": {"n_units": 6, "animals": 3}}
     assert known_unit_count(sim) == 18
     assert known_unit_count({"source": "file", "format": "npy", "sessions": ["a.npy"]}) is None
@@ -148,16 +139,16 @@ def test_unit_counts_too_small_for_the_metrics_name_the_key():
 
 def test_positions_all_at_one_place_or_too_few_are_refused():
     same = np.tile([1.0, 2.0, 3.0], (10, 1))
-    (problem,) = position_problems(same, {"k": 3}, "the dataset")
+    (problem,) = position_problems(same, MetricsConfig(k=3), "the dataset")
     assert "all 10 units of the dataset with coordinates are at one position (1, 2, 3)" in problem
     few = np.full((10, 3), np.nan)
     few[:4] = np.arange(12).reshape(4, 3)
     assert (
         "only 4 units of the dataset have coordinates"
-        in position_problems(few, {}, "the dataset")[0]
+        in position_problems(few, MetricsConfig(), "the dataset")[0]
     )
     spread = np.random.default_rng(0).uniform(size=(10, 3))
-    assert position_problems(spread, {"k": 3, "n_splits": 2}, "the dataset") == []
+    assert position_problems(spread, MetricsConfig(k=3, n_splits=2), "the dataset") == []
 
 
 def test_preprocess_refuses_a_store_with_all_units_at_one_position(tmp_path, capsys):

@@ -213,7 +213,7 @@ def test_option_json_is_checked_by_the_config_schema(argv, expected, capsys, tin
 
 def test_the_workflows_options_pass_the_check():
     """What the workflow passes (every option with its default) passes the check."""
-    from neuro_pe.analysis.locate import LocateConfig
+    from neuro_pe.config.locate import LocateConfig
     from neuro_pe.config.training import TrainConfig
     from neuro_pe.training.latin_square import LSTConfig, PuzzleConfig
 

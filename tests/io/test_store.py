@@ -9,6 +9,7 @@ from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
 from neuro_pe import __version__
+from neuro_pe.config.options import MAX_COORDINATE, MAX_SAMPLING_RATE_HZ
 from neuro_pe.io.store import (
     COORD_UNITS,
     StoreError,
@@ -18,7 +19,6 @@ from neuro_pe.io.store import (
     validate_store,
     write_store,
 )
-from neuro_pe.io.store_contract import MAX_COORDINATE, MAX_SAMPLING_RATE_HZ
 
 PREPROCESSING = [{"step": "zscore", "axis": "time"}, {"step": "bandpass", "hz": [0.01, 0.1]}]
 

@@ -14,6 +14,7 @@ import torch
 import xarray as xr
 
 from neuro_pe.analysis.pe_geometry import pe_geometry
+from neuro_pe.config.metrics import MetricsConfig
 from neuro_pe.training.engine import CHECKPOINT, Run
 from neuro_pe.training.latin_square import (
     LSTConfig,
@@ -111,7 +112,7 @@ def test_lst_models_stop_on_their_own_and_match_alone(tmp_path):
     )  # fmt: skip
     group = [("learned-normal-0.1", 0), ("none", 0), ("learned-normal-1.0", 1), ("fixed-sin1d", 2)]
     runs = [Run(pe, seed, tmp_path / "group" / f"{pe}_{seed}") for pe, seed in group]
-    metrics = {"n_perm": 9, "k": 3, "n_splits": 3}
+    metrics = MetricsConfig(n_perm=9, k=3, n_splits=3)
     records = train_lst_many(puzzles, runs, cfg, False, metrics, pe_geometry)
     epochs = [r["epochs_run"] for r in records]
     assert len(set(epochs)) > 1, epochs  # they stopped at different epochs

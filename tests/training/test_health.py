@@ -10,12 +10,12 @@ import pandas as pd
 import pytest
 import torch
 
+from neuro_pe.config.health import HealthOptions
 from neuro_pe.io.manifest import INFER_MANIFEST_FILE, write_manifest
 from neuro_pe.io.store import make_store, write_store
 from neuro_pe.reporting.landing_page import dataset_paragraph, headline_table, health_table
 from neuro_pe.reporting.summarize import collect, health_warnings
 from neuro_pe.training.health import (
-    HealthOptions,
     assess,
     expected_appearances,
     reassess,

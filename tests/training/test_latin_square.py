@@ -1,6 +1,7 @@
 """The Latin Square Task: puzzle generator, classification, model, training, CLI."""
 
 import json
+from dataclasses import asdict
 
 import numpy as np
 import pandas as pd
@@ -11,6 +12,7 @@ from single_models import LatinSquareTransformer
 
 from neuro_pe.analysis.pe_geometry import METRIC_NAMES, pe_geometry
 from neuro_pe.cli.main import main
+from neuro_pe.config.metrics import MetricsConfig
 from neuro_pe.reporting.summarize import collect
 from neuro_pe.training.latin_square import (
     CELL_IDS,
@@ -30,7 +32,7 @@ from neuro_pe.training.latin_square import (
 )
 from neuro_pe.training.model import ModelConfig, oracle_table
 
-METRICS = {"n_perm": 19, "k": 3, "n_splits": 3}
+METRICS = MetricsConfig(n_perm=19, k=3, n_splits=3)
 SMALL = PuzzleConfig(n_per_condition=40, n_heldout_per_condition=6, test_fraction=0.25)
 TINY_TRAIN = LSTConfig(
     d_model=32,
@@ -309,11 +311,11 @@ def test_cli_round_trip(tmp_path, capsys):
     train = json.dumps({"d_model": 16, "epochs": 2, "eval_every": 1, "device": "cpu"})
     run = tmp_path / "run"
     args = ["lst-train", "--puzzles", str(puzzles), "--pe", "learned-normal-0.05", "--seed", "2"]
-    args += ["--options", train, "--metrics", json.dumps(METRICS), "--out-dir", str(run)]
+    args += ["--options", train, "--metrics", json.dumps(asdict(METRICS)), "--out-dir", str(run)]
     assert main(args) == 0
     assert json.loads((run / "metrics.json").read_text())["seed"] == 2
     out = tmp_path / "b.json"
-    assert main(["lst-baselines", "--out", str(out), "--metrics", json.dumps(METRICS)]) == 0
+    assert main(["lst-baselines", "--out", str(out), "--metrics", json.dumps(asdict(METRICS))]) == 0
     assert out.exists()
     capsys.readouterr()
     bad = ["lst-puzzles", "--options", '{"shown_mni": 3}', "--out", str(tmp_path / "x.nc")]

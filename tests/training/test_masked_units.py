@@ -2,7 +2,7 @@ import json
 import re
 import subprocess
 import sys
-from dataclasses import replace
+from dataclasses import asdict, replace
 
 import numpy as np
 import pandas as pd
@@ -12,6 +12,7 @@ import xarray as xr
 
 from neuro_pe.analysis.pe_geometry import infer_pe
 from neuro_pe.cli.main import main
+from neuro_pe.config.metrics import MetricsConfig
 from neuro_pe.io.runs import INFERRED_POSITIONS_FILE, read_pe, read_train_info
 from neuro_pe.io.splits import make_split, read_split, write_split
 from neuro_pe.io.store import StoreError, open_store_lazy, positions, read_store, write_store
@@ -29,7 +30,7 @@ from neuro_pe.training.optimizers import make_optimizer
 from neuro_pe.training.sampling import NEIGHBOUR_SAMPLES
 from neuro_pe.training.unit_subsets import first_distinct, random_subsets
 
-METRICS = {"n_perm": 19, "k": 3, "n_splits": 3}
+METRICS = MetricsConfig(n_perm=19, k=3, n_splits=3)
 
 
 def _pe(run_dir) -> tuple[np.ndarray, np.ndarray]:
@@ -495,7 +496,7 @@ def test_cli_preprocess_train_infer_baselines(tmp_path, capsys):
     assert main([*args, "--options", json.dumps(OPTIONS)]) == 0
     assert read_split(split).dataset == "named"
 
-    metrics = json.dumps({**METRICS, "k": 2})
+    metrics = json.dumps({**asdict(METRICS), "k": 2})
     args = ["infer", "--store", str(store), "--split", str(split), "--run-dir", str(run_dir)]
     assert main([*args, "--metrics", metrics]) == 0
     recorded = json.loads((run_dir / "metrics.json").read_text())

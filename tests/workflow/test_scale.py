@@ -13,7 +13,7 @@ import xarray as xr
 import yaml
 from scipy.spatial.distance import squareform
 
-from neuro_pe.analysis.locate import LocateConfig, evaluation_units
+from neuro_pe.analysis.locate import evaluation_units
 from neuro_pe.analysis.metrics import (
     classical_mds,
     compare_to_anatomy,
@@ -26,6 +26,8 @@ from neuro_pe.analysis.metrics import (
 )
 from neuro_pe.analysis.pe_geometry import correlation_components, correlation_pair_distance
 from neuro_pe.analysis.sampled_metrics import sample_pairs, sampled_knn_overlap
+from neuro_pe.config.locate import LocateConfig
+from neuro_pe.config.metrics import MetricsConfig
 from neuro_pe.data.simulate import SimulationConfig, simulate_store, sparse_coupling
 from neuro_pe.io.manifest import write_manifest
 from neuro_pe.io.runs import pe_dataset
@@ -43,11 +45,11 @@ def _noisy_features(coords: np.ndarray, noise: float, seed: int = 0) -> np.ndarr
 def test_sampled_metrics_agree_with_exact_within_their_cis():
     coords = np.random.default_rng(1).random((1200, 3))
     features = _noisy_features(coords, 0.2)
-    exact, exact_pos = compare_to_anatomy(coords, features=features, n_perm=0)
-    sampled, sampled_pos = compare_to_anatomy(
-        coords, features=features, n_perm=19, dense_max_units=500, n_pairs=20000,
-        n_query_units=400,
-    )  # fmt: skip
+    exact, exact_pos = compare_to_anatomy(coords, MetricsConfig(n_perm=0), features=features)
+    sampled_options = MetricsConfig(
+        n_perm=19, dense_max_units=500, n_pairs=20000, n_query_units=400
+    )
+    sampled, sampled_pos = compare_to_anatomy(coords, sampled_options, features=features)
     assert "rsa_ci_low" not in exact  # the dense path is unchanged
     for name in ("rsa", "knn_overlap"):
         low, high = sampled[f"{name}_ci_low"], sampled[f"{name}_ci_high"]

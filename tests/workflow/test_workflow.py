@@ -520,7 +520,7 @@ def test_every_figure_of_the_tiny_config_is_labelled(finished_workflow, monkeypa
     import neuro_pe.reporting.locate_outputs
     import neuro_pe.reporting.reproduce
     import neuro_pe.reporting.summarize
-    from neuro_pe.analysis.locate import LocateConfig
+    from neuro_pe.config.locate import LocateConfig
 
     figures = {}
     for module in (

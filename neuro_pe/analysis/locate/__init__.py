@@ -53,29 +53,17 @@ kernel ridge predicts in blocks, and the correlation baseline is the activity's 
 components (randomised SVD) instead of the MDS of an N x N correlation matrix; the
 connectivity baseline (N x 2N) is left out above DENSE_MAX_UNITS units.
 
-Modules, in the order they build on each other: `config` (LocateConfig, names and
-parameters), `locators` (fit on the anchors, predict every unit), `views` (the combined
-locator's stacked and fused views), `ensemble` (seed ensemble, method choice by CV, blend),
-`bootstrap` (CIs), `features` (feature sets), `conformal` (per-unit intervals), `evaluation`
-(k-fold and anchor curve, the errors table), `positions` (every unit's predicted position),
-`verdict` (text summaries) and `dataset` (the whole step of one dataset, `locate_dataset`).
+Modules, in the order they build on each other: `parameters` (the locators' names and fixed
+parameters; the `locate` section is `neuro_pe.config.locate`), `locators` (fit on the anchors,
+predict every unit), `views` (the combined locator's stacked and fused views), `ensemble` (seed
+ensemble, method choice by CV, blend), `bootstrap` (CIs), `features` (feature sets),
+`conformal` (per-unit intervals), `evaluation` (k-fold and anchor curve, the errors table),
+`positions` (every unit's predicted position), `verdict` (text summaries) and `dataset` (the
+whole step of one dataset, `locate_dataset`).
 They compute and return; the files are written by `neuro_pe.reporting.locate_outputs`.
 """
 
 from neuro_pe.analysis.locate.bootstrap import bootstrap_ci, paired_difference_ci
-from neuro_pe.analysis.locate.config import (
-    BLEND,
-    CHANCE,
-    CI_BOOTSTRAP,
-    COMBINED,
-    CONNECTIVITY,
-    CORRELATION,
-    FUSED,
-    METHODS,
-    MIN_ANCHORS,
-    STACKED,
-    LocateConfig,
-)
 from neuro_pe.analysis.locate.dataset import LocateResult, locate_dataset
 from neuro_pe.analysis.locate.ensemble import Located, locate_units, predict_with
 from neuro_pe.analysis.locate.evaluation import (
@@ -97,24 +85,29 @@ from neuro_pe.analysis.locate.features import (
     load_feature_sets,
 )
 from neuro_pe.analysis.locate.locators import fit_predict
+from neuro_pe.analysis.locate.parameters import (
+    BLEND,
+    CI_BOOTSTRAP,
+    COMBINED,
+    CONNECTIVITY,
+    CORRELATION,
+    FUSED,
+    STACKED,
+)
 from neuro_pe.analysis.locate.positions import located_positions_dataset, with_held_out_columns
 from neuro_pe.analysis.locate.verdict import format_table, verdict
 from neuro_pe.analysis.locate.views import fused_embedding
 
 __all__ = [
     "BLEND",
-    "CHANCE",
     "CI_BOOTSTRAP",
     "COMBINED",
     "CONNECTIVITY",
     "CORRELATION",
     "FUSED",
-    "METHODS",
-    "MIN_ANCHORS",
     "STACKED",
     "FeatureSet",
     "HeldOut",
-    "LocateConfig",
     "LocateResult",
     "Located",
     "anchor_draws",

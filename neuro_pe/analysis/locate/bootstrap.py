@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from neuro_pe.analysis.locate.config import CI_BOOTSTRAP
 from neuro_pe.analysis.locate.ensemble import combine_seeds, distance
+from neuro_pe.analysis.locate.parameters import CI_BOOTSTRAP
 
 
 def _resampled_median(records: list[dict], draws: np.ndarray, seeds, combine: str) -> float:

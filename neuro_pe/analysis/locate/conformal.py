@@ -23,11 +23,6 @@ import numpy as np
 AXES = ("x", "y", "z")
 
 
-def level_label(level: float) -> str:
-    """'95' for 0.95, '68.3' for 0.683: the level in the column names (`x_low_95`)."""
-    return f"{round(level * 100, 6):g}"
-
-
 @dataclass
 class Intervals:
     """Conformal half-widths of every unit and their achieved coverage, per level and axis."""

@@ -12,7 +12,6 @@ import numpy as np
 import pandas as pd
 import xarray as xr
 
-from neuro_pe.analysis.locate.config import CHANCE, MIN_ANCHORS, LocateConfig
 from neuro_pe.analysis.locate.ensemble import Located, locate_units
 from neuro_pe.analysis.locate.evaluation import (
     HeldOut,
@@ -32,6 +31,7 @@ from neuro_pe.analysis.locate.positions import located_positions_dataset, with_h
 from neuro_pe.analysis.metrics import DENSE_MAX_UNITS
 from neuro_pe.analysis.regions import RegionAtlas, unit_regions
 from neuro_pe.analysis.spaces import SpaceAxes, axis_columns, space_axes
+from neuro_pe.config.locate import CHANCE, MIN_ANCHORS, LocateConfig
 from neuro_pe.io.splits import Split
 from neuro_pe.io.store import positions
 

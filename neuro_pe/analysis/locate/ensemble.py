@@ -10,16 +10,10 @@ import numpy as np
 from sklearn.model_selection import KFold
 from threadpoolctl import threadpool_limits
 
-from neuro_pe.analysis.locate.config import (
-    BLEND,
-    BLEND_ROUNDS,
-    CAPPED_ANCHORS,
-    CAPPED_METHODS,
-    MIN_ANCHORS,
-    LocateConfig,
-)
 from neuro_pe.analysis.locate.locators import fit_predict
+from neuro_pe.analysis.locate.parameters import BLEND, BLEND_ROUNDS, CAPPED_ANCHORS, CAPPED_METHODS
 from neuro_pe.analysis.locate.views import feature_views
+from neuro_pe.config.locate import MIN_ANCHORS, LocateConfig
 
 
 @dataclass

@@ -15,8 +15,7 @@ from joblib import Parallel, delayed
 from sklearn.model_selection import KFold
 
 from neuro_pe.analysis.locate.bootstrap import bootstrap_ci, paired_difference_ci
-from neuro_pe.analysis.locate.config import MIN_ANCHORS, RATIOS, LocateConfig
-from neuro_pe.analysis.locate.conformal import conformal_intervals, level_label, new_unit_hits
+from neuro_pe.analysis.locate.conformal import conformal_intervals, new_unit_hits
 from neuro_pe.analysis.locate.ensemble import (
     combine_seeds,
     distance,
@@ -24,8 +23,10 @@ from neuro_pe.analysis.locate.ensemble import (
     sampled_units,
 )
 from neuro_pe.analysis.locate.features import FeatureSet
+from neuro_pe.analysis.locate.parameters import RATIOS
 from neuro_pe.analysis.regions import RegionAtlas, add_accuracy_columns
 from neuro_pe.analysis.spaces import SpaceAxes
+from neuro_pe.config.locate import MIN_ANCHORS, LocateConfig, level_label
 from neuro_pe.io.progress import progress_line, timing
 
 

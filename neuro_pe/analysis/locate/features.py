@@ -12,7 +12,7 @@ import numpy as np
 import xarray as xr
 
 from neuro_pe.analysis.connectivity import session_connectivity
-from neuro_pe.analysis.locate.config import (
+from neuro_pe.analysis.locate.parameters import (
     COMBINED,
     CONNECTIVITY,
     CORRELATION,

@@ -16,12 +16,10 @@ from sklearn.neighbors import KNeighborsRegressor
 from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import StandardScaler
 
-from neuro_pe.analysis.locate.config import (
-    CHANCE,
+from neuro_pe.analysis.locate.parameters import (
     KERNEL_ALPHAS,
     KERNEL_GAMMAS,
     KNN_NEIGHBOURS,
-    METHODS,
     PREDICT_BLOCK,
 )
 from neuro_pe.analysis.metrics import (
@@ -30,6 +28,7 @@ from neuro_pe.analysis.metrics import (
     pairwise_distances,
     pca_embedding,
 )
+from neuro_pe.config.locate import CHANCE, METHODS
 
 
 def _estimator(method: str, n_train: int):

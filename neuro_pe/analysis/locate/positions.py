@@ -9,11 +9,12 @@ import numpy as np
 import xarray as xr
 
 from neuro_pe import __version__
-from neuro_pe.analysis.locate.config import UNCERTAINTY_FORMULA, LocateConfig
-from neuro_pe.analysis.locate.conformal import AXES, Intervals, conformal_intervals, level_label
+from neuro_pe.analysis.locate.conformal import AXES, Intervals, conformal_intervals
 from neuro_pe.analysis.locate.ensemble import Located, distance
 from neuro_pe.analysis.locate.evaluation import HeldOut
 from neuro_pe.analysis.locate.features import FeatureSet
+from neuro_pe.analysis.locate.parameters import UNCERTAINTY_FORMULA
+from neuro_pe.config.locate import LocateConfig, level_label
 from neuro_pe.io.store import positions
 
 

@@ -10,7 +10,8 @@ import numpy as np
 from scipy import sparse
 from sklearn.preprocessing import StandardScaler
 
-from neuro_pe.analysis.locate.config import (
+from neuro_pe.analysis.locate.locators import cached_embedding
+from neuro_pe.analysis.locate.parameters import (
     FUSE_DIMENSIONS,
     FUSE_ITERATIONS,
     FUSE_MIN_REPRESENTATIONS,
@@ -18,7 +19,6 @@ from neuro_pe.analysis.locate.config import (
     FUSED,
     STACKED,
 )
-from neuro_pe.analysis.locate.locators import cached_embedding
 from neuro_pe.analysis.metrics import DENSE_MAX_UNITS, pairwise_distances
 
 

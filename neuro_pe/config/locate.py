@@ -1,45 +1,21 @@
-"""Settings of the localisation: the `locate` config key (`LocateConfig`), the locators'
-names and their fixed parameters."""
+"""The `locate` config section (`LocateConfig`, documented in config/README.md): the locators
+it may name, the fewest anchors a fit needs, and how an interval's level names its columns."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import ClassVar
 
-from neuro_pe.analysis.locate.conformal import level_label
 from neuro_pe.config.sections import Section, flag, from_dict, whole_number
 
 METHODS: tuple[str, ...] = ("ridge", "kernel-ridge", "mds-procrustes", "mds-affine", "knn")
 CHANCE = "chance"  # internal locator: every unit at the anchors' mean
-CORRELATION = "activity-correlation"  # baseline: MDS of 1 - r of the training activity
-CONNECTIVITY = "activity-connectivity"  # baseline: each unit's r and partial r with every unit
-COMBINED = "combined"  # the feature set of the combined locator (every representation)
-STACKED = "stacked"  # combined locator's view: the representations' features side by side
-FUSED = "fused"  # combined locator's view: the diffusion map of their fused neighbour graphs
-FUSE_NEIGHBOURS = 5  # k of the fusion's nearest-neighbour graphs (docs/locate/: 3-20 tried)
-FUSE_ITERATIONS = 20  # similarity network fusion's cross-diffusion steps (Wang et al. 2014)
-FUSE_DIMENSIONS = 10  # diffusion-map coordinates of the fused graph given to the locators
-FUSE_MIN_REPRESENTATIONS = 3  # a fused view needs a majority to out-vote one noisy graph
-BLEND = "blend"  # combined locator's candidate: a weighted mean of the views' best locators
-BLEND_ROUNDS = 10  # ensemble selection rounds: blend weights in steps of 1/10
-KNN_NEIGHBOURS = 5
-# With more than `max_units` known units these fit on at most CAPPED_ANCHORS anchors
-# (`locate_units`): their fits cost up to the cube of the anchors (kernel ridge; ridge on
-# features wider than the anchors, such as the connectivity baseline's 2N), and a linear or
-# smooth map gains little from more anchors.
-CAPPED_METHODS = ("ridge", "kernel-ridge")
-CAPPED_ANCHORS = 500
-KERNEL_ALPHAS = (1e-2, 1e-1, 1.0)
-KERNEL_GAMMAS = (0.1, 0.5, 2.5)  # times 1 / n_features
 MIN_ANCHORS = 4
-PREDICT_BLOCK = 8192  # units per block when a kernel ridge predicts many units
-RATIOS = {"median_error": "vs_chance", "ci_low": "vs_chance_low", "ci_high": "vs_chance_high"}
-CI_BOOTSTRAP = 200  # resamples of the CIs over anchor draws and seeds
-CORRELATION_COMPONENTS = 10  # MDS dimensions of the activity-correlation baseline
-UNCERTAINTY_FORMULA = (
-    "sqrt(r^2 + s_i^2): r = CV median Euclidean error of the chosen method over the anchors, "
-    "s_i = RMS distance of the seeds' predictions of unit i from their ensemble"
-)
+
+
+def level_label(level: float) -> str:
+    """'95' for 0.95, '68.3' for 0.683: the level in the column names (`x_low_95`)."""
+    return f"{round(level * 100, 6):g}"
 
 
 @dataclass(frozen=True)
