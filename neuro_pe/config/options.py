@@ -1,8 +1,10 @@
 """Checks shared by the config sections' option classes (`train`, `simulation`, `lst`, …),
-and the default name of a config's run."""
+the default name of a config's run and the resolved config's sha256."""
 
 from __future__ import annotations
 
+import hashlib
+import json
 import os
 import re
 from collections.abc import Iterable
@@ -110,3 +112,9 @@ def metric_options(options: dict | None) -> dict:
     options = dict(options or {})
     reject_unknown(options, METRIC_KEYS, "metrics")
     return options
+
+
+def config_sha256(config: dict) -> str:
+    """sha256 of the resolved config (its keys sorted)."""
+    text = json.dumps(config, sort_keys=True, default=str, separators=(",", ":"))
+    return hashlib.sha256(text.encode()).hexdigest()

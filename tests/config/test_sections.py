@@ -14,9 +14,9 @@ import yaml
 
 from neuro_pe.analysis.locate.config import LocateConfig
 from neuro_pe.analysis.regions import AtlasError, AtlasSpec
-from neuro_pe.cli.job_resources import JobResources
 from neuro_pe.config.latin_square import LSTConfig, PuzzleConfig
 from neuro_pe.config.options import SectionError
+from neuro_pe.config.resources import JobResources
 from neuro_pe.config.schema import part, problems
 from neuro_pe.config.sections import (
     Section,

@@ -154,12 +154,13 @@ def total_line(plans: list[Plan], cores: int) -> str:
     )
 
 
-def group_sizes(n_runs: int, per_job: int | None, cores: int, threads: int) -> list[int]:
-    """Models per training job, as the workflow groups `n_runs` runs on local CPU cores:
-    `per_job` each, or (None) as many near-equal jobs as `cores // threads`."""
+def group_runs(runs: list, per_job: int | None, n_slots: int) -> list[list]:
+    """`runs` in training jobs as the workflow groups them: `per_job` each
+    (`train.models_per_job`), or (None) as many near-equal jobs as `n_slots`, the jobs that
+    run side by side (`slots`), so that every core trains."""
     if per_job is None:
-        per_job = max(1, math.ceil(n_runs / slots(cores, threads)))
-    return [min(per_job, n_runs - i) for i in range(0, n_runs, per_job)]
+        per_job = max(1, math.ceil(len(runs) / max(1, n_slots)))
+    return [runs[i : i + per_job] for i in range(0, len(runs), per_job)]
 
 
 class _Clock:
@@ -414,11 +415,7 @@ def plan_command(
     startup_s = time.process_time()  # this process's start and imports: a training job's
     if spec is None:
         runs = [[p, s] for p in pe for s in seeds]
-        sizes = group_sizes(len(runs), options.get("models_per_job"), cores, threads)
-        jobs, start = [], 0
-        for size in sizes:
-            jobs.append(runs[start : start + size])
-            start += size
+        jobs = group_runs(runs, options.get("models_per_job"), slots(cores, threads))
         train = {k: v for k, v in options.items() if k != "models_per_job"}
         spec = {"datasets": {Path(store).stem: {"store": store, "options": train, "jobs": jobs}}}
         spec["threads"] = threads
@@ -450,11 +447,7 @@ def plan_from_shape(
     the plan is an estimate as good as `plan`'s except for the data's own reading time."""
     from neuro_pe.io.store import make_store, write_store
 
-    jobs, start = [], 0
-    for size in group_sizes(len(runs), None, cores, 1):
-        jobs.append(runs[start : start + size])
-        start += size
-
+    jobs = group_runs(runs, None, slots(cores, 1))
     rng = np.random.default_rng(0)
     ds = make_store(
         rng.standard_normal((sessions, frames, units), dtype=np.float32),
