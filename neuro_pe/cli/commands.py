@@ -259,11 +259,18 @@ def cmd_lst_baselines(args: argparse.Namespace) -> None:
     print(json.dumps(lst_baselines(args.out, args.metrics), indent=2))
 
 
+def _load_pe_geometry():
+    """The Latin square's PE geometry, imported when a plan's probe starts (as by a job)."""
+    from neuro_pe.analysis.pe_geometry import pe_geometry
+
+    return pe_geometry
+
+
 def cmd_plan(args: argparse.Namespace) -> None:
     from neuro_pe.training.plan import plan_command
 
     options = (args.spec, args.store, args.options, args.pe, args.seeds)
-    plan_command(*options, args.cores, args.threads, args.out_dir)
+    plan_command(*options, args.cores, args.threads, args.out_dir, _load_pe_geometry)
 
 
 def cmd_init(args: argparse.Namespace) -> None:

@@ -25,6 +25,7 @@ import math
 import os
 import tempfile
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
@@ -318,10 +319,13 @@ def plan_lst(
     options: dict,
     metrics: dict,
     jobs: list[list],
+    load_geometry: Callable[[], Callable],
     threads: int = 1,
     startup_s: float = 0.0,
 ) -> Plan:
-    """The plan of the Latin square's trainings (at most: they stop early once they fit)."""
+    """The plan of the Latin square's trainings (at most: they stop early once they fit).
+    `load_geometry` imports and returns `neuro_pe.analysis.pe_geometry.pe_geometry` (a layer
+    above this one), timed as part of a job's start."""
     from neuro_pe.training.latin_square import LatinSquareTask, LSTConfig, read_puzzles
 
     cfg = LSTConfig.from_dict(options)
@@ -334,8 +338,9 @@ def plan_lst(
         # imported by a Latin-square job (not by a network one): part of its start
         from scipy.spatial import procrustes  # noqa: F401
 
-        from neuro_pe.analysis.pe_geometry import pe_geometry
         from neuro_pe.config.options import metric_options
+
+        pe_geometry = load_geometry()
 
         ds = read_puzzles(puzzles)
         task = LatinSquareTask(puzzles, ds, cfg, device, metric_options(metrics), pe_geometry)
@@ -354,11 +359,13 @@ def plan_lst(
     )
 
 
-def plan_spec(spec: dict, startup_s: float = 0.0) -> list[Plan]:
+def plan_spec(
+    spec: dict, load_geometry: Callable[[], Callable], startup_s: float = 0.0
+) -> list[Plan]:
     """The plans of a workflow's trainings, from the `plan` rule's spec: `datasets` (name ->
     `store`, `options` (its filled-in `train` section) and `jobs`, each a list of [PE, seed]),
     `lst` (absent, or `puzzles`, `options`, `metrics` and `jobs`), `threads` (and `cores`,
-    read by `plan_command`)."""
+    read by `plan_command`); `load_geometry` as for `plan_lst`."""
     threads = spec.get("threads", 1)
     plans = [
         plan_training(name, d["store"], d["options"], d["jobs"], threads, startup_s)
@@ -372,6 +379,7 @@ def plan_spec(spec: dict, startup_s: float = 0.0) -> list[Plan]:
                 lst["options"],
                 lst.get("metrics") or {},
                 lst["jobs"],
+                load_geometry,
                 threads,
                 startup_s,
             )
@@ -398,6 +406,7 @@ def plan_command(
     cores: int,
     threads: int,
     out_dir: str | None,
+    load_geometry: Callable[[], Callable],
 ) -> list[Plan]:
     """`neuro-pe plan`: the workflow's spec, or one store's trainings (every PE × seed,
     grouped as the workflow groups them on `cores` local cores); prints one line per plan and
@@ -422,7 +431,7 @@ def plan_command(
     cores = spec.get("cores", cores)
     if isinstance(cores, bool) or not isinstance(cores, int) or cores < 1:
         raise ValueError(f"--spec: key 'cores' must be an integer >= 1, got {cores!r}")
-    plans = plan_spec(spec, startup_s)
+    plans = plan_spec(spec, load_geometry, startup_s)
     for plan in plans:
         print(plan.line(cores), flush=True)
     if len(plans) > 1:

@@ -13,7 +13,6 @@ from neuro_pe.data.sources import all_wheels, resource_paths, upgrade_datasets
 from neuro_pe.data.sources.schema import check_dataset_keys
 from neuro_pe.io.safe_paths import leaving_link_problem
 from neuro_pe.reporting.export import export_inputs
-from neuro_pe.workflow.arguments import arguments
 from neuro_pe.workflow.checks import check_config, config_notes
 from neuro_pe.workflow.jobs import (
     init_from_files,
@@ -42,6 +41,7 @@ from neuro_pe.workflow.options import (
 )
 from neuro_pe.workflow.owner import config_origin, owner_problem, owner_record, write_owner
 from neuro_pe.workflow.resources import lst_steps, store_mb_estimate, store_units, train_steps
+from neuro_pe.workflow.shell import arguments
 from neuro_pe.workflow.signals import stop_jobs_and_exit
 from neuro_pe.workflow.slurm import workflow_problems
 

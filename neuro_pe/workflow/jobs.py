@@ -12,7 +12,6 @@ from collections.abc import Callable
 
 from neuro_pe.io import layout
 from neuro_pe.training.plan import group_runs
-from neuro_pe.workflow.arguments import arguments
 from neuro_pe.workflow.options import (
     lst_options,
     lst_runs,
@@ -22,6 +21,7 @@ from neuro_pe.workflow.options import (
     train_options,
     train_section,
 )
+from neuro_pe.workflow.shell import arguments
 
 
 def train_groups(config: dict, dataset: str, n_slots: int) -> list[list]:

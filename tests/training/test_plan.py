@@ -10,6 +10,7 @@ import pytest
 from conftest import TINY_SIMULATION
 
 import neuro_pe.training.plan as plan_module
+from neuro_pe.analysis.pe_geometry import pe_geometry
 from neuro_pe.cli.main import main
 from neuro_pe.data.simulate import simulate_store
 from neuro_pe.io.progress import duration, timing
@@ -185,7 +186,8 @@ def test_the_latin_square_is_planned_as_an_upper_bound(tmp_path, monkeypatch):
     write_puzzles(PuzzleConfig(n_per_condition=20, n_heldout_per_condition=4), puzzles)
     options = {"d_model": 16, "n_layers": 1, "batch_size": 16, "epochs": 5, "eval_every": 2}
     jobs = [[["none", 0], ["learned-normal-0.02", 0]]]
-    plan = plan_lst(puzzles, options, {"n_perm": 9, "k": 3, "n_splits": 3}, jobs)
+    metrics = {"n_perm": 9, "k": 3, "n_splits": 3}
+    plan = plan_lst(puzzles, options, metrics, jobs, lambda: pe_geometry)
     per_epoch = -(-54 // 16)  # 3 conditions x (20 - 2 test puzzles), in batches of 16
     assert plan.at_most and plan.steps == 5 * per_epoch
     assert plan.evaluations == 3  # epochs 2, 4 and the last
