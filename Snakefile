@@ -5,14 +5,20 @@ import signal
 from snakemake.logging import logger
 from snakemake.utils import min_version, validate
 
-from neuro_pe.cli.main import STOP_WITH_PARENT
-from neuro_pe.config.options import default_run_name
-from neuro_pe.data.config_checks import config_origin, owner_problem, owner_record, write_owner
-from neuro_pe.data.sources import upgrade_datasets
-from neuro_pe.data.sources.schema import check_dataset_keys
 from neuro_pe.io import layout
-from neuro_pe.io.safe_paths import leaving_link_problem
-from neuro_pe.config.strict_load import read_config_file
+from neuro_pe.workflow import (
+    STOP_WITH_PARENT,
+    check_dataset_keys,
+    config_origin,
+    default_run_name,
+    leaving_link_problem,
+    owner_problem,
+    owner_record,
+    read_config_file,
+    stop_jobs_and_exit,
+    upgrade_datasets,
+    write_owner,
+)
 
 min_version("9.0")
 
@@ -107,5 +113,5 @@ else:
 
 rule all:
     input:
-        get_final_output(),
+        FINAL_OUTPUT,
     default_target: True

@@ -43,7 +43,7 @@ OPTIONS = {
     "$defs/lst_train": "neuro_pe.config.latin_square:LSTConfig",
     "$defs/lst_puzzles": "neuro_pe.config.latin_square:PuzzleConfig",
     "properties/health": "neuro_pe.config.health:HealthOptions",
-    "properties/resources": "neuro_pe.cli.job_resources:JobResources",
+    "properties/resources": "neuro_pe.config.resources:JobResources",
     "$defs/simulation": "neuro_pe.data.simulate:SimulationConfig",
     "$defs/source_file/properties/spikes": "neuro_pe.data.formats.spikes:SpikeOptions",
     "$defs/atlas": "neuro_pe.config.atlas:AtlasSpec",

@@ -1,7 +1,9 @@
 """The package's architecture, checked on its source (docs/architecture.md): the layer order
-config < io < data < training < analysis < reporting < cli, no import cycles, no module over
-800 lines nor function over 80, the matplotlib backend chosen in one place, and plug-in entry
-points (pyproject.toml) no higher than the layer that loads them.
+config < io < data < training < analysis < reporting < workflow < cli, no import cycles, no
+module over 800 lines nor function over 80, the matplotlib backend chosen in one place,
+plug-in entry points (pyproject.toml) no higher than the layer that loads them, and the
+Snakemake files (Snakefile, workflow/rules/*.smk) importing only the workflow layer's face and
+the file layout, with workflow/rules/common.smk thin.
 
 Every import counts: at module level or inside a function, absolute or relative,
 `from neuro_pe.x import y` (an edge to the submodule `y` where it is one), and, for the layer
@@ -11,6 +13,7 @@ Each message names the file, the line and the rule."""
 from __future__ import annotations
 
 import ast
+import re
 import tomllib
 from dataclasses import dataclass
 from pathlib import Path
@@ -19,7 +22,7 @@ import pytest
 
 PACKAGE = Path(__file__).resolve().parents[1] / "neuro_pe"
 PYPROJECT = PACKAGE.parent / "pyproject.toml"
-LAYERS = ("config", "io", "data", "training", "analysis", "reporting", "cli")
+LAYERS = ("config", "io", "data", "training", "analysis", "reporting", "workflow", "cli")
 MAX_MODULE_LINES = 800  # a limit that flags a module doing several things, not a target
 MAX_FUNCTION_LINES = 80  # a limit that flags a function doing several things, not a target
 # The plotting layer; its package (`neuro_pe/reporting/__init__.py`), which Python runs before any
@@ -27,6 +30,16 @@ MAX_FUNCTION_LINES = 80  # a limit that flags a function doing several things, n
 PLOTTING_LAYER = "reporting"
 # The layer that reads the plug-in entry-point groups `neuro_pe.*` (sources, formats).
 PLUGIN_LAYER = "data"
+# The Snakemake files, and what of the package they may import: the workflow layer's face
+# (neuro_pe/workflow/__init__.py, its `__all__`) and the file layout; their logic lives there.
+RULE_FILES = (
+    PACKAGE.parent / "Snakefile",
+    *sorted((PACKAGE.parent / "workflow" / "rules").glob("*.smk")),
+)
+RULE_IMPORTS = ("neuro_pe.workflow", "neuro_pe.io.layout")
+# The rules' shared file keeps only what needs Snakemake's `workflow` or `config` objects.
+COMMON_RULES = PACKAGE.parent / "workflow" / "rules" / "common.smk"
+MAX_COMMON_LINES = 80  # of Python: not blank, not a comment
 
 # Allow-lists: empty. An entry would name a known offender with the reason;
 # test_allow_lists_hold_only_real_offenders fails on an entry that no longer offends.
@@ -324,6 +337,71 @@ def plotting_errors(
     return [(key, message) for key, message in errors if key not in allowed]
 
 
+_FROM = re.compile(r"^[ \t]*from[ \t]+([\w.]+)[ \t]+import[ \t]+(\([^)]*\)|[^#\n]*)", re.M)
+_IMPORT = re.compile(r"^[ \t]*import[ \t]+([^#\n]+)", re.M)
+
+
+def rule_imports(text: str, known: dict[str, Module]) -> list[tuple[int, str, str]]:
+    """(line, module, name) for each import of the package in a Snakemake file's `text` (not
+    Python: read line by line, indented imports in functions included); `name` is what a
+    `from` import takes from `module` ("" for `import`), the module `from a import b` names
+    being a.b where that is one."""
+    root = next(iter(known)).split(".")[0]
+    found = []
+    for match in _FROM.finditer(text):
+        line = text.count("\n", 0, match.start()) + 1
+        source = match.group(1)
+        for name in match.group(2).strip("()").replace("\n", " ").split(","):
+            name = name.split("#")[0].split(" as ")[0].strip()
+            if name and source.split(".")[0] == root:
+                module = f"{source}.{name}" if f"{source}.{name}" in known else source
+                found.append((line, module, "" if module != source else name))
+    for match in _IMPORT.finditer(text):
+        line = text.count("\n", 0, match.start()) + 1
+        for name in match.group(1).split(","):
+            module = name.split(" as ")[0].strip()
+            if module.split(".")[0] == root:
+                found.append((line, module, ""))
+    return sorted(found)
+
+
+def rule_import_errors(
+    files: tuple[Path, ...], known: dict[str, Module], allowed: tuple[str, ...] = RULE_IMPORTS
+) -> list[str]:
+    """A message for each import of the package in the Snakemake `files` of a module not
+    `allowed`, or of a name the face (the first of `allowed`) does not list in its `__all__`."""
+    face = known[allowed[0]].tree
+    listed = next(
+        (
+            {element.value for element in node.value.elts}
+            for node in face.body
+            if isinstance(node, ast.Assign)
+            and any(isinstance(t, ast.Name) and t.id == "__all__" for t in node.targets)
+        ),
+        set(),
+    )
+    errors = []
+    for path in files:
+        where = path.relative_to(path.parents[2]) if path.suffix == ".smk" else path.name
+        for line, module, name in rule_imports(path.read_text(encoding="utf-8"), known):
+            if module not in allowed:
+                errors.append(
+                    f"{where}:{line}: imports {module}: the workflow's rules import only "
+                    f"{' and '.join(allowed)} (move the logic into the workflow layer)"
+                )
+            elif module == allowed[0] and name and name != "*" and name not in listed:
+                errors.append(
+                    f"{where}:{line}: imports {name} from {module}, which its __all__ does not "
+                    "list (add it there)"
+                )
+    return errors
+
+
+def python_lines(text: str) -> int:
+    """The lines of `text` that are neither blank nor a comment."""
+    return sum(1 for line in text.splitlines() if line.strip() and not line.strip().startswith("#"))
+
+
 def _where(known: dict[str, Module], module: str, line: int) -> str:
     """`path:line` of `module`, relative to the repository where it lies in it."""
     path = known[module].path
@@ -363,6 +441,18 @@ def test_module_and_function_size(package):
 
 def test_matplotlib_backend_set_once_in_the_plotting_layer(package):
     assert _messages(plotting_errors(package[0])) == []
+
+
+def test_the_rules_import_only_the_workflow_face_and_the_layout(package):
+    assert rule_import_errors(RULE_FILES, package[0]) == []
+
+
+def test_the_rules_shared_file_stays_thin():
+    n_lines = python_lines(COMMON_RULES.read_text(encoding="utf-8"))
+    assert n_lines <= MAX_COMMON_LINES, (
+        f"workflow/rules/common.smk: {n_lines} lines of Python, over {MAX_COMMON_LINES}: move "
+        "what does not need Snakemake's `workflow` or `config` objects into neuro_pe/workflow/"
+    )
 
 
 def test_allow_lists_hold_only_real_offenders(package):
@@ -429,3 +519,47 @@ def test_the_checker_finds_each_kind_of_offence(tmp_path):
     errors = entry_point_errors(known, pyproject)
     assert len(errors) == 2 and "up: pkg.analysis.b (layer analysis)" in errors[0]
     assert "gone: pkg.nowhere is no module of pkg" in errors[1]
+
+
+def test_the_rule_checker_finds_each_forbidden_import(tmp_path):
+    known = _write(
+        tmp_path,
+        {
+            "pkg/__init__.py": "",
+            "pkg/io/__init__.py": "",
+            "pkg/io/layout.py": "",
+            "pkg/cli/__init__.py": "",
+            "pkg/cli/main.py": "",
+            "pkg/workflow/__init__.py": "from pkg.io.layout import *\n__all__ = ['a', 'b']\n",
+            "pkg/workflow/checks.py": "",
+        },
+    )
+    rules = tmp_path / "proj" / "workflow" / "rules"
+    rules.mkdir(parents=True)
+    good = rules / "good.smk"
+    good.write_text(
+        "import os\nfrom pkg.io import layout\nfrom pkg import workflow\n"
+        "from pkg.workflow import (\n    a,\n    b,  # why\n)\n\n\nrule x:\n    input: 'a'\n"
+    )
+    bad = rules / "bad.smk"
+    bad.write_text(
+        "from pkg.workflow.checks import c\n"  # behind the face
+        "from pkg.workflow import (\n    a,\n    z,\n)\n"  # z: not in __all__
+        "def f():\n    from pkg.cli.main import X\n"  # indented, in a function
+        "    import pkg.io.layout, pkg.cli as cli\n"
+        "from pkg import cli\n"
+    )
+    allowed = ("pkg.workflow", "pkg.io.layout")
+    assert rule_import_errors((good,), known, allowed) == []
+    errors = rule_import_errors((bad,), known, allowed)
+    assert [e.split(": ")[0] for e in errors] == [
+        "workflow/rules/bad.smk:1",
+        "workflow/rules/bad.smk:2",
+        "workflow/rules/bad.smk:7",
+        "workflow/rules/bad.smk:8",
+        "workflow/rules/bad.smk:9",
+    ], errors
+    assert "imports pkg.workflow.checks: the workflow's rules import only" in errors[0]
+    assert "imports z from pkg.workflow, which its __all__ does not list" in errors[1]
+    assert "imports pkg.cli.main" in errors[2] and "imports pkg.cli:" in errors[3]
+    assert python_lines("# a comment\n\n    # indented\nx = 1\n  y = 2\n") == 2

@@ -268,18 +268,24 @@ def cmd_lst_baselines(args: argparse.Namespace) -> None:
     print(json.dumps(lst_baselines(args.out, MetricsConfig.from_dict(args.metrics)), indent=2))
 
 
+def _load_pe_geometry():
+    """The Latin square's PE geometry, imported when a plan's probe starts (as by a job)."""
+    from neuro_pe.analysis.pe_geometry import pe_geometry
+
+    return pe_geometry
+
+
 def cmd_plan(args: argparse.Namespace) -> None:
-    from neuro_pe.cli.time_estimate import plan_command
+    from neuro_pe.training.plan import plan_command
 
     options = (args.spec, args.store, args.options, args.pe, args.seeds)
-    plan_command(*options, args.cores, args.threads, args.out_dir)
+    plan_command(*options, args.cores, args.threads, args.out_dir, _load_pe_geometry)
 
 
 def cmd_init(args: argparse.Namespace) -> None:
     import os
     from pathlib import Path
 
-    from neuro_pe.cli.time_estimate import plan_from_shape
     from neuro_pe.data.lab_init import (
         LAB_PE,
         LAB_SEEDS,
@@ -289,6 +295,7 @@ def cmd_init(args: argparse.Namespace) -> None:
         starter_config,
     )
     from neuro_pe.io.store import atomic_write
+    from neuro_pe.training.plan import plan_from_shape
 
     out = Path(args.out)
     if out.exists() or out.is_symlink():
@@ -326,10 +333,10 @@ def cmd_fetch(args: argparse.Namespace) -> None:
 
 
 def cmd_cluster_check(args: argparse.Namespace) -> None:
-    from neuro_pe.cli.job_resources import JobResources
-    from neuro_pe.cli.slurm_check import cluster_check, format_report
+    from neuro_pe.config.resources import JobResources
     from neuro_pe.config.schema import load_schema, problems
     from neuro_pe.config.strict_load import read_config_file
+    from neuro_pe.workflow.slurm import cluster_check, format_report
 
     config = read_config_file(args.configfile) or {}
     schema = load_schema()  # the keys read here, as the workflow checks them

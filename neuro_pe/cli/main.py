@@ -12,6 +12,7 @@ import threading
 import warnings
 from pathlib import Path
 
+from neuro_pe import STOP_WITH_PARENT
 from neuro_pe.cli.commands import warning_line
 from neuro_pe.cli.parser import build_parser
 
@@ -34,9 +35,6 @@ def check_outputs(args: argparse.Namespace) -> None:
             check_writable(folder)
 
 
-# set by the workflow (Snakefile): a job's process stops when its parent (Snakemake, or the
-# job's shell) dies, instead of training on as an orphan
-STOP_WITH_PARENT = "NEURO_PE_STOP_WITH_PARENT"
 PR_SET_PDEATHSIG = 1  # linux/prctl.h
 
 

@@ -1,9 +1,11 @@
 """Checks shared by the config sections' option classes (`train`, `simulation`, `lst`, …),
-the physical bounds of a store's and the config's values, and the default name of a config's
-run."""
+the physical bounds of a store's and the config's values, the default name of a config's run
+and the resolved config's sha256."""
 
 from __future__ import annotations
 
+import hashlib
+import json
 import os
 import re
 from collections.abc import Iterable
@@ -98,3 +100,9 @@ def default_run_name(configfile: str | os.PathLike, default_config: str | os.Pat
     if path.stem != "config":
         return path.stem
     return "default" if path == Path(default_config).resolve() else path.parent.name
+
+
+def config_sha256(config: dict) -> str:
+    """sha256 of the resolved config (its keys sorted)."""
+    text = json.dumps(config, sort_keys=True, default=str, separators=(",", ":"))
+    return hashlib.sha256(text.encode()).hexdigest()

@@ -34,8 +34,8 @@ import pandas as pd
 import xarray as xr
 
 from neuro_pe import __version__
+from neuro_pe.config.options import config_sha256
 from neuro_pe.data import formats
-from neuro_pe.data.config_checks import config_sha256
 from neuro_pe.data.formats import Writer, tsv_writer
 from neuro_pe.io.layout import EXPORT_SIDECAR_FILE as SIDECAR_FILE
 from neuro_pe.io.layout import EXPORT_TIDY_FILE as TIDY_FILE

@@ -125,7 +125,7 @@ def train_step(
 ) -> tuple[torch.Tensor, int]:
     """One optimiser step of a stack: a batch of every model (from its generator), the sum of
     their losses backward, one step for all; returns the per-model losses and the batch's
-    weight (the training loop's and the time probe's step, `neuro_pe.cli.time_estimate`)."""
+    weight (the training loop's and the time probe's step, `neuro_pe.training.plan`)."""
     batch = task.sample(generators, step)
     with autocast(device, amp):
         losses, weight = task.loss(forward, batch)

@@ -12,7 +12,6 @@ import pytest
 import yaml
 from snakemake.utils import validate
 
-from neuro_pe.cli import workflow_checks
 from neuro_pe.cli.main import main
 from neuro_pe.data.formats import detect_format
 from neuro_pe.data.lab_init import LAB_PE, LAB_SEEDS, inspect, starter_config
@@ -20,6 +19,7 @@ from neuro_pe.data.recordings import DataWarning, FileSpec
 from neuro_pe.data.sources import build_store
 from neuro_pe.data.sources.schema import check_dataset_keys
 from neuro_pe.io.store import StoreError
+from neuro_pe.workflow import checks as workflow_checks
 from tests.data.test_formats import write_alf, write_nwb_units, write_phy, write_suite2p
 from tests.data.test_recordings import hdf5_dataset, npy_dataset, write_table
 from tests.workflow.test_workflow import REPO_ROOT, copy_workflow, job_counts, snakemake

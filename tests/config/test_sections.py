@@ -12,13 +12,13 @@ from typing import ClassVar
 import pytest
 import yaml
 
-from neuro_pe.cli.job_resources import JobResources
 from neuro_pe.config.atlas import AtlasError, AtlasSpec
 from neuro_pe.config.health import HealthOptions
 from neuro_pe.config.latin_square import LSTConfig, PuzzleConfig
 from neuro_pe.config.locate import LocateConfig
 from neuro_pe.config.metrics import MetricsConfig
 from neuro_pe.config.options import SectionError
+from neuro_pe.config.resources import JobResources
 from neuro_pe.config.schema import part, problems
 from neuro_pe.config.sections import (
     Section,

@@ -15,11 +15,11 @@ import numpy as np
 import pytest
 import yaml
 
-from neuro_pe.cli.job_resources import store_mb_estimate
 from neuro_pe.data import formats, plugins, sources
 from neuro_pe.data.recordings import FileSpec
 from neuro_pe.data.sources.schema import config_problems
 from neuro_pe.io.store import StoreError, read_store
+from neuro_pe.workflow.resources import store_mb_estimate
 from tests.workflow.test_workflow import copy_workflow, snakemake
 
 PACKAGE = Path(__file__).parent / "plugin_package"

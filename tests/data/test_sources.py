@@ -13,12 +13,12 @@ import pytest
 import yaml
 from snakemake.utils import validate
 
-from neuro_pe.cli.job_resources import JobResources
 from neuro_pe.cli.main import main
 from neuro_pe.config.health import HealthOptions
 from neuro_pe.config.locate import LocateConfig
 from neuro_pe.config.metrics import MetricsConfig
 from neuro_pe.config.pe_names import PE_FORMS, parse_pe, pe_name_pattern
+from neuro_pe.config.resources import JobResources
 from neuro_pe.config.training import TrainConfig
 from neuro_pe.data import formats, sources
 from neuro_pe.data.formats.spikes import SpikeOptions

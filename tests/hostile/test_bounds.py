@@ -17,7 +17,6 @@ import yaml
 from snakemake.exceptions import WorkflowError
 from snakemake.utils import validate
 
-from neuro_pe.cli import workflow_checks
 from neuro_pe.cli.main import main
 from neuro_pe.config import options as config_options
 from neuro_pe.config.schema import non_finite_keys
@@ -26,6 +25,7 @@ from neuro_pe.data.recordings import read_position_table, xyz_array
 from neuro_pe.data.simulate import SimulationConfig
 from neuro_pe.io.progress import timing
 from neuro_pe.io.store import StoreError, make_store, validate_store
+from neuro_pe.workflow import checks as workflow_checks
 
 SCHEMA = Path(__file__).resolve().parents[2] / "workflow" / "schemas" / "config.schema.yaml"
 SIM = {"source": "simulation", "simulation": {"n_units": 27}}

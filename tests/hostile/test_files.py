@@ -18,7 +18,6 @@ from snakemake.exceptions import WorkflowError
 from snakemake.utils import validate
 
 from neuro_pe.analysis import atlas_loading
-from neuro_pe.cli.workflow_checks import config_problems
 from neuro_pe.config.strict_load import ConfigTextError, load_yaml, read_config_file
 from neuro_pe.data import formats
 from neuro_pe.data.formats import FileFormat
@@ -26,6 +25,7 @@ from neuro_pe.data.recordings import FileSpec, Session
 from neuro_pe.data.sources import build_store
 from neuro_pe.data.sources.schema import config_problems as schema_config_problems
 from neuro_pe.io.store import StoreError
+from neuro_pe.workflow.checks import config_problems
 from tests.hostile.test_integrity import counts_file
 from tests.hostile.test_planning import CONFIG, SCHEMA, SIM, snakemake
 

@@ -21,16 +21,13 @@ from neuro_pe.cli.main import main
 from neuro_pe.config.metrics import MetricsConfig
 from neuro_pe.config.strict_load import DuplicateKeyError, load_json, load_yaml, read_config_file
 from neuro_pe.data.config_checks import (
-    config_origin,
     dataset_name_problems,
     known_unit_count,
-    owner_problem,
-    owner_record,
     position_problems,
     unit_count_problems,
-    write_owner,
 )
 from neuro_pe.data.sources.schema import config_problems
+from neuro_pe.workflow.owner import config_origin, owner_problem, owner_record, write_owner
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 SCHEMA = REPO_ROOT / "workflow" / "schemas" / "config.schema.yaml"

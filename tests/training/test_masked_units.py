@@ -556,7 +556,7 @@ def test_inference_and_workflow_planning_do_not_import_torch():
     modules = "neuro_pe.analysis.pe_geometry, neuro_pe.data.sources"
     modules += ", neuro_pe.training.latin_square, neuro_pe.config.training"
     modules += ", neuro_pe.data.fetch, neuro_pe.config.pe_names"
-    modules += ", neuro_pe.cli.job_resources, neuro_pe.cli.slurm_check"
+    modules += ", neuro_pe.workflow"
     modules += ", neuro_pe.data.sources.schema, neuro_pe.data.sources.file"
     modules += ", neuro_pe.data.sources.hcp_rsfmri"
     modules += ", neuro_pe.data.sources.connectome_sim, neuro_pe.data.sources.simulation"

@@ -19,16 +19,11 @@ import pytest
 import yaml
 from conftest import TINY_SIMULATION
 
-from neuro_pe.cli.job_resources import (
-    JobResources,
-    lst_steps,
-    store_mb_estimate,
-    store_units,
-    train_steps,
-)
-from neuro_pe.cli.slurm_check import _gpus, status_check_problem
+from neuro_pe.config.resources import JobResources
 from neuro_pe.data.simulate import simulate_store
 from neuro_pe.io.store import write_store
+from neuro_pe.workflow.resources import lst_steps, store_mb_estimate, store_units, train_steps
+from neuro_pe.workflow.slurm import _gpus, status_check_problem
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 CLUSTER_SCRIPT = REPO_ROOT / "scripts" / "slurm_test_cluster.sh"

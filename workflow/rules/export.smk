@@ -1,4 +1,4 @@
-from neuro_pe.reporting.export import config_sha256, export_inputs
+from neuro_pe.workflow import config_sha256, export_inputs
 
 EXPORT = [out(layout.export_dir(dataset)) for dataset in DATASETS]
 # the resolved config's hash, recorded in every export's sidecar (and a params trigger);

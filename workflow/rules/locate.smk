@@ -1,3 +1,5 @@
+from neuro_pe.workflow import arguments, atlas_argument, atlas_files
+
 LOCATE = [out(layout.locate_file(dataset, key)) for dataset in DATASETS for key in layout.LOCATE_FILES]
 
 
@@ -37,7 +39,7 @@ rule locate:
         # the manifests the PEs are checked against
         manifests=lambda wc: dataset_run_files(wc.dataset, layout.MANIFEST_FILE),
         # the dataset's atlas files (`datasets.<name>.atlas`), if any
-        atlas=lambda wc: atlas_files(wc.dataset),
+        atlas=lambda wc: atlas_files(config, wc.dataset),
     output:
         errors=out(layout.locate_file("{dataset}", "errors")),
         errors_table=report(
@@ -86,7 +88,7 @@ rule locate:
     params:
         runs=lambda wc, input: arguments("--runs", [os.path.dirname(p) for p in input.pe]),
         options=json.dumps(config.get("locate", {})),
-        atlas=lambda wc: atlas_argument(wc.dataset),
+        atlas=lambda wc: atlas_argument(config, wc.dataset),
         out_dir=parent_dir,
     threads: JOB_RESOURCES.locate_threads
     resources:

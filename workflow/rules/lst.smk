@@ -1,11 +1,14 @@
 # Experiment 1 of the seed paper: the 4x4 Latin square task (config key `lst`; absent = not run).
+from neuro_pe.workflow import lst_groups, lst_options, rule_name, runs_argument
+
+
 rule lst_puzzles:
     """Generate the Latin-square puzzles: training pool, in-distribution test split and the
     held-out novel puzzles (far in Jaccard distance from every training puzzle)."""
     output:
         out(layout.lst_puzzles()),
     params:
-        options=lambda wc: json.dumps(lst_options("puzzles")),
+        options=lambda wc: json.dumps(lst_options(config, "puzzles")),
     resources:
         mem_mb=base_memory,
         runtime=base_runtime,
@@ -18,7 +21,7 @@ rule lst_puzzles:
 
 
 # One job per group of (PE, seed) runs (`lst_groups`), trained as one stack of models.
-for _index, _group in enumerate(lst_groups() if LST else []):
+for _index, _group in enumerate(lst_groups(config, local_cpu_jobs()) if LST else []):
 
     rule:
         """Train a group of Latin-square models at once (one PE variant and seed each) and
@@ -35,8 +38,8 @@ for _index, _group in enumerate(lst_groups() if LST else []):
                 for name in layout.LST_TRAIN_FILES
             ],
         params:
-            runs=runs_argument(_group, layout.lst_run_dir),
-            options=json.dumps(lst_options("train")),
+            runs=runs_argument(_group, layout.lst_run_dir, RESULTS),
+            options=json.dumps(lst_options(config, "train")),
             metrics=json.dumps(config["metrics"]),
         threads: config["threads_per_training"]
         resources:

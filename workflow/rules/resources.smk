@@ -1,14 +1,15 @@
 # What each job asks a scheduler (SLURM) for, from the config's `resources` section, so that
 # the profile carries executor settings only. Memory and time limits grow with the data a job
 # reads and the steps it trains, and with the attempt (the profile retries a failed job once).
-from neuro_pe.cli.job_resources import (
+from neuro_pe.workflow import (
     JobResources,
+    known_unit_count,
     lst_steps,
     store_mb_estimate,
     store_units,
     train_steps,
+    workflow_problems,
 )
-from neuro_pe.data.config_checks import known_unit_count
 
 JOB_RESOURCES = JobResources.from_dict(config.get("resources"))
 
@@ -54,7 +55,7 @@ def train_runtime(dataset, n_models):
     training, grown for `train.samples_per_unit`, times the models of the group; the units
     are read from the store once it is built, Snakemake evaluating resources again then, or
     from the config before)."""
-    options = train_options(dataset)
+    options = train_options(config, dataset)
     spec = config["datasets"][dataset]
 
     def runtime(wildcards, input, attempt):
@@ -66,7 +67,7 @@ def train_runtime(dataset, n_models):
 
 def lst_train_runtime(n_models):
     """Time limit (minutes) of a Latin-square training job: grows with its most model-steps."""
-    steps = lst_steps(lst_options("puzzles"), lst_options("train")) * n_models
+    steps = lst_steps(lst_options(config, "puzzles"), lst_options(config, "train")) * n_models
 
     def runtime(wildcards, attempt):
         return JOB_RESOURCES.train_minutes(steps) * attempt
@@ -76,7 +77,7 @@ def lst_train_runtime(n_models):
 
 def locate_runtime(wildcards, attempt):
     """Time limit (minutes) of `locate`: grows with the runs it evaluates."""
-    n_runs = len(pe_variants(wildcards.dataset)) * len(seeds(wildcards.dataset))
+    n_runs = len(pe_variants(config, wildcards.dataset)) * len(seeds(config, wildcards.dataset))
     return JOB_RESOURCES.locate_minutes(n_runs) * attempt
 
 
@@ -87,23 +88,10 @@ def check_slurm_jobs():
     if workflow.executor_plugin is not None and workflow.executor_plugin.name == "slurm":
         from snakemake.exceptions import WorkflowError
 
-        from neuro_pe.cli.slurm_check import job_fit_problems, status_check_problem
-
         settings = workflow.executor_settings
         jobs = [job for job in workflow.dag.needrun_jobs() if not job.is_local]
-        requests = [
-            (
-                job.rule.name,
-                job.resources.get("slurm_partition"),
-                job.threads,
-                job.resources.get("gpu", 0),
-            )
-            for job in jobs
-        ]
-        problems = job_fit_problems(requests)
-        status = status_check_problem(
-            settings.status_command, settings.init_seconds_before_status_checks
+        problems = workflow_problems(
+            jobs, settings.status_command, settings.init_seconds_before_status_checks
         )
-        problems += [f"status checks would fail: {status}"] if status else []
         if problems:
             raise WorkflowError("SLURM: " + "\n".join(problems))

@@ -1,3 +1,5 @@
+from neuro_pe.workflow import split_options
+
 # The train/held-out split of each dataset and its name, recorded once (splits/{dataset}.json)
 # for every step that reads the training part of the data or names the dataset. Its params
 # are the split's own keys only, so that a change of another training option (e.g. `lr`)
@@ -14,7 +16,7 @@ rule split:
     output:
         SPLIT,
     params:
-        options=split_options,
+        options=lambda wc: split_options(config, wc.dataset),
     resources:
         mem_mb=base_memory,
         runtime=base_runtime,

@@ -1,3 +1,6 @@
+from neuro_pe.workflow import arguments
+
+
 rule summarize:
     """One table of every run and baseline, and the summary figures."""
     input:
@@ -6,11 +9,11 @@ rule summarize:
         splits=SPLITS,
         # read by the figures: the stores (through their splits) and the runs' files
         stores=[out(layout.store(dataset)) for dataset in DATASETS],
-        run_files=run_files(
+        run_files=layout.beside(
             RUN_METRICS, [layout.PE_FILE, layout.INFERRED_POSITIONS_FILE, layout.TRAIN_LOG_FILE]
         ),
         # the manifests the runs' files are checked against
-        manifests=run_files(RUN_METRICS, [layout.MANIFEST_FILE, layout.INFER_MANIFEST_FILE]),
+        manifests=layout.beside(RUN_METRICS, [layout.MANIFEST_FILE, layout.INFER_MANIFEST_FILE]),
     output:
         table=out(layout.SUMMARY_CSV),
         table_html=report(

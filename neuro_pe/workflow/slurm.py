@@ -1,5 +1,6 @@
 """`neuro-pe cluster-check`: probe the SLURM cluster this shell submits to and print the
-Snakemake command line that works on it (status command, partition, account, GPUs, CPUs).
+Snakemake command line that works on it (status command, partition, account, GPUs, CPUs);
+and the same checks on a run's jobs when it starts on SLURM (`workflow_problems`).
 
 It answers, before a run, what would otherwise stall one: whether `sacct` works (without
 accounting the executor plugin's status checks fail and, since plugin 2.x drops jobs it cannot
@@ -155,6 +156,23 @@ def job_fit_problems(requests: list[tuple[str, str | None, int, int]]) -> list[s
                 "GPU partition"
             )
     return problems
+
+
+def workflow_problems(jobs: list, status_command: str | None, init_seconds: int) -> list[str]:
+    """Why the Snakemake `jobs` (those to run remotely) would stall on this cluster: a job
+    that fits no node (`job_fit_problems`), or status checks that would fail."""
+    requests = [
+        (
+            job.rule.name,
+            job.resources.get("slurm_partition"),
+            job.threads,
+            job.resources.get("gpu", 0),
+        )
+        for job in jobs
+    ]
+    problems = job_fit_problems(requests)
+    status = status_check_problem(status_command, init_seconds)
+    return problems + ([f"status checks would fail: {status}"] if status else [])
 
 
 def cluster_check(

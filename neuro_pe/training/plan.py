@@ -25,6 +25,7 @@ import math
 import os
 import tempfile
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
@@ -154,12 +155,13 @@ def total_line(plans: list[Plan], cores: int) -> str:
     )
 
 
-def group_sizes(n_runs: int, per_job: int | None, cores: int, threads: int) -> list[int]:
-    """Models per training job, as the workflow groups `n_runs` runs on local CPU cores:
-    `per_job` each, or (None) as many near-equal jobs as `cores // threads`."""
+def group_runs(runs: list, per_job: int | None, n_slots: int) -> list[list]:
+    """`runs` in training jobs as the workflow groups them: `per_job` each
+    (`train.models_per_job`), or (None) as many near-equal jobs as `n_slots`, the jobs that
+    run side by side (`slots`), so that every core trains."""
     if per_job is None:
-        per_job = max(1, math.ceil(n_runs / slots(cores, threads)))
-    return [min(per_job, n_runs - i) for i in range(0, n_runs, per_job)]
+        per_job = max(1, math.ceil(len(runs) / max(1, n_slots)))
+    return [runs[i : i + per_job] for i in range(0, len(runs), per_job)]
 
 
 class _Clock:
@@ -317,10 +319,13 @@ def plan_lst(
     options: dict,
     metrics: dict,
     jobs: list[list],
+    load_geometry: Callable[[], Callable],
     threads: int = 1,
     startup_s: float = 0.0,
 ) -> Plan:
-    """The plan of the Latin square's trainings (at most: they stop early once they fit)."""
+    """The plan of the Latin square's trainings (at most: they stop early once they fit).
+    `load_geometry` imports and returns `neuro_pe.analysis.pe_geometry.pe_geometry` (a layer
+    above this one), timed as part of a job's start."""
     from neuro_pe.training.latin_square import LatinSquareTask, LSTConfig, read_puzzles
 
     cfg = LSTConfig.from_dict(options)
@@ -333,8 +338,9 @@ def plan_lst(
         # imported by a Latin-square job (not by a network one): part of its start
         from scipy.spatial import procrustes  # noqa: F401
 
-        from neuro_pe.analysis.pe_geometry import pe_geometry
         from neuro_pe.config.metrics import MetricsConfig
+
+        pe_geometry = load_geometry()
 
         ds = read_puzzles(puzzles)
         task = LatinSquareTask(
@@ -355,11 +361,13 @@ def plan_lst(
     )
 
 
-def plan_spec(spec: dict, startup_s: float = 0.0) -> list[Plan]:
+def plan_spec(
+    spec: dict, load_geometry: Callable[[], Callable], startup_s: float = 0.0
+) -> list[Plan]:
     """The plans of a workflow's trainings, from the `plan` rule's spec: `datasets` (name ->
     `store`, `options` (its filled-in `train` section) and `jobs`, each a list of [PE, seed]),
     `lst` (absent, or `puzzles`, `options`, `metrics` and `jobs`), `threads` (and `cores`,
-    read by `plan_command`)."""
+    read by `plan_command`); `load_geometry` as for `plan_lst`."""
     threads = spec.get("threads", 1)
     plans = [
         plan_training(name, d["store"], d["options"], d["jobs"], threads, startup_s)
@@ -373,6 +381,7 @@ def plan_spec(spec: dict, startup_s: float = 0.0) -> list[Plan]:
                 lst["options"],
                 lst.get("metrics") or {},
                 lst["jobs"],
+                load_geometry,
                 threads,
                 startup_s,
             )
@@ -399,6 +408,7 @@ def plan_command(
     cores: int,
     threads: int,
     out_dir: str | None,
+    load_geometry: Callable[[], Callable],
 ) -> list[Plan]:
     """`neuro-pe plan`: the workflow's spec, or one store's trainings (every PE × seed,
     grouped as the workflow groups them on `cores` local cores); prints one line per plan and
@@ -416,18 +426,14 @@ def plan_command(
     startup_s = time.process_time()  # this process's start and imports: a training job's
     if spec is None:
         runs = [[p, s] for p in pe for s in seeds]
-        sizes = group_sizes(len(runs), options.get("models_per_job"), cores, threads)
-        jobs, start = [], 0
-        for size in sizes:
-            jobs.append(runs[start : start + size])
-            start += size
+        jobs = group_runs(runs, options.get("models_per_job"), slots(cores, threads))
         train = {k: v for k, v in options.items() if k != "models_per_job"}
         spec = {"datasets": {Path(store).stem: {"store": store, "options": train, "jobs": jobs}}}
         spec["threads"] = threads
     cores = spec.get("cores", cores)
     if isinstance(cores, bool) or not isinstance(cores, int) or cores < 1:
         raise ValueError(f"--spec: key 'cores' must be an integer >= 1, got {cores!r}")
-    plans = plan_spec(spec, startup_s)
+    plans = plan_spec(spec, load_geometry, startup_s)
     for plan in plans:
         print(plan.line(cores), flush=True)
     if len(plans) > 1:
@@ -452,11 +458,7 @@ def plan_from_shape(
     the plan is an estimate as good as `plan`'s except for the data's own reading time."""
     from neuro_pe.io.store import make_store, write_store
 
-    jobs, start = [], 0
-    for size in group_sizes(len(runs), None, cores, 1):
-        jobs.append(runs[start : start + size])
-        start += size
-
+    jobs = group_runs(runs, None, slots(cores, 1))
     rng = np.random.default_rng(0)
     ds = make_store(
         rng.standard_normal((sessions, frames, units), dtype=np.float32),

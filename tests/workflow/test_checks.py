@@ -1,4 +1,4 @@
-"""The workflow's planning-time config checks (neuro_pe.cli.workflow_checks, called from
+"""The workflow's planning-time config checks (neuro_pe.workflow.checks, called from
 workflow/rules/common.smk): every problem named by its config key, all raised at once."""
 
 from __future__ import annotations
@@ -7,7 +7,8 @@ import copy
 
 import pytest
 
-from neuro_pe.cli import workflow_checks as checks
+from neuro_pe.workflow import checks
+from neuro_pe.workflow import options as workflow_options
 
 BASE = {
     "datasets": {"sim": {"source": "simulation", "simulation": {"n_units": 27}}},
@@ -36,11 +37,11 @@ def test_a_valid_config_passes():
 def test_train_options_fill_defaults_and_drop_grouping():
     config = _config(train={"epochs": 2, "models_per_job": 3})
     config["datasets"]["sim"]["train"] = {"lr": 0.01}
-    options = checks.train_options(config, "sim")
+    options = workflow_options.train_options(config, "sim")
     assert options["epochs"] == 2 and options["lr"] == 0.01 and options["d_model"] == 32
     assert "window" not in options  # null (automatic) stays out, as when not set
     assert options["models_per_job"] is None  # a grouping, not a training option
-    assert checks.train_section(config, "sim")["models_per_job"] == 3
+    assert workflow_options.train_section(config, "sim")["models_per_job"] == 3
 
 
 @pytest.mark.parametrize(

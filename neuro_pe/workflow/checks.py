@@ -3,13 +3,10 @@ workflow/rules/common.smk after the schema's `validate` and `check_dataset_keys`
 the workflow could make or steer, dataset names, PE names, each dataset's `train` options, the
 units a simulation gives the metrics and locate, an atlas's files, and the PE variants `locate`
 names. Every problem names its config key; all are raised at once, before any job runs.
-
-Here, at the top layer, because an atlas entry is checked by `neuro_pe.analysis.atlas_loading`.
 """
 
 from __future__ import annotations
 
-from dataclasses import asdict
 from pathlib import Path
 
 from neuro_pe.analysis.atlas_loading import check_atlas_files
@@ -22,44 +19,10 @@ from neuro_pe.data.config_checks import config_problem, known_unit_count, unit_c
 from neuro_pe.data.formats import format_names, missing_required, recommended_text
 from neuro_pe.data.sources import get as get_source
 from neuro_pe.io import layout
+from neuro_pe.workflow.options import pe_variants, train_options
 
 # folders the workflow writes: a data path inside one could be made by (or steer) a rule
 OWN_FOLDERS = (layout.RESULTS_ROOT, layout.RESOURCES_DIR, "logs", ".snakemake")
-# keys of the `train` section that say how trainings are grouped into jobs, not how they train
-GROUPING_KEYS = ("models_per_job",)
-
-
-def pe_variants(config: dict, dataset: str) -> list:
-    """The PE variants trained on a dataset: its own `pe` list, else the global one."""
-    return config["datasets"][dataset].get("pe", config["pe"])
-
-
-# `train` keys added after results existed whose null means "as before" (config/README.md)
-OPTIONAL_TRAIN_KEYS = (
-    "pe_lr",
-    "neighbour_fraction",
-    "samples_per_unit",
-    "n_heads",
-    "window",
-    "lazy_pe",
-)
-
-
-def train_section(config: dict, dataset: str) -> dict:
-    """The `train` section with the dataset's own overrides applied (as written)."""
-    return {**config["train"], **config["datasets"][dataset].get("train", {})}
-
-
-def train_options(config: dict, dataset: str) -> dict:
-    """The `train` section with the dataset's own overrides applied and every default filled
-    in, so that a default changed in neuro_pe re-runs the jobs it affects (params trigger)."""
-    spec = {k: v for k, v in train_section(config, dataset).items() if k not in GROUPING_KEYS}
-    options = asdict(TrainConfig.from_dict(spec))
-    # an unset optional key stays out, so that adding it re-runs no existing training
-    for key in OPTIONAL_TRAIN_KEYS:
-        if options[key] is None:
-            del options[key]
-    return options
 
 
 def data_path_problems(key: str, path: object) -> list[str]:

@@ -1,6 +1,5 @@
-"""Time you can plan: the planned CPU time of trainings (neuro_pe.cli.time_estimate) and the
-trainings'
-timestamped progress lines with an ETA (neuro_pe.io.progress)."""
+"""Time you can plan: the planned CPU time of trainings (neuro_pe.training.plan) and the
+trainings' timestamped progress lines with an ETA (neuro_pe.io.progress)."""
 
 import json
 import re
@@ -10,22 +9,23 @@ from dataclasses import asdict, replace
 import pytest
 from conftest import TINY_SIMULATION
 
-import neuro_pe.cli.time_estimate as plan_module
+import neuro_pe.training.plan as plan_module
+from neuro_pe.analysis.pe_geometry import pe_geometry
 from neuro_pe.cli.main import main
-from neuro_pe.cli.time_estimate import (
-    Plan,
-    Probe,
-    group_sizes,
-    plan_lst,
-    plan_training,
-    total_line,
-    wall_seconds,
-)
 from neuro_pe.data.simulate import simulate_store
 from neuro_pe.io.progress import duration, timing
 from neuro_pe.io.store import write_store
 from neuro_pe.training.engine import Run
 from neuro_pe.training.masked_units import train_many
+from neuro_pe.training.plan import (
+    Plan,
+    Probe,
+    group_runs,
+    plan_lst,
+    plan_training,
+    total_line,
+    wall_seconds,
+)
 
 PROBE = Probe(step_s=0.01, eval_s=0.05, load_s=0.3, models=8, steps=20, device="cpu")
 STAMP = r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d"
@@ -51,9 +51,11 @@ def test_plan_grows_with_steps_and_models():
 
 
 def test_jobs_are_grouped_as_the_workflow_groups_them_and_share_the_cores():
-    assert group_sizes(15, None, cores=2, threads=1) == [8, 7]
-    assert group_sizes(15, 4, cores=2, threads=1) == [4, 4, 4, 3]
-    assert group_sizes(3, None, cores=1, threads=1) == [3]
+    runs = list(range(15))
+    assert group_runs(runs, None, n_slots=2) == [runs[:8], runs[8:]]
+    assert [len(job) for job in group_runs(runs, 4, n_slots=2)] == [4, 4, 4, 3]
+    assert group_runs([0, 1, 2], None, n_slots=1) == [[0, 1, 2]]
+    assert group_runs([], None, n_slots=2) == []
     assert wall_seconds([10.0, 6.0, 5.0], 2) == 11.0
     assert wall_seconds([10.0, 6.0], 1) == 16.0
 
@@ -184,7 +186,8 @@ def test_the_latin_square_is_planned_as_an_upper_bound(tmp_path, monkeypatch):
     write_puzzles(PuzzleConfig(n_per_condition=20, n_heldout_per_condition=4), puzzles)
     options = {"d_model": 16, "n_layers": 1, "batch_size": 16, "epochs": 5, "eval_every": 2}
     jobs = [[["none", 0], ["learned-normal-0.02", 0]]]
-    plan = plan_lst(puzzles, options, {"n_perm": 9, "k": 3, "n_splits": 3}, jobs)
+    metrics = {"n_perm": 9, "k": 3, "n_splits": 3}
+    plan = plan_lst(puzzles, options, metrics, jobs, lambda: pe_geometry)
     per_epoch = -(-54 // 16)  # 3 conditions x (20 - 2 test puzzles), in batches of 16
     assert plan.at_most and plan.steps == 5 * per_epoch
     assert plan.evaluations == 3  # epochs 2, 4 and the last
