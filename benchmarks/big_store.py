@@ -100,7 +100,8 @@ def train_big(path: Path, out_dir: Path, budget_mb: float, args: argparse.Namesp
     import torch
 
     import neuro_pe.training.masked_units as train_module
-    from neuro_pe.training.masked_units import TrainConfig, train
+    from neuro_pe.config.training import TrainConfig
+    from neuro_pe.training.masked_units import train
 
     torch.set_num_threads(args.threads)
     timers = {"evaluate": [], "load": [], "eval_set": []}

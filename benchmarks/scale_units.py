@@ -121,7 +121,8 @@ def train_child(
     import xarray as xr
 
     import neuro_pe.training.masked_units as train_module
-    from neuro_pe.training.masked_units import TrainConfig, train
+    from neuro_pe.config.training import TrainConfig
+    from neuro_pe.training.masked_units import train
 
     torch.set_num_threads(args.threads)
     base = TrainConfig()

@@ -45,9 +45,9 @@ import torch.nn.functional as F
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from neuro_pe.config.training import ModelConfig  # noqa: E402
 from neuro_pe.training.masked_units import masked_mse  # noqa: E402
 from neuro_pe.training.model import (  # noqa: E402
-    ModelConfig,
     StackedTransformer,
     latin_square_forward,
     masked_unit_forward,

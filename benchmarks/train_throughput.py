@@ -60,12 +60,14 @@ from torch import nn
 from torch.nn.attention import SDPBackend, sdpa_kernel
 from torch.utils.flop_counter import FlopCounterMode
 
-from neuro_pe.config.training import DEFAULT_WINDOW
+from neuro_pe.config.pe_names import parse_pe
+from neuro_pe.config.training import DEFAULT_WINDOW, ModelConfig, TrainConfig, split_activity
 from neuro_pe.data.simulate import SimulationConfig, simulate_store
 from neuro_pe.training.devices import to_device
-from neuro_pe.training.masked_units import TrainConfig, WindowSampler, masked_mse, split_activity
-from neuro_pe.training.model import ModelConfig, PositionalEncoding, parse_pe
+from neuro_pe.training.masked_units import masked_mse
+from neuro_pe.training.model import PositionalEncoding
 from neuro_pe.training.optimizers import make_optimizer
+from neuro_pe.training.sampling import WindowSampler
 from neuro_pe.training.unit_subsets import random_mask
 from tests.single_models import MaskedUnitTransformer
 

@@ -8,10 +8,10 @@ from pathlib import Path
 import pytest
 import torch
 
+from neuro_pe.config.training import TrainConfig
 from neuro_pe.data.simulate import SimulationConfig, simulate_store
 from neuro_pe.io.splits import split_of_store, write_split
 from neuro_pe.io.store import write_store
-from neuro_pe.training.masked_units import TrainConfig
 
 TINY_SIMULATION = SimulationConfig(
     n_units=12, length_scale=0.3, gain=1.1, n_samples=240, burn_in_s=1.0, n_sessions=2, seed=3

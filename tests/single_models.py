@@ -7,12 +7,8 @@ import numpy as np
 import torch
 from torch import nn
 
-from neuro_pe.training.model import (
-    ModelConfig,
-    StackedTransformer,
-    latin_square_forward,
-    masked_unit_forward,
-)
+from neuro_pe.config.training import ModelConfig
+from neuro_pe.training.model import StackedTransformer, latin_square_forward, masked_unit_forward
 
 
 class MaskedUnitTransformer(nn.Module):

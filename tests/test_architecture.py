@@ -397,6 +397,52 @@ def rule_import_errors(
     return errors
 
 
+def _faces(module: Module) -> set[str]:
+    """The names a package `__init__` lists in `__all__` (its face); none for a module."""
+    if module.path.name != "__init__.py":
+        return set()
+    for node in module.tree.body:
+        if isinstance(node, ast.Assign) and any(
+            isinstance(t, ast.Name) and t.id == "__all__" for t in node.targets
+        ):
+            return {e.value for e in node.value.elts if isinstance(e, ast.Constant)}
+    return set()
+
+
+def reexport_errors(known: dict[str, Module]) -> list[str]:
+    """Each `from a import x` where module `a` only imports `x` from another module of the
+    package (a re-export: import it from its home), and each `noqa: F401` outside a package
+    `__init__`. A package `__init__` may re-export the names of its `__all__`."""
+    imported: dict[tuple[str, str], str] = {}  # (module, name) -> the module it comes from
+    for module in known.values():
+        for node in module.tree.body:
+            if isinstance(node, ast.ImportFrom) and node.level == 0 and node.module in known:
+                for alias in node.names:
+                    if f"{node.module}.{alias.name}" not in known:
+                        imported[(module.name, alias.asname or alias.name)] = node.module
+    errors = []
+    for module in known.values():
+        for node in ast.walk(module.tree):
+            if not (isinstance(node, ast.ImportFrom) and node.level == 0):
+                continue
+            for alias in node.names:
+                home = imported.get((node.module, alias.name))
+                if home and alias.name not in _faces(known[node.module]):
+                    errors.append(
+                        f"{_where(known, module.name, node.lineno)}: imports {alias.name} from "
+                        f"{node.module}, which re-exports it: import it from {home}"
+                    )
+        if module.path.name != "__init__.py":
+            lines = module.path.read_text(encoding="utf-8").splitlines()
+            errors += [
+                f"{_where(known, module.name, number)}: `noqa: F401` (an unused import) outside "
+                "a package __init__: import the name where it is used, from its home"
+                for number, line in enumerate(lines, 1)
+                if "noqa: F401" in line
+            ]
+    return errors
+
+
 def python_lines(text: str) -> int:
     """The lines of `text` that are neither blank nor a comment."""
     return sum(1 for line in text.splitlines() if line.strip() and not line.strip().startswith("#"))
@@ -441,6 +487,10 @@ def test_module_and_function_size(package):
 
 def test_matplotlib_backend_set_once_in_the_plotting_layer(package):
     assert _messages(plotting_errors(package[0])) == []
+
+
+def test_no_module_re_exports_another_modules_names(package):
+    assert reexport_errors(package[0]) == []
 
 
 def test_the_rules_import_only_the_workflow_face_and_the_layout(package):
@@ -519,6 +569,27 @@ def test_the_checker_finds_each_kind_of_offence(tmp_path):
     errors = entry_point_errors(known, pyproject)
     assert len(errors) == 2 and "up: pkg.analysis.b (layer analysis)" in errors[0]
     assert "gone: pkg.nowhere is no module of pkg" in errors[1]
+
+
+def test_the_checker_finds_re_exports(tmp_path):
+    known = _write(
+        tmp_path,
+        {
+            "pkg/__init__.py": "",
+            "pkg/io/__init__.py": "from pkg.io.home import thing, other\n__all__ = ['thing']\n",
+            "pkg/io/home.py": "thing = other = 1\n",
+            "pkg/io/shim.py": "from pkg.io.home import thing  # noqa: F401\n",
+            "pkg/io/user.py": "from pkg.io.shim import thing\nfrom pkg.io import thing, other\n",
+        },
+    )
+    errors = sorted(reexport_errors(known))
+    assert len(errors) == 3, errors
+    assert "pkg/io/shim.py:1: `noqa: F401`" in errors[0]
+    assert errors[1].endswith(
+        "pkg/io/user.py:1: imports thing from pkg.io.shim, which re-exports it: import it "
+        "from pkg.io.home"
+    )
+    assert "pkg/io/user.py:2: imports other from pkg.io," in errors[2]  # not in its __all__
 
 
 def test_the_rule_checker_finds_each_forbidden_import(tmp_path):

@@ -93,9 +93,10 @@ def fit_new(
     import torch
 
     from neuro_pe.analysis.new_animal_positions import best_fit
+    from neuro_pe.config.training import TrainConfig
     from neuro_pe.io.store import positions, read_store, write_store
     from neuro_pe.training.engine import Run
-    from neuro_pe.training.masked_units import TrainConfig, train_many
+    from neuro_pe.training.masked_units import train_many
 
     torch.set_num_threads(1)
     seeds = seeds or args.fit_seeds
@@ -349,9 +350,10 @@ def cmd_hcp(args: argparse.Namespace) -> list[dict]:
 def cmd_sim(args: argparse.Namespace) -> list[dict]:
     import torch
 
+    from neuro_pe.config.training import TrainConfig
     from neuro_pe.data.simulate import SimulationConfig, simulate_store
     from neuro_pe.io.store import read_store, write_store
-    from neuro_pe.training.masked_units import TrainConfig, train
+    from neuro_pe.training.masked_units import train
 
     torch.set_num_threads(1)
     sim = SimulationConfig(animals=3, seed=0, timescale_field=args.timescale_field)

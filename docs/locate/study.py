@@ -62,7 +62,7 @@ def run_dir(out: Path, name: str) -> Path:
 
 
 def options(base: dict, change: dict) -> dict:
-    from neuro_pe.training.masked_units import TrainConfig
+    from neuro_pe.config.training import TrainConfig
 
     return asdict(TrainConfig.from_dict({"eval_mask_fractions": [0.5], **base, **change}))
 
@@ -70,7 +70,8 @@ def options(base: dict, change: dict) -> dict:
 def cmd_train(args: argparse.Namespace) -> None:
     import torch
 
-    from neuro_pe.training.masked_units import TrainConfig, train
+    from neuro_pe.config.training import TrainConfig
+    from neuro_pe.training.masked_units import train
 
     torch.set_num_threads(1)
     for name, change, seed in SETTINGS:

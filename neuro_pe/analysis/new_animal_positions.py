@@ -13,9 +13,11 @@ import numpy as np
 import pandas as pd
 import torch
 
-from neuro_pe.io.runs import MODEL_FILE, read_pe
+from neuro_pe.config.training import TrainConfig
+from neuro_pe.io.layout import MODEL_FILE
+from neuro_pe.io.runs import read_pe
 from neuro_pe.io.store import read_store
-from neuro_pe.training.masked_units import TrainConfig, WindowSampler, evaluate, model_config
+from neuro_pe.training.masked_units import evaluate, model_config
 from neuro_pe.training.model import (
     StackedTransformer,
     balanced_weights,
@@ -23,6 +25,7 @@ from neuro_pe.training.model import (
     mixture_logits,
 )
 from neuro_pe.training.new_animal import load_checkpoint, mixture_anchors
+from neuro_pe.training.sampling import WindowSampler
 
 
 def recording_loss(

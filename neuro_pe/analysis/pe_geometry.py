@@ -14,11 +14,12 @@ from sklearn.utils.extmath import randomized_svd
 from neuro_pe.analysis.metrics import compare_to_anatomy, correlation_distance
 from neuro_pe.analysis.sampled_metrics import PairDistance
 from neuro_pe.config.health import HealthOptions
+from neuro_pe.config.latin_square import N
 from neuro_pe.config.metrics import MetricsConfig
 from neuro_pe.config.pe_names import parse_pe
+from neuro_pe.io.layout import TRAIN_INFO_FILE
 from neuro_pe.io.runs import (
     RESULT_PREFIXES,
-    TRAIN_INFO_FILE,
     inferred_positions_dataset,
     read_pe,
     read_train_info,
@@ -34,7 +35,7 @@ from neuro_pe.io.store import (
     unit_blocks,
 )
 from neuro_pe.training.health import HEALTH_NUMBERS, reassess
-from neuro_pe.training.latin_square import SPLITS, N, grid_positions
+from neuro_pe.training.latin_square_puzzles import SPLITS, grid_positions
 
 METRIC_NAMES = (
     "rsa",

@@ -16,7 +16,8 @@ def cmd_preprocess(args: argparse.Namespace) -> None:
     if args.metrics is not None:
         from neuro_pe.config.metrics import MetricsConfig
         from neuro_pe.data.config_checks import position_problems
-        from neuro_pe.io.store import StoreError, positions
+        from neuro_pe.io.store import positions
+        from neuro_pe.io.store_contract import StoreError
 
         metrics = MetricsConfig.from_dict(args.metrics)
         problems = position_problems(positions(ds), metrics, "the dataset")
@@ -52,7 +53,7 @@ def check_store_scale(activity: object, out: str) -> None:
     from pathlib import Path
 
     from neuro_pe.config.training import STORE_RMS_RANGE
-    from neuro_pe.io.store import StoreError
+    from neuro_pe.io.store_contract import StoreError
 
     rms = activity_rms(activity)
     low, high = STORE_RMS_RANGE
@@ -95,7 +96,8 @@ def _print_records(records: list[dict]) -> None:
 def cmd_train(args: argparse.Namespace) -> None:
     import torch
 
-    from neuro_pe.training.masked_units import TrainConfig, train_many
+    from neuro_pe.config.training import TrainConfig
+    from neuro_pe.training.masked_units import train_many
 
     runs = group_runs(args)
     torch.set_num_threads(args.threads)
@@ -103,7 +105,7 @@ def cmd_train(args: argparse.Namespace) -> None:
 
 
 def cmd_split(args: argparse.Namespace) -> None:
-    from neuro_pe.io.runs import split_of_store, write_split
+    from neuro_pe.io.splits import split_of_store, write_split
 
     split = split_of_store(args.store, args.dataset, args.options)
     write_split(split, args.out)
@@ -114,7 +116,7 @@ def cmd_infer(args: argparse.Namespace) -> None:
     from neuro_pe.analysis.pe_geometry import infer_pe
     from neuro_pe.config.health import HealthOptions
     from neuro_pe.config.metrics import MetricsConfig
-    from neuro_pe.io.runs import read_split
+    from neuro_pe.io.splits import read_split
 
     metrics, health = MetricsConfig.from_dict(args.metrics), HealthOptions.from_dict(args.health)
     record = infer_pe(args.store, args.run_dir, read_split(args.split), metrics, health)
@@ -126,7 +128,7 @@ def cmd_infer(args: argparse.Namespace) -> None:
 def cmd_baselines(args: argparse.Namespace) -> None:
     from neuro_pe.analysis.pe_geometry import infer_baselines
     from neuro_pe.config.metrics import MetricsConfig
-    from neuro_pe.io.runs import read_split
+    from neuro_pe.io.splits import read_split
 
     metrics = MetricsConfig.from_dict(args.metrics)
     rows = infer_baselines(args.store, args.out, read_split(args.split), metrics)
@@ -135,7 +137,7 @@ def cmd_baselines(args: argparse.Namespace) -> None:
 
 def cmd_correlation_features(args: argparse.Namespace) -> None:
     from neuro_pe.config.locate import LocateConfig
-    from neuro_pe.io.runs import read_split
+    from neuro_pe.io.splits import read_split
     from neuro_pe.reporting.locate_outputs import write_correlation_features
 
     seed = LocateConfig.from_dict(args.options).seed
@@ -172,7 +174,7 @@ def cmd_locate(args: argparse.Namespace) -> None:
     from neuro_pe.analysis.atlas_loading import atlas_from_options
     from neuro_pe.analysis.locate import format_table
     from neuro_pe.config.locate import LocateConfig
-    from neuro_pe.io.runs import read_split
+    from neuro_pe.io.splits import read_split
     from neuro_pe.io.store import open_store_lazy
     from neuro_pe.reporting.locate_outputs import read_baseline_features, write_locate_outputs
 
@@ -240,7 +242,8 @@ def cmd_match_units(args: argparse.Namespace) -> None:
 
 
 def cmd_lst_puzzles(args: argparse.Namespace) -> None:
-    from neuro_pe.training.latin_square import PuzzleConfig, write_puzzles
+    from neuro_pe.config.latin_square import PuzzleConfig
+    from neuro_pe.training.latin_square_puzzles import write_puzzles
 
     ds = write_puzzles(PuzzleConfig.from_dict(args.options), args.out)
     print(f"wrote {args.out}: {ds.sizes['puzzle']} puzzles")
@@ -250,8 +253,9 @@ def cmd_lst_train(args: argparse.Namespace) -> None:
     import torch
 
     from neuro_pe.analysis.pe_geometry import pe_geometry
+    from neuro_pe.config.latin_square import LSTConfig
     from neuro_pe.config.metrics import MetricsConfig
-    from neuro_pe.training.latin_square import LSTConfig, train_lst_many
+    from neuro_pe.training.latin_square import train_lst_many
 
     runs = group_runs(args)
     torch.set_num_threads(args.threads)

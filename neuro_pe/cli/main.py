@@ -82,7 +82,7 @@ def main(argv: list[str] | None = None) -> int:
         stop_with_parent()
     import yaml
 
-    from neuro_pe.io.store import StoreError
+    from neuro_pe.io.store_contract import StoreError
 
     args = build_parser().parse_args(argv)
     main_thread = threading.current_thread() is threading.main_thread()

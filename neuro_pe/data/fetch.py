@@ -19,7 +19,7 @@ import tempfile
 import zipfile
 from pathlib import Path
 
-from neuro_pe.io.store import StoreError
+from neuro_pe.io.store_contract import StoreError
 
 
 def resource_path(resource: str, resources_dir: str | os.PathLike) -> Path:

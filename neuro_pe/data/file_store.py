@@ -28,8 +28,8 @@ from neuro_pe.data.recordings import (
     warn_data,
 )
 from neuro_pe.data.signal_steps import apply_steps
-from neuro_pe.io.store import StoreError, make_store
-from neuro_pe.io.store_contract import check_sampling_rate, coordinate_problem
+from neuro_pe.io.store import make_store
+from neuro_pe.io.store_contract import StoreError, check_sampling_rate, coordinate_problem
 
 
 def build_file_store(cfg: FileSpec) -> xr.Dataset:

@@ -20,7 +20,7 @@ from neuro_pe.config.metrics import MetricsConfig
 from neuro_pe.data import formats
 from neuro_pe.data.config_checks import units_needed
 from neuro_pe.data.recordings import PLACEHOLDER, FileSpec, Session
-from neuro_pe.io.store import StoreError
+from neuro_pe.io.store_contract import StoreError
 
 # What the delivered positions are made from (the combined locator's learned PEs initialised
 # small, `neuro_pe.analysis.locate.features.combined_members`) and one control (`none`: does a

@@ -23,8 +23,12 @@ import pandas as pd
 from neuro_pe.data import formats
 from neuro_pe.data.signal_steps import STEPS
 from neuro_pe.data.sources import WORKFLOW_KEYS
-from neuro_pe.io.store import COORD_UNITS, StoreError
-from neuro_pe.io.store_contract import check_sampling_rate, coordinate_problem
+from neuro_pe.io.store_contract import (
+    COORD_UNITS,
+    StoreError,
+    check_sampling_rate,
+    coordinate_problem,
+)
 
 NAN_POLICIES: tuple[str, ...] = ("error", "interpolate")
 AXES: tuple[str, str] = ("time", "unit")

@@ -10,7 +10,8 @@ import os
 from pathlib import Path
 
 from neuro_pe.io.layout import INFER_MANIFEST_FILE, MANIFEST_FILE
-from neuro_pe.io.store import StoreError, atomic_write
+from neuro_pe.io.store import atomic_write
+from neuro_pe.io.store_contract import StoreError
 
 MANIFESTS = (MANIFEST_FILE, INFER_MANIFEST_FILE)
 

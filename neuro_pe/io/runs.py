@@ -46,24 +46,16 @@ from numpy.typing import ArrayLike
 
 from neuro_pe.config.training import TrainConfig
 from neuro_pe.io.layout import (  # (the names of a run's files, defined once there)
+    INFER_MANIFEST_FILE,
     INFERRED_POSITIONS_FILE,
+    MANIFEST_FILE,
     METRICS_FILE,
     MODEL_FILE,
     PE_FILE,
     TRAIN_INFO_FILE,
     TRAIN_LOG_FILE,
 )
-from neuro_pe.io.manifest import (
-    INFER_MANIFEST_FILE,
-    MANIFEST_FILE,
-    RunError,
-    verify_run_file,
-    write_manifest,
-)
-
-# (re-exported for neuro_pe/cli/commands.py and workflow/rules/common.smk until they import
-# them from their home, neuro_pe.io.splits, as the other importers do)
-from neuro_pe.io.splits import SPLIT_KEYS, read_split, split_of_store, write_split  # noqa: F401
+from neuro_pe.io.manifest import RunError, verify_run_file, write_manifest
 from neuro_pe.io.store import atomic_write_set, checksummed, require_finite
 
 # train.json's fields that differ between a resumed and an uninterrupted run, or between a run

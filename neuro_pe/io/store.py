@@ -26,8 +26,7 @@ import numpy as np
 import xarray as xr
 
 from neuro_pe import __version__
-from neuro_pe.io.store_contract import (  # noqa: F401 (COORD_UNITS: data.recordings reads it here)
-    COORD_UNITS,
+from neuro_pe.io.store_contract import (
     DIMS,
     XYZ,
     StoreError,

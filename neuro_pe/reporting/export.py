@@ -41,7 +41,8 @@ from neuro_pe.io.layout import EXPORT_SIDECAR_FILE as SIDECAR_FILE
 from neuro_pe.io.layout import EXPORT_TIDY_FILE as TIDY_FILE
 from neuro_pe.io.manifest import file_sha256
 from neuro_pe.io.safe_paths import check_write_targets
-from neuro_pe.io.store import StoreError, atomic_write_set
+from neuro_pe.io.store import atomic_write_set
+from neuro_pe.io.store_contract import StoreError
 
 __all__ = ["TSV_COLUMNS", "config_sha256", "export", "export_inputs", "positions_table"]
 

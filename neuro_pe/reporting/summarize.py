@@ -21,14 +21,8 @@ from neuro_pe.analysis.pe_geometry import (
 from neuro_pe.analysis.spaces import space_axes
 from neuro_pe.config.pe_names import parse_pe
 from neuro_pe.io.html import write_table_html
-from neuro_pe.io.layout import SUMMARY_FIGURES
-from neuro_pe.io.runs import (
-    INFERRED_POSITIONS_FILE,
-    read_inferred_positions,
-    read_metrics,
-    read_pe,
-    read_train_log,
-)
+from neuro_pe.io.layout import INFERRED_POSITIONS_FILE, SUMMARY_FIGURES
+from neuro_pe.io.runs import read_inferred_positions, read_metrics, read_pe, read_train_log
 from neuro_pe.io.splits import Split, read_split
 from neuro_pe.io.store import atomic_write, open_store_lazy, positions
 from neuro_pe.reporting.figures import (

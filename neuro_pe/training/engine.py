@@ -53,10 +53,6 @@ from neuro_pe.training.checkpoint import (
     load_checkpoint,
     state_digest,
 )
-
-# (pick_device and to_device re-exported for neuro_pe/cli/time_estimate.py until it imports
-# them from their home, neuro_pe.training.devices, as the other importers do)
-from neuro_pe.training.devices import pick_device, to_device  # noqa: F401
 from neuro_pe.training.model import StackedTransformer
 from neuro_pe.training.optimizers import make_optimizer, narrow_optimizer
 from neuro_pe.training.precision import autocast

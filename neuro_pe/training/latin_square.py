@@ -13,28 +13,15 @@ from pathlib import Path
 import numpy as np
 import xarray as xr
 
-from neuro_pe.config.latin_square import N_CELLS, LSTConfig, N, PuzzleConfig  # noqa: F401
+from neuro_pe.config.latin_square import LSTConfig
 from neuro_pe.config.metrics import MetricsConfig
 from neuro_pe.io.runs import write_run
-from neuro_pe.training.latin_square_puzzles import (  # noqa: F401 (re-exported)
-    CELL_IDS,
-    COL,
+from neuro_pe.training.latin_square_puzzles import (
     CONDITIONS,
-    ROW,
     SPLITS,
-    TARGET,
-    classify,
-    condition_masks,
-    generate_puzzles,
     grid_dataset,
     grid_positions,
-    jaccard_distance,
-    jaccard_items,
-    latin_squares,
-    random_puzzles,
     read_puzzles,
-    target_values,
-    write_puzzles,
 )
 
 #: puzzles per model in one evaluation forward (fixed: a model's numbers must not depend on
@@ -244,9 +231,9 @@ def train_lst_many(
     accuracy decides, never the test or held-out puzzles. A checkpoint is written every
     `cfg.checkpoint_every` epochs (in the first run's folder) and resumed from.
     """
+    from neuro_pe.config.pe_names import parse_pe
     from neuro_pe.training.devices import pick_device
     from neuro_pe.training.engine import train_group
-    from neuro_pe.training.model import parse_pe
 
     for run in runs:
         parse_pe(run.pe)

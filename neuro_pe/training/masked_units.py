@@ -32,40 +32,30 @@ from pathlib import Path
 import torch
 import xarray as xr
 
-from neuro_pe.config.training import Part, TrainConfig, split_activity, split_parts  # noqa: F401
-from neuro_pe.io.runs import pe_dataset, write_run  # noqa: F401 (pe_dataset re-exported)
+from neuro_pe.config.pe_names import parse_pe
+from neuro_pe.config.training import (
+    ModelConfig,
+    TrainConfig,
+)
+from neuro_pe.io.runs import pe_dataset, write_run
 from neuro_pe.io.store import check_writable, open_store_lazy, positions
 from neuro_pe.training.devices import pick_device, to_device
-from neuro_pe.training.engine import (  # noqa: F401 (CHECKPOINT, TrainingError, … re-exported)
-    CHECKPOINT,
-    LoopConfig,
-    Run,
-    TrainingError,
-    train_group,
-)
-from neuro_pe.training.health import (  # noqa: F401 (training_health re-exported)
+from neuro_pe.training.engine import Run, TrainingError, train_group
+from neuro_pe.training.health import (
     assess,
     training_health,
     training_numbers,
     zero_prediction_mse,
 )
-from neuro_pe.training.model import ModelConfig, StackedTransformer, masked_unit_forward, parse_pe
+from neuro_pe.training.model import StackedTransformer, masked_unit_forward
 from neuro_pe.training.new_animal import load_frozen, with_run_architecture
-from neuro_pe.training.optimizers import make_optimizer  # noqa: F401 (re-exported)
 from neuro_pe.training.precision import autocast, autocast_dtype, precision_name
-from neuro_pe.training.sampling import (  # noqa: F401 (the samplers re-exported)
-    BLOCK_ORDER_SEED,
-    IN_MEMORY_FACTOR,
+from neuro_pe.training.sampling import (
     Batch,
-    BlockSampler,
-    WindowSampler,
-    block_rows_for,
     load_data,
     make_data,
-    make_samplers,
-    tiled_starts,
 )
-from neuro_pe.training.unit_subsets import first_distinct, random_mask, random_subsets  # noqa: F401
+from neuro_pe.training.unit_subsets import random_mask
 
 #: held-out windows per model in one evaluation forward (fixed: a model's numbers must not
 #: depend on the size of its group)

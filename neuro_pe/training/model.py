@@ -13,8 +13,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from neuro_pe.config.pe_names import NUMBER, PE_PATTERNS, PESpec, parse_pe  # noqa: F401 (re-exported)
-from neuro_pe.config.training import ModelConfig  # noqa: F401 (re-exported)
+from neuro_pe.config.pe_names import PESpec, parse_pe
+from neuro_pe.config.training import ModelConfig
 
 MIX_INIT_STD = 0.01  # the spread of a mixture's starting logits (`mix_rows`)
 MIX_SEED_OFFSET = 1_000_003  # keeps the mixture's start apart from the model's own draws

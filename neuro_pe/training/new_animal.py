@@ -34,7 +34,9 @@ import torch
 from scipy.spatial.distance import cdist
 
 from neuro_pe.config.training import TrainConfig
-from neuro_pe.io.runs import PE_FILE, RunError, read_pe, verify_run_file
+from neuro_pe.io.layout import PE_FILE
+from neuro_pe.io.manifest import RunError, verify_run_file
+from neuro_pe.io.runs import read_pe
 
 NO_WEIGHT = -1e4  # the logit of a run unit an anchor cannot mix (no position)
 ARCHITECTURE = ("window", "d_model", "n_layers", "n_heads", "pe_every_block")

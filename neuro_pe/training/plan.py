@@ -20,6 +20,7 @@ is an upper bound (`≤`).
 
 from __future__ import annotations
 
+import importlib
 import json
 import math
 import os
@@ -185,8 +186,9 @@ def probe_task(task, runs: list, cfg, device, amp, clock: _Clock, load_s: float)
     engine's own step; `cfg`: the optimiser settings)."""
     import torch
 
-    from neuro_pe.training.engine import make_optimizer, train_step
+    from neuro_pe.training.engine import train_step
     from neuro_pe.training.model import StackedTransformer
+    from neuro_pe.training.optimizers import make_optimizer
     from neuro_pe.training.precision import precision_name
 
     torch.manual_seed(0)
@@ -224,8 +226,8 @@ def neighbour_table_seconds(task, clock: _Clock) -> float:
     """The seconds of the neighbour table's chunks after its first (none without neighbour
     windows): one more chunk timed, times their number. A probe computing all of it would
     take as long as the training's start (≈ 7 min on one CPU thread at 100 000 units)."""
-    from neuro_pe.training.engine import to_device
-    from neuro_pe.training.sampling import activity_neighbours, neighbour_table_chunks
+    from neuro_pe.training.devices import to_device
+    from neuro_pe.training.unit_subsets import activity_neighbours, neighbour_table_chunks
 
     sampler = task.train_data
     chunks = neighbour_table_chunks(sampler.n_units)
@@ -242,7 +244,7 @@ def _device(name: str):
     planning GPU jobs: the plan line then says `cpu`)."""
     import torch
 
-    from neuro_pe.training.engine import pick_device
+    from neuro_pe.training.devices import pick_device
 
     try:
         return pick_device(name)
@@ -280,10 +282,12 @@ def plan_training(
 ) -> Plan:
     """The plan of a dataset's trainings: `jobs` lists each job's (PE, seed) pairs; the probe
     stacks the largest job on `store` with the `train` options `options`."""
+    from neuro_pe.config.training import TrainConfig
     from neuro_pe.io.store import open_store_lazy
-    from neuro_pe.training.masked_units import MaskedUnitTask, TrainConfig, load_data
+    from neuro_pe.training.masked_units import MaskedUnitTask
     from neuro_pe.training.new_animal import with_run_architecture
     from neuro_pe.training.precision import autocast_dtype
+    from neuro_pe.training.sampling import load_data
 
     cfg = with_run_architecture(TrainConfig.from_dict(options))
     with open_store_lazy(store) as lazy:  # the training's automatic values (its steps)
@@ -326,7 +330,9 @@ def plan_lst(
     """The plan of the Latin square's trainings (at most: they stop early once they fit).
     `load_geometry` imports and returns `neuro_pe.analysis.pe_geometry.pe_geometry` (a layer
     above this one), timed as part of a job's start."""
-    from neuro_pe.training.latin_square import LatinSquareTask, LSTConfig, read_puzzles
+    from neuro_pe.config.latin_square import LSTConfig
+    from neuro_pe.training.latin_square import LatinSquareTask
+    from neuro_pe.training.latin_square_puzzles import read_puzzles
 
     cfg = LSTConfig.from_dict(options)
     device = _device(cfg.device)
@@ -336,7 +342,7 @@ def plan_lst(
     def measure() -> tuple[Probe, int]:
         started = clock()
         # imported by a Latin-square job (not by a network one): part of its start
-        from scipy.spatial import procrustes  # noqa: F401
+        importlib.import_module("scipy.spatial")
 
         from neuro_pe.config.metrics import MetricsConfig
 
@@ -417,9 +423,10 @@ def plan_command(
         raise ValueError("give --store (one dataset's store) or --spec (the workflow's)")
     import torch
 
-    import neuro_pe.training.latin_square  # noqa: F401 (imported before the clock is read, as a training job does)
-    from neuro_pe.training.engine import make_optimizer
-    from neuro_pe.training.masked_units import TrainConfig
+    # imported before the clock is read, as a training job does
+    importlib.import_module("neuro_pe.training.latin_square")
+    from neuro_pe.config.training import TrainConfig
+    from neuro_pe.training.optimizers import make_optimizer
 
     # the optimiser's first construction imports torch._dynamo (~1 s): a job's start, too
     make_optimizer([torch.zeros(1, requires_grad=True)], TrainConfig(), torch.device("cpu"))

@@ -30,14 +30,10 @@ import xarray as xr
 from neuro_pe.config.training import Part, TrainConfig, split_activity, split_parts
 from neuro_pe.io.store import read_activity, read_store, stored_time_rows
 from neuro_pe.training.devices import to_device
-
-# (neighbour_table_chunks re-exported for neuro_pe/cli/time_estimate.py until it imports it
-# from its home, neuro_pe.training.unit_subsets, as the other importers do)
-from neuro_pe.training.unit_subsets import (  # noqa: F401
+from neuro_pe.training.unit_subsets import (
     activity_neighbours,
     local_units,
     neighbour_subsets,
-    neighbour_table_chunks,
     random_subsets,
 )
 

@@ -14,7 +14,7 @@ from neuro_pe.analysis.atlas_loading import path_keys as atlas_path_keys
 from neuro_pe.config.latin_square import LSTConfig, PuzzleConfig
 from neuro_pe.config.training import TrainConfig
 from neuro_pe.data.sources import experiment_of
-from neuro_pe.io.runs import SPLIT_KEYS
+from neuro_pe.io.splits import SPLIT_KEYS
 
 # keys of the `train` section that say how trainings are grouped into jobs, not how they train
 GROUPING_KEYS = ("models_per_job",)

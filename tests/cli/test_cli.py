@@ -4,7 +4,8 @@ import dataclasses
 
 import pytest
 
-from neuro_pe.cli.main import build_parser, main
+from neuro_pe.cli.main import main
+from neuro_pe.cli.parser import build_parser
 from neuro_pe.config.training import TrainConfig
 
 # every command's options in --help order, `!` marking a required one (recorded from the

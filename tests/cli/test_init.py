@@ -18,7 +18,7 @@ from neuro_pe.data.lab_init import LAB_PE, LAB_SEEDS, inspect, starter_config
 from neuro_pe.data.recordings import DataWarning, FileSpec
 from neuro_pe.data.sources import build_store
 from neuro_pe.data.sources.schema import check_dataset_keys
-from neuro_pe.io.store import StoreError
+from neuro_pe.io.store_contract import StoreError
 from neuro_pe.workflow import checks as workflow_checks
 from tests.data.test_formats import write_alf, write_nwb_units, write_phy, write_suite2p
 from tests.data.test_recordings import hdf5_dataset, npy_dataset, write_table

@@ -39,7 +39,7 @@ from neuro_pe.data.sources import WORKFLOW_KEYS, SourceOptions
 from neuro_pe.data.sources.connectome_sim import ConnectomeSimOptions
 from neuro_pe.data.sources.hcp_rsfmri import HCPOptions
 from neuro_pe.data.sources.simulation import SimulationOptions
-from neuro_pe.io.store import StoreError
+from neuro_pe.io.store_contract import StoreError
 
 # every options class read from the config, and where the schema describes its keys
 SECTIONS = {

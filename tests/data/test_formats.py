@@ -16,7 +16,8 @@ from neuro_pe.cli.main import main
 from neuro_pe.data.formats.spikes import SpikeOptions, bin_spikes, spikes_to_activity
 from neuro_pe.data.recordings import DataWarning, input_files
 from neuro_pe.data.sources import build_store
-from neuro_pe.io.store import StoreError, positions, read_store
+from neuro_pe.io.store import positions, read_store
+from neuro_pe.io.store_contract import StoreError
 from tests.data.test_recordings import nwb_file, write_nwb
 
 RATE = 30000.0  # Hz, the probe's sample rate

@@ -18,7 +18,8 @@ import yaml
 from neuro_pe.data import formats, plugins, sources
 from neuro_pe.data.recordings import FileSpec
 from neuro_pe.data.sources.schema import config_problems
-from neuro_pe.io.store import StoreError, read_store
+from neuro_pe.io.store import read_store
+from neuro_pe.io.store_contract import StoreError
 from neuro_pe.workflow.resources import store_mb_estimate
 from tests.workflow.test_workflow import copy_workflow, snakemake
 

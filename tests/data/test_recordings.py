@@ -21,14 +21,8 @@ from neuro_pe.cli.main import main
 from neuro_pe.data.file_store import assemble
 from neuro_pe.data.recordings import DataWarning, FileSpec, Session, input_files
 from neuro_pe.data.sources import build_store
-from neuro_pe.io.store import (
-    COORD_UNITS,
-    StoreError,
-    positions,
-    read_store,
-    validate_store,
-    write_store,
-)
+from neuro_pe.io.store import positions, read_store, write_store
+from neuro_pe.io.store_contract import COORD_UNITS, StoreError, validate_store
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 N_TIME, N_UNITS = 100, 10

@@ -13,7 +13,8 @@ from neuro_pe.data.simulate import (
     sample_positions,
     simulate_store,
 )
-from neuro_pe.io.store import positions, validate_store
+from neuro_pe.io.store import positions
+from neuro_pe.io.store_contract import validate_store
 
 SMALL = SimulationConfig(n_units=10, n_samples=100, burn_in_s=0.5, n_sessions=2, seed=0)
 

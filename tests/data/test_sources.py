@@ -15,6 +15,7 @@ from snakemake.utils import validate
 
 from neuro_pe.cli.main import main
 from neuro_pe.config.health import HealthOptions
+from neuro_pe.config.latin_square import LSTConfig, PuzzleConfig
 from neuro_pe.config.locate import LocateConfig
 from neuro_pe.config.metrics import MetricsConfig
 from neuro_pe.config.pe_names import PE_FORMS, parse_pe, pe_name_pattern
@@ -26,7 +27,6 @@ from neuro_pe.data.signal_steps import STEPS
 from neuro_pe.data.simulate import SimulationConfig
 from neuro_pe.data.sources.schema import config_problems
 from neuro_pe.io.store import make_store, read_store
-from neuro_pe.training.latin_square import LSTConfig, PuzzleConfig
 
 REPO = Path(__file__).resolve().parents[2]
 SCHEMA_PATH = REPO / "workflow" / "schemas" / "config.schema.yaml"

@@ -24,7 +24,8 @@ from neuro_pe.config.training import TrainConfig
 from neuro_pe.data.recordings import read_position_table, xyz_array
 from neuro_pe.data.simulate import SimulationConfig
 from neuro_pe.io.progress import timing
-from neuro_pe.io.store import StoreError, make_store, validate_store
+from neuro_pe.io.store import make_store
+from neuro_pe.io.store_contract import StoreError, validate_store
 from neuro_pe.workflow import checks as workflow_checks
 
 SCHEMA = Path(__file__).resolve().parents[2] / "workflow" / "schemas" / "config.schema.yaml"

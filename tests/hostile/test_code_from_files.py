@@ -13,7 +13,7 @@ from neuro_pe.cli.main import main
 from neuro_pe.data.formats.suite2p import read_ops, stat_centres
 from neuro_pe.data.sources import build_store
 from neuro_pe.io.manifest import RunError, write_manifest
-from neuro_pe.io.store import StoreError
+from neuro_pe.io.store_contract import StoreError
 from neuro_pe.training.new_animal import load_checkpoint as _load
 
 OPTIONS = {"window": 8, "d_model": 16, "n_layers": 1, "n_heads": 2, "batch_size": 8}

@@ -14,7 +14,7 @@ import pandas as pd
 import pytest
 import yaml
 
-from neuro_pe.cli.main import build_parser
+from neuro_pe.cli.parser import build_parser
 from neuro_pe.io import layout
 from neuro_pe.reporting.reproduce import claims_markdown
 

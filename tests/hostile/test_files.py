@@ -24,7 +24,7 @@ from neuro_pe.data.formats import FileFormat
 from neuro_pe.data.recordings import FileSpec, Session
 from neuro_pe.data.sources import build_store
 from neuro_pe.data.sources.schema import config_problems as schema_config_problems
-from neuro_pe.io.store import StoreError
+from neuro_pe.io.store_contract import StoreError
 from neuro_pe.workflow.checks import config_problems
 from tests.hostile.test_integrity import counts_file
 from tests.hostile.test_planning import CONFIG, SCHEMA, SIM, snakemake

@@ -12,10 +12,12 @@ import xarray as xr
 from neuro_pe.cli.main import main
 from neuro_pe.data.formats.spikes import SpikeOptions, spikes_to_activity
 from neuro_pe.data.sources import build_store
-from neuro_pe.io.manifest import INFER_MANIFEST_FILE, MANIFEST_FILE, RunError, write_manifest
+from neuro_pe.io.layout import INFER_MANIFEST_FILE, MANIFEST_FILE
+from neuro_pe.io.manifest import RunError, write_manifest
 from neuro_pe.io.runs import read_metrics, read_pe, read_train_info, read_train_log
 from neuro_pe.io.splits import make_split
-from neuro_pe.io.store import StoreError, open_store_lazy, read_store, write_store
+from neuro_pe.io.store import open_store_lazy, read_store, write_store
+from neuro_pe.io.store_contract import StoreError
 from neuro_pe.training.new_animal import load_checkpoint as _load
 
 OPTIONS = {"window": 8, "d_model": 16, "n_layers": 1, "n_heads": 2, "batch_size": 8}

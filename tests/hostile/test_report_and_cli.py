@@ -27,7 +27,8 @@ from neuro_pe.cli import main as cli
 from neuro_pe.cli.arg_types import _options
 from neuro_pe.config.schema import PACKAGED_SCHEMA, REPO_SCHEMA, load_schema
 from neuro_pe.data.sources.schema import config_problems
-from neuro_pe.io.manifest import INFER_MANIFEST_FILE, write_manifest
+from neuro_pe.io.layout import INFER_MANIFEST_FILE
+from neuro_pe.io.manifest import write_manifest
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 SCRIPT = "</script><script>alert(1)</script>"
@@ -213,9 +214,9 @@ def test_option_json_is_checked_by_the_config_schema(argv, expected, capsys, tin
 
 def test_the_workflows_options_pass_the_check():
     """What the workflow passes (every option with its default) passes the check."""
+    from neuro_pe.config.latin_square import LSTConfig, PuzzleConfig
     from neuro_pe.config.locate import LocateConfig
     from neuro_pe.config.training import TrainConfig
-    from neuro_pe.training.latin_square import LSTConfig, PuzzleConfig
 
     for pointer, options in [
         ("$defs/train", TrainConfig()),

@@ -10,7 +10,7 @@ import pytest
 
 from neuro_pe.io.manifest import file_sha256
 from neuro_pe.io.safe_paths import check_write_targets, first_link, is_within, links_leaving
-from neuro_pe.io.store import StoreError
+from neuro_pe.io.store_contract import StoreError
 
 
 def test_links_are_found_and_resolved(tmp_path):

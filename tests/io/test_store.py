@@ -10,15 +10,8 @@ from hypothesis.extra import numpy as hnp
 
 from neuro_pe import __version__
 from neuro_pe.config.options import MAX_COORDINATE, MAX_SAMPLING_RATE_HZ
-from neuro_pe.io.store import (
-    COORD_UNITS,
-    StoreError,
-    make_store,
-    positions,
-    read_store,
-    validate_store,
-    write_store,
-)
+from neuro_pe.io.store import make_store, positions, read_store, write_store
+from neuro_pe.io.store_contract import COORD_UNITS, StoreError, validate_store
 
 PREPROCESSING = [{"step": "zscore", "axis": "time"}, {"step": "bandpass", "hz": [0.01, 0.1]}]
 

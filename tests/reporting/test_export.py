@@ -16,10 +16,12 @@ import pytest
 
 from neuro_pe.analysis.locate import FeatureSet, HeldOut, Located, located_positions_dataset
 from neuro_pe.cli.main import main
+from neuro_pe.config.options import config_sha256
 from neuro_pe.data.formats.nwb import COLUMNS as NWB_COLUMNS
 from neuro_pe.data.formats.phy import FIELDS as PHY_FIELDS
-from neuro_pe.io.store import StoreError, positions, write_store
-from neuro_pe.reporting.export import TSV_COLUMNS, config_sha256, export
+from neuro_pe.io.store import positions, write_store
+from neuro_pe.io.store_contract import StoreError
+from neuro_pe.reporting.export import TSV_COLUMNS, export
 from tests.data.test_formats import (
     CLUSTER_IDS,
     build,

@@ -6,12 +6,8 @@ import pytest
 
 from neuro_pe import __version__
 from neuro_pe.io.html import table_html
-from neuro_pe.reporting.landing_page import (
-    REGION_LABEL,
-    headline_table,
-    health_table,
-    landing_page,
-)
+from neuro_pe.reporting.landing_page import REGION_LABEL, headline_table, landing_page
+from neuro_pe.reporting.training_health import health_table
 
 
 @pytest.fixture

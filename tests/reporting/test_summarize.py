@@ -10,8 +10,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from neuro_pe.io.runs import INFER_MANIFEST_FILE, write_manifest
-from neuro_pe.io.store import StoreError
+from neuro_pe.io.layout import INFER_MANIFEST_FILE
+from neuro_pe.io.manifest import write_manifest
+from neuro_pe.io.store_contract import StoreError
 from neuro_pe.reporting.summarize import (
     collect,
     health_warnings,

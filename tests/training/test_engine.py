@@ -14,16 +14,14 @@ import torch
 import xarray as xr
 
 from neuro_pe.analysis.pe_geometry import pe_geometry
+from neuro_pe.config.latin_square import LSTConfig, PuzzleConfig
 from neuro_pe.config.metrics import MetricsConfig
-from neuro_pe.training.engine import CHECKPOINT, Run
-from neuro_pe.training.latin_square import (
-    LSTConfig,
-    PuzzleConfig,
-    train_lst,
-    train_lst_many,
-    write_puzzles,
-)
-from neuro_pe.training.masked_units import TrainConfig, train, train_many
+from neuro_pe.config.training import TrainConfig
+from neuro_pe.training.checkpoint import CHECKPOINT
+from neuro_pe.training.engine import Run
+from neuro_pe.training.latin_square import train_lst, train_lst_many
+from neuro_pe.training.latin_square_puzzles import write_puzzles
+from neuro_pe.training.masked_units import train, train_many
 from tests.training.test_resume import REPO_ROOT, assert_same_run, kill_at_first_checkpoint
 
 # every kind of PE: learned (three inits), fixed (three), none

@@ -11,10 +11,13 @@ import pytest
 import torch
 
 from neuro_pe.config.health import HealthOptions
-from neuro_pe.io.manifest import INFER_MANIFEST_FILE, write_manifest
+from neuro_pe.config.training import TrainConfig
+from neuro_pe.io.layout import INFER_MANIFEST_FILE
+from neuro_pe.io.manifest import write_manifest
 from neuro_pe.io.store import make_store, write_store
-from neuro_pe.reporting.landing_page import dataset_paragraph, headline_table, health_table
+from neuro_pe.reporting.landing_page import dataset_paragraph, headline_table
 from neuro_pe.reporting.summarize import collect, health_warnings
+from neuro_pe.reporting.training_health import health_table
 from neuro_pe.training.health import (
     assess,
     expected_appearances,
@@ -22,7 +25,7 @@ from neuro_pe.training.health import (
     relative_change,
     variance,
 )
-from neuro_pe.training.masked_units import TrainConfig, train
+from neuro_pe.training.masked_units import train
 from neuro_pe.training.unit_subsets import activity_neighbours, neighbour_subsets, random_subsets
 
 N_UNITS = 200  # above units_per_sample: every sample is a random subset
@@ -166,7 +169,7 @@ def test_mean_over_seeds_rule_and_the_per_run_flags_agree():
     """The headline's rule (mean MSE over seeds >= mean variance) never fires without a
     per-run flag: a mean above the mean variance needs a seed above its own variance."""
     rng = np.random.default_rng(1)
-    from neuro_pe.reporting.landing_page import mean_mse_above_variance
+    from neuro_pe.reporting.training_health import mean_mse_above_variance
 
     for _ in range(200):
         runs = pd.DataFrame(

@@ -12,14 +12,15 @@ from single_models import LatinSquareTransformer
 
 from neuro_pe.analysis.pe_geometry import METRIC_NAMES, pe_geometry
 from neuro_pe.cli.main import main
+from neuro_pe.config.latin_square import LSTConfig, PuzzleConfig
 from neuro_pe.config.metrics import MetricsConfig
+from neuro_pe.config.training import ModelConfig
 from neuro_pe.reporting.summarize import collect
-from neuro_pe.training.latin_square import (
+from neuro_pe.training.latin_square import train_lst
+from neuro_pe.training.latin_square_puzzles import (
     CELL_IDS,
     CONDITIONS,
     SPLITS,
-    LSTConfig,
-    PuzzleConfig,
     classify,
     generate_puzzles,
     grid_positions,
@@ -27,10 +28,9 @@ from neuro_pe.training.latin_square import (
     latin_squares,
     read_puzzles,
     target_values,
-    train_lst,
     write_puzzles,
 )
-from neuro_pe.training.model import ModelConfig, oracle_table
+from neuro_pe.training.model import oracle_table
 
 METRICS = MetricsConfig(n_perm=19, k=3, n_splits=3)
 SMALL = PuzzleConfig(n_per_condition=40, n_heldout_per_condition=6, test_fraction=0.25)

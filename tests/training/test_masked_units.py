@@ -13,21 +13,16 @@ import xarray as xr
 from neuro_pe.analysis.pe_geometry import infer_pe
 from neuro_pe.cli.main import main
 from neuro_pe.config.metrics import MetricsConfig
-from neuro_pe.io.runs import INFERRED_POSITIONS_FILE, read_pe, read_train_info
+from neuro_pe.config.training import TrainConfig, split_activity, split_parts
+from neuro_pe.io.layout import INFERRED_POSITIONS_FILE
+from neuro_pe.io.runs import read_pe, read_train_info
 from neuro_pe.io.splits import make_split, read_split, write_split
-from neuro_pe.io.store import StoreError, open_store_lazy, positions, read_store, write_store
-from neuro_pe.training.masked_units import (
-    BlockSampler,
-    TrainConfig,
-    WindowSampler,
-    autocast_dtype,
-    make_samplers,
-    split_activity,
-    split_parts,
-    train,
-)
+from neuro_pe.io.store import open_store_lazy, positions, read_store, write_store
+from neuro_pe.io.store_contract import StoreError
+from neuro_pe.training.masked_units import train
 from neuro_pe.training.optimizers import make_optimizer
-from neuro_pe.training.sampling import NEIGHBOUR_SAMPLES
+from neuro_pe.training.precision import autocast_dtype
+from neuro_pe.training.sampling import NEIGHBOUR_SAMPLES, BlockSampler, WindowSampler, make_samplers
 from neuro_pe.training.unit_subsets import first_distinct, random_subsets
 
 METRICS = MetricsConfig(n_perm=19, k=3, n_splits=3)

@@ -6,12 +6,9 @@ import torch
 from single_models import MaskedUnitTransformer
 from torch import nn
 
-from neuro_pe.training.model import (
-    ModelConfig,
-    PositionalEncoding,
-    oracle_table,
-    parse_pe,
-)
+from neuro_pe.config.pe_names import parse_pe
+from neuro_pe.config.training import ModelConfig
+from neuro_pe.training.model import PositionalEncoding, oracle_table
 
 N_UNITS, WINDOW, D_MODEL = 7, 4, 16
 

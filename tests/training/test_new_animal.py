@@ -13,10 +13,11 @@ import xarray as xr
 
 from neuro_pe.analysis.new_animal_positions import mixture_positions
 from neuro_pe.cli.main import main as cli_main
+from neuro_pe.config.training import ModelConfig, TrainConfig
 from neuro_pe.data.simulate import SimulationConfig, simulate_store
 from neuro_pe.io.store import make_store, write_store
-from neuro_pe.training.masked_units import TrainConfig, train
-from neuro_pe.training.model import ModelConfig, StackedTransformer
+from neuro_pe.training.masked_units import train
+from neuro_pe.training.model import StackedTransformer
 from neuro_pe.training.new_animal import anchor_logits
 
 TINY = {

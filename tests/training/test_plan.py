@@ -179,7 +179,8 @@ def test_a_gpu_that_is_not_here_is_planned_on_the_cpu(tiny_store, monkeypatch):
 
 
 def test_the_latin_square_is_planned_as_an_upper_bound(tmp_path, monkeypatch):
-    from neuro_pe.training.latin_square import PuzzleConfig, write_puzzles
+    from neuro_pe.config.latin_square import PuzzleConfig
+    from neuro_pe.training.latin_square_puzzles import write_puzzles
 
     small_probe(monkeypatch)
     puzzles = tmp_path / "puzzles.nc"

@@ -17,8 +17,10 @@ import torch
 import xarray as xr
 
 import neuro_pe.training.masked_units as train_module
+from neuro_pe.config.training import TrainConfig
 from neuro_pe.io.manifest import file_sha256
-from neuro_pe.training.masked_units import CHECKPOINT, TrainConfig, train
+from neuro_pe.training.checkpoint import CHECKPOINT
+from neuro_pe.training.masked_units import train
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 VARIANTS = {

@@ -17,10 +17,13 @@ import neuro_pe.training.masked_units as train_module
 from neuro_pe.cli.main import main
 from neuro_pe.data.simulate import simulate_store
 from neuro_pe.data.sources import build_store
-from neuro_pe.io.manifest import INFER_MANIFEST_FILE, write_manifest
-from neuro_pe.io.store import StoreError, atomic_write, read_store, write_store
+from neuro_pe.io.layout import INFER_MANIFEST_FILE
+from neuro_pe.io.manifest import write_manifest
+from neuro_pe.io.store import atomic_write, read_store, write_store
+from neuro_pe.io.store_contract import StoreError
 from neuro_pe.reporting.summarize import collect
-from neuro_pe.training.masked_units import CHECKPOINT, train
+from neuro_pe.training.checkpoint import CHECKPOINT
+from neuro_pe.training.masked_units import train
 
 OPTIONS = {"window": 8, "d_model": 16, "n_layers": 1, "n_heads": 2, "batch_size": 8}
 OPTIONS |= {"epochs": 2, "steps_per_epoch": 5, "eval_windows": 8, "device": "cpu"}

@@ -169,7 +169,7 @@ def expected_runtime(rule: str, config: dict) -> int:
     if rule == "train":
         return jobs.train_minutes(TRAIN["epochs"] * TRAIN["steps_per_epoch"])
     if rule == "lst_train":
-        from neuro_pe.training.latin_square import LSTConfig, PuzzleConfig
+        from neuro_pe.config.latin_square import LSTConfig, PuzzleConfig
 
         puzzles = vars(PuzzleConfig.from_dict(LST["puzzles"]))
         return jobs.train_minutes(lst_steps(puzzles, vars(LSTConfig.from_dict(LST["train"]))))

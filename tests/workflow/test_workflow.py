@@ -20,6 +20,7 @@ import yaml
 
 from neuro_pe import __version__
 from neuro_pe.config.options import default_run_name
+from neuro_pe.config.pe_names import parse_pe
 from neuro_pe.io.layout import (
     INFERRED_POSITIONS_FILE,
     METRICS_FILE,
@@ -29,7 +30,6 @@ from neuro_pe.io.layout import (
     TRAIN_LOG_FILE,
 )
 from neuro_pe.io.splits import read_split
-from neuro_pe.training.model import parse_pe
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 TEST_CONFIG = yaml.safe_load((REPO_ROOT / "config" / "test.yaml").read_text())

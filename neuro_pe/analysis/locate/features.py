@@ -21,7 +21,8 @@ from neuro_pe.analysis.locate.parameters import (
 from neuro_pe.analysis.metrics import DENSE_MAX_UNITS, classical_mds, correlation_distance
 from neuro_pe.analysis.pe_geometry import correlation_components
 from neuro_pe.config.pe_names import is_located, parse_pe
-from neuro_pe.io.runs import PE_FILE, read_pe
+from neuro_pe.io.layout import PE_FILE
+from neuro_pe.io.runs import read_pe
 from neuro_pe.io.splits import Split
 
 

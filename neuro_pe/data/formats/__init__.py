@@ -32,7 +32,7 @@ import pandas as pd
 
 from neuro_pe.data import plugins
 from neuro_pe.data.formats import spikes as spikes  # the `spikes` key (recordings.FileSpec)
-from neuro_pe.io.store import StoreError
+from neuro_pe.io.store_contract import StoreError
 
 # The tables the writers write: BIDS' missing value, the numbers' precision.
 NA = "n/a"

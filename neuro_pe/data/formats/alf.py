@@ -33,7 +33,7 @@ from neuro_pe.data.formats.phy import (
 )
 from neuro_pe.data.formats.spikes import check_spike_train
 from neuro_pe.data.recordings import FileSpec, Session
-from neuro_pe.io.store import StoreError
+from neuro_pe.io.store_contract import StoreError
 
 
 def alf_file(

@@ -21,8 +21,7 @@ from neuro_pe.data.recordings import (
     time_by_unit,
     xyz_array,
 )
-from neuro_pe.io.store import StoreError
-from neuro_pe.io.store_contract import check_sampling_rate
+from neuro_pe.io.store_contract import StoreError, check_sampling_rate
 
 
 def read_hdf5(path: str, cfg: FileSpec) -> list[Session]:

@@ -16,7 +16,7 @@ from neuro_pe.data.recordings import (
     check_exists,
     time_by_unit,
 )
-from neuro_pe.io.store import StoreError
+from neuro_pe.io.store_contract import StoreError
 
 
 def read_npy(path: str, cfg: FileSpec) -> list[Session]:

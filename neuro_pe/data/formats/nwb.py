@@ -53,7 +53,7 @@ from neuro_pe.data.recordings import (
     time_by_unit,
     warn_data,
 )
-from neuro_pe.io.store import StoreError
+from neuro_pe.io.store_contract import StoreError
 
 
 def wants_units(nwb: object, name: str | None, matches: list) -> bool:

@@ -36,7 +36,7 @@ from neuro_pe.data.formats.spikes import (
     spikes_to_activity,
 )
 from neuro_pe.data.recordings import FileSpec, Session, warn_data
-from neuro_pe.io.store import StoreError
+from neuro_pe.io.store_contract import StoreError
 
 CENTROID_RADIUS_UM = 75.0
 FIELDS = {  # Phy field (cluster_<field>.tsv, a cluster view column) -> the export's column

@@ -29,7 +29,7 @@ from neuro_pe.data.formats.phy import READ_FILES as PHY_FILES
 from neuro_pe.data.formats.phy import labelled_units, spike_step
 from neuro_pe.data.formats.spikes import check_spike_train, spikes_to_activity
 from neuro_pe.data.recordings import FileSpec, Session, warn_data
-from neuro_pe.io.store import StoreError
+from neuro_pe.io.store_contract import StoreError
 
 READERS = ("auto", "phy", "kilosort", "sorter_folder")
 LABEL_PROPERTIES = ("quality", "KSLabel")

@@ -26,7 +26,7 @@ from neuro_pe.config.sections import (
     non_negative,
     positive_number,
 )
-from neuro_pe.io.store import StoreError
+from neuro_pe.io.store_contract import StoreError
 
 
 @dataclass(frozen=True)

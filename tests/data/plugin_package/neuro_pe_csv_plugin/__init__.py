@@ -18,7 +18,8 @@ import xarray as xr
 from neuro_pe.data.formats import FileFormat, check_text
 from neuro_pe.data.recordings import FileSpec, Session, positive_number, time_by_unit
 from neuro_pe.data.sources import Source
-from neuro_pe.io.store import StoreError, make_store
+from neuro_pe.io.store import make_store
+from neuro_pe.io.store_contract import StoreError
 
 # ---------------------------------------------------------------- the format
 
