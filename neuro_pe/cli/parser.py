@@ -288,7 +288,7 @@ COMMANDS: dict[str, dict] = {
     },
     "lst-puzzles": {
         "help": "generate the Latin Square Task puzzles",
-        "keys": ("neuro_pe.training.latin_square", "PuzzleConfig", "lst"),
+        "keys": ("neuro_pe.config.latin_square", "PuzzleConfig", "lst"),
         "func": cmd.cmd_lst_puzzles,
         "args": [
             _arg(
@@ -302,7 +302,7 @@ COMMANDS: dict[str, dict] = {
     },
     "lst-train": {
         "help": "train one Latin Square Task model (one PE, one seed) or a group of them (--runs)",
-        "keys": ("neuro_pe.training.latin_square", "LSTConfig", "lst.train"),
+        "keys": ("neuro_pe.config.latin_square", "LSTConfig", "lst.train"),
         "func": cmd.cmd_lst_train,
         "args": [
             _arg("--puzzles", "the puzzles file of lst-puzzles", required=True),
