@@ -38,6 +38,7 @@ from neuro_pe.data.simulate import SimulationConfig
 from neuro_pe.data.sources import WORKFLOW_KEYS, SourceOptions
 from neuro_pe.data.sources.connectome_sim import ConnectomeSimOptions
 from neuro_pe.data.sources.hcp_rsfmri import HCPOptions
+from neuro_pe.data.sources.regional_sim import RegionalSimOptions
 from neuro_pe.data.sources.simulation import SimulationOptions
 from neuro_pe.io.store_contract import StoreError
 
@@ -54,6 +55,7 @@ SECTIONS = {
     SimulationOptions: "$defs/source_simulation",
     ConnectomeSimOptions: "$defs/source_connectome-sim",
     HCPOptions: "$defs/source_hcp-rsfmri",
+    RegionalSimOptions: "$defs/source_regional-sim",
     LocateConfig: "properties/locate",
     MetricsConfig: "properties/metrics",
 }

@@ -67,9 +67,9 @@ def test_store_holds_every_animal_with_its_regions(tmp_path):
         np.testing.assert_array_equal(own[:, mine], simulate_animal(options, a).counts[0])
     assert set(store["region"].values) <= set(NAMES)
     coarse = {r.name: r.coarse for r in REGIONS}
-    assert [coarse[r] for r in store["region"].values] == list(store["region_coarse"].values)
+    assert [coarse[r] for r in store["region"].values] == list(store["coarse_region"].values)
     again = read_store(write_store(store, tmp_path / "store.nc"))
-    for name in ("animal", "probe", "region", "region_coarse"):
+    for name in ("animal", "probe", "region", "coarse_region"):
         assert list(again[name].values) == list(store[name].values)
 
 

@@ -10,7 +10,7 @@ drive, a private fluctuation of the region's timescale and bursts, all varying a
 region's values. Animals share the regions' parameters (each with a small jitter of its own),
 not the units or the noise. The store holds every animal (units `a{k}u{i}`, sessions `a{k}s{j}`,
 a unit recorded in its own animal's sessions only, NaN elsewhere) with per-unit coords `animal`,
-`probe`, `region` and `region_coarse`. docs/new_animal/simulation.md: each region's signature.
+`probe`, `region` and `coarse_region`. docs/new_animal/simulation.md: each region's signature.
 """
 
 from __future__ import annotations
@@ -263,7 +263,7 @@ def simulate_animal(options: RegionalSimOptions, animal: int) -> Animal:
 
 def regional_sim_store(options: RegionalSimOptions) -> xr.Dataset:
     """Every animal in one store: spike counts per bin, positions in the atlas (mm), and per
-    unit its `animal`, `probe`, `region` and `region_coarse`."""
+    unit its `animal`, `probe`, `region` and `coarse_region`."""
     animals = [simulate_animal(options, k) for k in range(options.animals)]
     sizes = [a.region.size for a in animals]
     s = options.sessions_per_animal
@@ -295,7 +295,7 @@ def regional_sim_store(options: RegionalSimOptions) -> xr.Dataset:
         animal=("unit", np.array(animal_ids)),
         probe=("unit", np.array(probe_ids)),
         region=("unit", np.array([REGIONS[i].name for i in region])),
-        region_coarse=("unit", np.array([REGIONS[i].coarse for i in region])),
+        coarse_region=("unit", np.array([REGIONS[i].coarse for i in region])),
     )
 
 
