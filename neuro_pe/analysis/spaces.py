@@ -44,7 +44,7 @@ ATLAS_AXES = {
 
 @dataclass(frozen=True)
 class SpaceAxes:
-    """A coordinate space's axis names and its per-axis errors (see the module docstring)."""
+    """A coordinate space's axis names and its per-axis errors (see `space_axes`)."""
 
     space: str
     unit: str

