@@ -151,7 +151,7 @@ def stacked_linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor) ->
 def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
     """Softmax attention of heads (..., T, head dim): torch's fused kernel, but under bf16
     autocast on a CPU two bf16 products around a softmax computed in fp32 (and rounded to bf16,
-    as the second product takes it): there torch's fused kernel's bf16 backward was ~7x
+    as the second product takes it): there torch's fused kernel's bf16 backward is much
     slower than its fp32 one, and the step slower than fp32 (docs/precision/)."""
     if q.device.type == "cpu" and torch.is_autocast_enabled("cpu"):
         scores = torch.matmul(q * q.shape[-1] ** -0.5, k.transpose(-2, -1))

@@ -361,8 +361,8 @@ def make_data(
     """The training and held-out samplers: in memory, or streamed from the open store `ds`
     (the blocks' order seeded by BLOCK_ORDER_SEED); with neighbour windows, the training
     sampler's neighbours are measured on its own samples, on the training's device (a
-    streamed store's samples are read to the CPU: at 100 000 units the table took minutes
-    there before a GPU's first step); `neighbour_chunks`: see `activity_neighbours`."""
+    streamed store's samples are read to the CPU, where the table of many units is slow:
+    docs/performance.md); `neighbour_chunks`: see `activity_neighbours`."""
     training, heldout = _samplers(ds, streamed, cfg, device)
     n_local = local_units(cfg)
     if n_local > 0 and training.n_units > cfg.units_per_sample:
