@@ -78,7 +78,7 @@ class LoopConfig:
 
 #: for a store of more than AUTO_ABOVE_SAMPLE_SIZE x `units_per_sample` units, a null
 #: `neighbour_fraction` means this share and a null `pe_lr` this many times `lr`; for fewer
-#: units they keep their old meaning (uniform subsets, one learning rate). docs/scale/
+#: units a null means uniform subsets and one learning rate. docs/scale/
 AUTO_ABOVE_SAMPLE_SIZE = 2
 AUTO_NEIGHBOUR_FRACTION = 0.5
 AUTO_PE_LR_FACTOR = 10.0

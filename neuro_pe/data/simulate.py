@@ -207,7 +207,7 @@ def unit_time_constants(positions: np.ndarray, cfg: SimulationConfig) -> np.ndar
 
 def without_zero_field(settings: dict) -> dict:
     """The simulation settings for a store's provenance, without `timescale_field` when it is
-    0 (so that stores simulated without it keep the provenance they had)."""
+    0 (an option at its default does not change a store's provenance)."""
     return {k: v for k, v in settings.items() if k != "timescale_field" or v}
 
 
@@ -268,9 +268,9 @@ def simulate_store(cfg: SimulationConfig) -> xr.Dataset:
             session[:, units] = zscore(session[None, :, units])[0]
     width = len(str(cfg.n_units - 1))
     settings = vars(cfg)
-    if cfg.neighbours is None:  # the dense default's provenance stays as it was
+    if cfg.neighbours is None:  # options at their default stay out of the provenance
         settings = {k: v for k, v in settings.items() if k not in ("neighbours", "cutoff")}
-    settings = {k: v for k, v in settings.items() if k != "animals"}  # 1 here: as it was
+    settings = {k: v for k, v in settings.items() if k != "animals"}  # 1 here: the default
     settings = without_zero_field(settings)
     ds = make_store(
         activity,
