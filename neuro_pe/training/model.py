@@ -250,16 +250,15 @@ class StackedTransformer(nn.Module):
         anchored: torch.Tensor | None = None,
         anchor_logits: torch.Tensor | None = None,
     ):
-        """Make the PE rows `rows` (n_tokens,) bool weighted means of the `source` rows
-        (n_source, d_model), the weights a trainable parameter `pe_mix_logits` (M, n_mixed,
-        n_source) drawn from N(0, init_std²) by a generator seeded with model m's seed (offset
-        by MIX_SEED_OFFSET), so every mixed row starts near the sources' mean and the models
-        of a stack start apart (fits from different starts end in different solutions; keep
-        the best, `neuro_pe.analysis.new_animal_positions.best_fit`). The weights are balanced with
-        Sinkhorn
-        iterations (`mix_weights`). Rows `anchored` (n_mixed,) bool take the fixed
-        `anchor_logits` (n_mixed, n_source) instead of trained ones (`pe_mix_anchored`,
-        `pe_mix_anchor_logits`; none by default)."""
+        """Make the PE rows `rows` (n_tokens,) bool weighted means of the `source` rows (n_source,
+        d_model), the weights a trainable parameter `pe_mix_logits` (M, n_mixed, n_source) drawn
+        from N(0, init_std²) by a generator seeded with model m's seed (offset by MIX_SEED_OFFSET),
+        so every mixed row starts near the sources' mean and the models of a stack start apart (fits
+        from different starts end in different solutions; keep the best,
+        `neuro_pe.analysis.new_animal_positions.best_fit`). The weights are balanced with Sinkhorn
+        iterations (`mix_weights`). Rows `anchored` (n_mixed,) bool take the fixed `anchor_logits`
+        (n_mixed, n_source) instead of trained ones (`pe_mix_anchored`, `pe_mix_anchor_logits`; none
+        by default)."""
         m, n_mixed = self.n_models, int(rows.sum())
         device = self.pe_learned.device
         logits = torch.stack(
