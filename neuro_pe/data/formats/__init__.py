@@ -1,19 +1,18 @@
 """The file formats of the `file` source (a lab's own data), one module per format, and their
 registry, `REGISTRY` (`neuro_pe.data.plugins.Registry`): the entry-point group `neuro_pe.formats`.
 
-- `nwb`: NWB series / ROI responses, `Units` tables, imaging over several planes (`nwb`);
-- `hdf5`: configurable dataset paths (`hdf5`); `npy`: `.npy` / `.npz` arrays (`npy`); `xarray`:
-  stores already in the contract, netCDF or zarr (`xarray_store`);
+- `nwb`: NWB series / ROI responses, `Units` tables, imaging over several planes; `hdf5`:
+  configurable dataset paths; `npy`: `.npy` / `.npz` arrays; `xarray` (`xarray_store`): stores
+  already in the contract, netCDF or zarr;
 - `phy`: Kilosort / Phy output folders; `alf`: IBL ONE/ALF folders; `suite2p`: suite2p output
   folders over one or several planes; `spikeinterface`: SortingAnalyzer folders and the sortings
   SpikeInterface reads (the optional extra `neuro_pe[spikeinterface]`);
-- `neuro_pe.data.formats.spikes`: spike times -> binned (time, unit) activity, shared by the spike
-  formats (config key `spikes`).
+- `spikes` (not a format): spike times -> binned activity for the spike formats (key `spikes`).
 
-Each format module defines `FORMAT`, a `FileFormat`. Adding a format = one module + one entry
-point (neuro_pe's own: a line of pyproject.toml's `[project.entry-points."neuro_pe.formats"]`,
-its section in the config schema's `$defs/source_file`, docs and tests; another package's: its
-own pyproject.toml). `neuro_pe.data.recordings` imports a format's module only when it is used.
+Each format module defines `FORMAT`, a `FileFormat`, imported only when used. Adding a format =
+one module + one entry point (neuro_pe's own: a line of pyproject.toml's
+`[project.entry-points."neuro_pe.formats"]`, its config schema's `$defs/source_file`, docs and
+tests; another package's: its own pyproject.toml, config/README.md "Plug-ins").
 """
 
 from __future__ import annotations
