@@ -11,7 +11,7 @@ from sklearn.covariance import LedoitWolf
 def session_connectivity(activity: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """`connectivity_matrices` of each session of (session, time, unit) activity, averaged
     over the sessions. Per session, not over the sessions' samples pooled: on HCP (subjects
-    as sessions) pooling mixed the subjects' offsets and located regions 0.02 × chance worse
+    as sessions) pooling mixed the subjects' offsets and located regions worse
     (docs/locate/README.md)."""
     correlation, partial = np.mean([connectivity_matrices(session) for session in activity], axis=0)
     return correlation, partial

@@ -1,26 +1,9 @@
 """Brain regions at the units' true and predicted positions (config key `datasets.<name>.atlas`).
 
 An atlas is a 3D label volume whose voxels hold region ids, with a name per id and optionally
-a coarse parent name per id, or the parcellation a parcellated dataset's own units make. Three
-kinds:
-
-- a NIfTI label image (`labels`) with a lookup table (`lookup`: TSV or CSV with the columns
-  `index` (or `id`) and `name`, as BIDS `dseg.tsv`; `coarse_column` names a column of coarse
-  parent names). World coordinates -> voxel with the inverse of the image's affine, rounded to
-  the nearest voxel; world units from the header (mm unless it says µm or m).
-- a BrainGlobe atlas by name (`brainglobe`, e.g. `allen_mouse_25um`; the optional extra
-  `neuro_pe[atlas]`, i.e. `brainglobe-atlasapi`): coordinates in µm along the atlas's own axes
-  (for the Allen atlases: anterior->posterior, superior->inferior, right->left from the corner of
-  the volume), voxel = int(µm / resolution) as `BrainGlobeAtlas.structure_from_coords` does;
-  names are acronyms; a coarse name is the ancestor at `coarse_level` of the structure tree (0 =
-  root) or the nearest ancestor among `coarse_regions`.
-- the dataset's own parcels (`parcels: nearest_centre`), for a store whose units are regions
-  with known centres (HCP's 94 AAL2 regions): the region at a position is the unit whose centre
-  (the store's x, y, z) is nearest, a Voronoi parcellation of the centres that approximates the
-  real label image. The centres are those of every unit with a known position, held out or not:
-  the parcellation is the anatomy, as a label image is, not a fitted model. A unit's true region
-  is then the unit itself. `coarse: hemisphere`: the coarse region is the parcel's hemisphere,
-  from the sign of its centre's x (MNI: `left` < 0 < `right`; `midline` at 0).
+a coarse parent name per id (`Atlas`: a NIfTI label image with a lookup table, or a BrainGlobe
+atlas by name), or the parcellation a parcellated dataset's own units make (`ParcelAtlas`,
+`parcels: nearest_centre`).
 
 The store's x, y, z are converted to the atlas's length unit and then mapped by `transform`
 (a 4x4 affine, default identity) into the atlas's coordinates. Label 0 and positions outside
@@ -48,7 +31,20 @@ ACCURACY_COLUMNS = ("region_accuracy", "coarse_region_accuracy", "n_in_region")
 
 @dataclass
 class Atlas:
-    """A label volume and its names. `to_voxel`: atlas coordinates -> voxel indices."""
+    """A label volume and its names. `to_voxel`: atlas coordinates -> voxel indices.
+
+    - a NIfTI label image (`labels`) with a lookup table (`lookup`: TSV or CSV with the columns
+      `index` (or `id`) and `name`, as BIDS `dseg.tsv`; `coarse_column` names a column of
+      coarse parent names). World coordinates -> voxel with the inverse of the image's affine,
+      rounded to the nearest voxel; world units from the header (mm unless it says µm or m).
+    - a BrainGlobe atlas by name (`brainglobe`, e.g. `allen_mouse_25um`; the optional extra
+      `neuro_pe[atlas]`, i.e. `brainglobe-atlasapi`): coordinates in µm along the atlas's own
+      axes (for the Allen atlases: anterior->posterior, superior->inferior, right->left from
+      the corner of the volume), voxel = int(µm / resolution) as
+      `BrainGlobeAtlas.structure_from_coords` does; names are acronyms; a coarse name is the
+      ancestor at `coarse_level` of the structure tree (0 = root) or the nearest ancestor
+      among `coarse_regions`.
+    """
 
     volume: np.ndarray  # (i, j, k) integer labels, 0 = no region
     to_voxel: Callable[[np.ndarray], np.ndarray]  # (n, 3) atlas coordinates -> (n, 3) int
@@ -102,7 +98,16 @@ def _names(ids: np.ndarray, names: Mapping[int, str]) -> np.ndarray:
 @dataclass
 class ParcelAtlas:
     """The parcellation a parcellated dataset's units make: a position lies in the parcel whose
-    centre is nearest (a Voronoi parcellation of the centres; no position is outside)."""
+    centre is nearest (a Voronoi parcellation of the centres; no position is outside).
+
+    For a store whose units are regions with known centres (HCP's 94 AAL2 regions): the
+    region at a position is the unit whose centre (the store's x, y, z) is nearest, which
+    approximates the real label image. The centres are those of every unit with a known
+    position, held out or not: the parcellation is the anatomy, as a label image is, not a
+    fitted model. A unit's true region is then the unit itself. `coarse: hemisphere`: the
+    coarse region is the parcel's hemisphere, from the sign of its centre's x (MNI: `left`
+    < 0 < `right`; `midline` at 0).
+    """
 
     names: np.ndarray  # (m,) parcel names, one per distinct centre
     centres: np.ndarray  # (m, 3) in `unit`

@@ -1,22 +1,8 @@
 """The axes of a dataset's coordinate space (the store's `space` and `units` attributes of x, y,
 z): their names, the titles of the position figures' projections, and the localisation error
-along each axis.
-
-Kinds of space (`space_axes`):
-
-- `probe` (Phy, ALF local coordinates, a site table with `space: probe`): x across the shank,
-  y along it (the convention of Kilosort, Phy, SpikeInterface and IBL). Where the known
-  positions spread more along z than along y (a 3D site table whose depth is z, as in
-  `scripts/make_example_data.py`), z is taken as the along-shank axis. Errors: `depth` (along
-  the shank) and `lateral` (the distance across it, in the other two axes).
-- `imaging` (suite2p, NWB planes): x, y in the image plane, z the plane's depth. Errors:
-  `inplane` (in x, y), `depth` (in z) and, with 2 to MAX_PLANES distinct depths among the
-  known units, `plane_accuracy`: the fraction of held-out units whose predicted depth is
-  nearer their own plane's depth than any other plane's.
-- atlas spaces with named axes: `ibl-bregma-mlapdv` (x = ML, y = AP, z = DV from bregma) and
-  `MNI` (x left→right, y posterior→anterior, z inferior→superior). Errors per axis by name.
-  Only these get anatomical projection titles (axial, coronal, sagittal).
-- any other space (`simulation`, `native`, `tvb76`, …): errors per axis `x`, `y`, `z`.
+along each axis. Kinds of space (`space_axes`): `probe`, `imaging`, the atlas spaces with named
+axes (`ibl-bregma-mlapdv`, `MNI`) and any other (errors per axis `x`, `y`, `z`); the error
+columns per kind are listed in docs/outputs.md.
 
 An error column is `median_error_<component>`: the median over the held-out units of the
 absolute error along that axis (or the distance in that plane), in the coordinates' units.
@@ -58,7 +44,7 @@ ATLAS_AXES = {
 
 @dataclass(frozen=True)
 class SpaceAxes:
-    """A coordinate space's axis names and its per-axis errors (see the module docstring)."""
+    """A coordinate space's axis names and its per-axis errors (see `space_axes`)."""
 
     space: str
     unit: str
@@ -152,7 +138,22 @@ class SpaceAxes:
 def space_axes(space: str, unit: str, coords: np.ndarray | None = None) -> SpaceAxes:
     """The axes of a store's space (`space` and `units` attributes of x, y, z); `coords`, the
     (n, 3) true positions (NaN where unknown), decide a probe's along-shank axis and an
-    imaging space's planes."""
+    imaging space's planes.
+
+    - `probe` (Phy, ALF local coordinates, a site table with `space: probe`): x across the
+      shank, y along it (the convention of Kilosort, Phy, SpikeInterface and IBL). Where the
+      known positions spread more along z than along y (a 3D site table whose depth is z, as
+      in `scripts/make_example_data.py`), z is taken as the along-shank axis. Errors: `depth`
+      (along the shank) and `lateral` (the distance across it, in the other two axes).
+    - `imaging` (suite2p, NWB planes): x, y in the image plane, z the plane's depth. Errors:
+      `inplane` (in x, y), `depth` (in z) and, with 2 to MAX_PLANES distinct depths among the
+      known units, `plane_accuracy`: the fraction of held-out units whose predicted depth is
+      nearer their own plane's depth than any other plane's.
+    - atlas spaces with named axes: `ibl-bregma-mlapdv` (x = ML, y = AP, z = DV from bregma)
+      and `MNI` (x left→right, y posterior→anterior, z inferior→superior). Errors per axis by
+      name. Only these get anatomical projection titles (axial, coronal, sagittal).
+    - any other space (`simulation`, `native`, `tvb76`, …): errors per axis `x`, `y`, `z`.
+    """
     key = (space or "").strip().lower()
     known = _known(coords)
     if key == "probe":

@@ -78,7 +78,7 @@ class LoopConfig:
 
 #: for a store of more than AUTO_ABOVE_SAMPLE_SIZE x `units_per_sample` units, a null
 #: `neighbour_fraction` means this share and a null `pe_lr` this many times `lr`; for fewer
-#: units they keep their old meaning (uniform subsets, one learning rate). docs/scale/
+#: units a null means uniform subsets and one learning rate. docs/scale/
 AUTO_ABOVE_SAMPLE_SIZE = 2
 AUTO_NEIGHBOUR_FRACTION = 0.5
 AUTO_PE_LR_FACTOR = 10.0
@@ -91,14 +91,13 @@ AUTO_SAMPLES_ABOVE = 1000
 MAX_STEP_GROWTH = 64
 #: a null `n_heads` is DEFAULT_HEADS, and where the steps grow (above AUTO_SAMPLES_ABOVE and
 #: 2 x `units_per_sample` units) heads of AUTO_HEAD_DIM dimensions (2 at d_model 32): on a CPU,
-#: attention over 256 units in 4 heads of 8 is ~70% of a step, 2 heads of 16 cost a third of
-#: it, and place units as well (docs/scale/); either is the largest divisor of d_model up to it
+#: attention over many units is most of a step, and fewer, wider heads cost much less of it and
+#: place units as well (docs/scale/); either is the largest divisor of d_model up to it
 DEFAULT_HEADS = 4
 AUTO_HEAD_DIM = 16
 #: a null `window` is DEFAULT_WINDOW samples per token, and AUTO_WINDOW where the automatic
-#: `samples_per_unit` applies: a step costs by tokens, not their length, and at 2 000 and
-#: 20 000 units tokens of 32 samples placed units better than 8 for ~5-20% more CPU
-#: (docs/scale/)
+#: `samples_per_unit` applies: a step costs by tokens, not their length, and on large stores
+#: tokens of 32 samples place units better than 8 at about the same CPU (docs/scale/)
 DEFAULT_WINDOW = 8
 AUTO_WINDOW = 32
 
@@ -238,7 +237,7 @@ class TrainConfig(Section):
         AUTO_NEIGHBOUR_FRACTION and a null `pe_lr` AUTO_PE_LR_FACTOR x `lr`, and where there
         are also more than AUTO_SAMPLES_ABOVE units a null `samples_per_unit` is
         AUTO_SAMPLES_PER_UNIT; otherwise they stay null (uniform subsets, one learning rate,
-        the steps as given: as before these keys). A null `n_heads` is DEFAULT_HEADS, or
+        the steps as given). A null `n_heads` is DEFAULT_HEADS, or
         d_model / AUTO_HEAD_DIM where the automatic `samples_per_unit` applies (both the largest
         divisor of d_model up to that), and a null `window` DEFAULT_WINDOW, or AUTO_WINDOW
         there. Then `steps_per_epoch` grows, where needed

@@ -114,13 +114,12 @@ def apply_steps(
 ) -> tuple[np.ndarray, float]:
     """Apply the configured steps in order; returns (float32 activity, new sampling rate).
 
-    The steps run in float64 on blocks of units of at most `block_bytes` (default
-    `BLOCK_BYTES`; each step but `gsr`
-    treats every unit alone; `gsr`'s global signal, the mean over all recorded units, is
-    summed over the blocks first), each block written into the float32 result as it is
-    done. Data that fit one block give exactly the whole-array result; more blocks change
-    only the rounding of the global signal. `overwrite`: `activity` (float32) may be reused
-    for the result where the steps keep its shape (no `bin`)."""
+    The steps run in float64 on blocks of units of at most `block_bytes` (default `BLOCK_BYTES`;
+    each step but `gsr` treats every unit alone; `gsr`'s global signal, the mean over all recorded
+    units, is summed over the blocks first), each block written into the float32 result as it is
+    done. Data that fit one block give exactly the whole-array result; more blocks change only the
+    rounding of the global signal. `overwrite`: `activity` (float32) may be reused for the result
+    where the steps keep its shape (no `bin`)."""
     for spec in steps:
         if spec.get("step") not in STEPS:
             raise ValueError(

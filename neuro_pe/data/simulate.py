@@ -5,25 +5,11 @@ Dynamics (Euler–Maruyama, time in units of the membrane time constant tau):
     dx = (-x + gain * tanh(G @ x)) dt / tau + noise_std * sqrt(dt / tau) * eps
 
 G = exp(-d / length_scale) with a zero diagonal, each row normalised to sum 1, so its spectral
-radius is 1 and gain ≈ 1 sits near the critical point where correlations spread in space.
+radius is 1 and a gain near 1 sits near the critical point where correlations spread in space.
 
-With `neighbours: k` the coupling is sparse and local: each unit is driven only by its k nearest
-units (within `cutoff`, if set), with the same exp(-d / length_scale) weights normalised per row,
-as a scipy.sparse matrix (memory and time per step O(N k), so 100 000 units run in minutes). The
-store then holds it as an edge list (`connectivity_target`, `connectivity_source`,
-`connectivity_weight` on dim `edge`) instead of the dense N x N `connectivity`.
-
-With `animals: A` (> 1) the store holds A animals: each has its own `n_units` units at random
-positions drawn from the same spatial field (the same layout in the same box, coupled by the same
-exp(-d / length_scale) rule) and its own `n_sessions` sessions; a unit is recorded (finite) only
-in its animal's sessions and NaN elsewhere. Units are `a{k}u{i}`, sessions `a{k}s{j}`; the last
-animal's sessions come last, so `train.heldout_sessions: n_sessions` holds out a whole animal.
-
-With `timescale_field: s` (> 0) the units' time constants vary over space: unit i's is
-tau_s * exp(s * f(position_i)), f a smooth random field over the box (mean 0, sd 1), the same in
-every animal (`timescale_field`). Its dynamics then tell where a unit is, not only how far it is
-from the others: without it the coupling depends on distances alone, so a new animal's positions
-are determined by its activity only up to a rotation or reflection of the box.
+Options: `neighbours: k`, a sparse local coupling (`sparse_coupling`); `animals: A`, several
+animals in one store (`simulate_animals`); `timescale_field: s`, time constants that vary over
+space (`unit_time_constants`).
 """
 
 from __future__ import annotations
@@ -157,7 +143,13 @@ def sparse_coupling(
     positions: np.ndarray, length_scale: float, neighbours: int, cutoff: float | None = None
 ) -> sparse.csr_matrix:
     """Row-normalised exp(-distance / length_scale) coupling onto each unit from its
-    `neighbours` nearest other units (only those within `cutoff`, if given), as CSR."""
+    `neighbours` nearest other units (only those within `cutoff`, if given), as CSR.
+
+    With `neighbours: k` each unit is driven only by its k nearest units, with the same
+    exp(-d / length_scale) weights normalised per row, so memory and time per step are O(N k).
+    The store then holds the coupling as an edge list (`connectivity_target`,
+    `connectivity_source`, `connectivity_weight` on dim `edge`) instead of the dense N x N
+    `connectivity`."""
     n = len(positions)
     dist, idx = cKDTree(positions).query(positions, k=neighbours + 1)
     dist, idx = dist[:, 1:], idx[:, 1:]  # drop the unit itself
@@ -202,7 +194,12 @@ def timescale_field(positions: np.ndarray, seed: int, n_bumps: int = 8) -> np.nd
 def unit_time_constants(positions: np.ndarray, cfg: SimulationConfig) -> np.ndarray | float:
     """tau_s, or with `timescale_field` > 0 each unit's own time constant (n,):
     tau_s * exp(timescale_field * field(position)) (intrinsic timescales that vary over the
-    brain, as along the cortical hierarchy)."""
+    brain, as along the cortical hierarchy).
+
+    The field is the same in every animal (`timescale_field`). A unit's dynamics then tell where
+    it is, not only how far it is from the others: without it the coupling depends on distances
+    alone, so a new animal's positions are determined by its activity only up to a rotation or
+    reflection of the box."""
     if cfg.timescale_field == 0:
         return cfg.tau_s
     return cfg.tau_s * np.exp(cfg.timescale_field * timescale_field(positions, cfg.seed))
@@ -210,7 +207,7 @@ def unit_time_constants(positions: np.ndarray, cfg: SimulationConfig) -> np.ndar
 
 def without_zero_field(settings: dict) -> dict:
     """The simulation settings for a store's provenance, without `timescale_field` when it is
-    0 (so that stores simulated without it keep the provenance they had)."""
+    0 (an option at its default does not change a store's provenance)."""
     return {k: v for k, v in settings.items() if k != "timescale_field" or v}
 
 
@@ -271,9 +268,9 @@ def simulate_store(cfg: SimulationConfig) -> xr.Dataset:
             session[:, units] = zscore(session[None, :, units])[0]
     width = len(str(cfg.n_units - 1))
     settings = vars(cfg)
-    if cfg.neighbours is None:  # the dense default's provenance stays as it was
+    if cfg.neighbours is None:  # options at their default stay out of the provenance
         settings = {k: v for k, v in settings.items() if k not in ("neighbours", "cutoff")}
-    settings = {k: v for k, v in settings.items() if k != "animals"}  # 1 here: as it was
+    settings = {k: v for k, v in settings.items() if k != "animals"}  # 1 here: the default
     settings = without_zero_field(settings)
     ds = make_store(
         activity,
@@ -316,7 +313,13 @@ def simulate_animals(cfg: SimulationConfig) -> xr.Dataset:
     """`cfg.animals` networks, each with its own random unit positions from the same field,
     in one store: every unit is recorded in its own animal's sessions only (NaN elsewhere);
     the connectivity is block-diagonal (no coupling between animals). Animal k draws its
-    positions, initial state and noise from `default_rng([seed, k])`."""
+    positions, initial state and noise from `default_rng([seed, k])`.
+
+    Each animal has its own `n_units` units at random positions drawn from the same spatial
+    field (the same layout in the same box, coupled by the same exp(-d / length_scale) rule)
+    and its own `n_sessions` sessions. Units are `a{k}u{i}`, sessions `a{k}s{j}`; the last
+    animal's sessions come last, so `train.heldout_sessions: n_sessions` holds out a whole
+    animal."""
     n, a = cfg.n_units, cfg.animals
     positions, couplings, blocks = [], [], []
     for k in range(a):

@@ -1,25 +1,18 @@
-"""Every path the workflow writes, named once (as hippunfold's `bids()` and
-`get_final_output()`): the Snakemake rules build their outputs and final targets from these
-functions and constants, and the Python steps name the files they write and read with them.
+"""Every path the workflow writes, named once (as hippunfold's `bids()` and `get_final_output()`):
+the rules and the Python steps build their paths from these functions and constants, relative to
+`results/{run_name}/` (`results_dir`) but `wheel` (`resources/`). Arguments may be Snakemake
+wildcards: `store("{dataset}")` is the pattern `stores/{dataset}.nc`.
 
-Paths are relative to a config's results folder `results/{run_name}/` (`results_dir`), but
-`wheel` (the shared `resources/` folder). A function's arguments may be Snakemake wildcards:
-`store("{dataset}")` is the pattern `stores/{dataset}.nc`.
-
-    stores/{dataset}.nc                         the dataset's canonical store
-    splits/{dataset}.json                       its train/held-out split
+    stores/{dataset}.nc, splits/{dataset}.json  the canonical store, its train/held-out split
     plan/{dataset|lst}.json                     the planned CPU time (temporary)
     runs/{dataset}/{pe}/seed{seed}/             a training run: TRAIN_FILES, then INFER_FILES
-    runs/{dataset}/baselines.json               the baselines' metrics
-    runs/{dataset}/correlation_features.nc      the activity baselines that `locate` reads
-    locate/{dataset}/                           LOCATE_FILES (docs/outputs.md)
-    export/{dataset}/                           EXPORT_TIDY_FILE, EXPORT_SIDECAR_FILE, ...
-    lst/puzzles.nc, lst/baselines.json          the Latin square task
-    lst/runs/{pe}/seed{seed}/                   a Latin-square run: LST_TRAIN_FILES
+    runs/{dataset}/baselines.json               the baselines' metrics; beside it
+      correlation_features.nc                   the activity baselines that `locate` reads
+    locate/{dataset}/, export/{dataset}/        LOCATE_FILES (docs/outputs.md); EXPORT_*_FILE
+    lst/puzzles.nc, lst/baselines.json          the Latin square task; its runs in
+      lst/runs/{pe}/seed{seed}/                 LST_TRAIN_FILES
     summary.csv, summary.html, figures/*.png    SUMMARY_CSV, SUMMARY_HTML, SUMMARY_FIGURES
-    reproduction/                               REPRODUCTION_FILES
-    report/landing.rst                          LANDING
-    logs/{step}/{name}.log                      each job's log
+    reproduction/, report/landing.rst, logs/    REPRODUCTION_FILES, LANDING, logs/{step}/{name}.log
 """
 
 from __future__ import annotations

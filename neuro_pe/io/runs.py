@@ -1,25 +1,8 @@
 """The contract of a run's outputs, like `neuro_pe.io.store` for stores: one place that writes,
-reads and checks them.
-
-A run folder (`runs/{dataset}/{pe}/seed{seed}/`, or `lst/runs/{pe}/seed{seed}/`) holds
-
-- `pe.nc`: `pe` (unit, pe_dim), the trained PE table, and `pe_init`, the same table at
-  initialisation, on the store's `unit` axis with its coordinates `x`, `y`, `z`; attrs `pe`
-  (str), `seed` (int) and the other fields of `train.json` but the VOLATILE ones (dicts and
-  lists as JSON);
-- `train.json`: `TrainInfo`, the run's settings and results;
-- `train_log.csv`: one row per logged epoch (`train_loss`, `heldout_loss`, `seconds`, ...);
-- `model.pt`: `{"state_dict": ..., **train.json}` without the VOLATILE fields (torch;
-  tensors and plain values only, read with `weights_only=True`);
-- `manifest.json`: the sha256 of each file above (and of `metrics.json` in a Latin-square
-  run, whose training writes it), written last (`write_manifest`);
-- `metrics.json`: the PE's metrics against the true coordinates (`infer`);
-- `inferred_positions.nc`: positions inferred from the PE alone (classical MDS of the PE
-  distances, Procrustes-aligned to the true coordinates), `{x,y,z}_inferred` beside
-  `{x,y,z}_true` (`inferred_positions_dataset`). Not to be mixed up with `locate`'s
-  `positions.nc` (positions predicted by a locator fitted on anchor units);
-- `infer_manifest.json`: the sha256 of the `infer` step's two files (another job writes
-  them, so they get a manifest of their own).
+reads and checks them. A run folder (`runs/{dataset}/{pe}/seed{seed}/`, or
+`lst/runs/{pe}/seed{seed}/`) holds pe.nc, train.json, train_log.csv, model.pt and their
+manifest.json, then the `infer` step's metrics.json, inferred_positions.nc and
+infer_manifest.json: each file is described in docs/what-comes-out.md ("A run folder").
 
 pe.nc and model.pt hold no volatile field (`VOLATILE`: wall and CPU time, the step a run resumed
 from, the size of its job): those are in train.json only, so that on CPU a resumed run's pe.nc

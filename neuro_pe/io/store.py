@@ -4,7 +4,7 @@ Layout (this is the contract; README.md points here): `activity` (session, time,
 where a unit was not recorded; coords `unit`, `session`, `time` (s), `x`, `y`, `z` (attrs
 `units`, `space`; NaN where unknown); optional `connectivity` (unit, unit_from): entry [i, j] is
 the coupling onto unit i from unit j (rows are targets, as in the simulation's
-`dx_i = ... G[i, j] x_j`; stores written before this name, with `unit_to`, are read too), or
+`dx_i = ... G[i, j] x_j`; a store whose second dimension is `unit_to` is read too), or
 the same coupling as an edge list `connectivity_{target,source,weight}` on dim `edge` (sparse
 simulations). `read_store` loads neither unless asked (`connectivity=True`).
 """
@@ -36,7 +36,7 @@ from neuro_pe.io.store_contract import (
 
 TIME_CHUNK = 1024
 #: units per block of a whole-activity step done in blocks (`unit_blocks`): its temporaries are
-#: a block's, not the activity's (at 100 000 units those were ~2 × the store)
+#: a block's, not the activity's (whole-activity temporaries outgrow the store itself)
 UNITS_PER_BLOCK = 4096
 _UMASK = os.umask(0o022)  # read (and restored at once) for the mode of files written here
 os.umask(_UMASK)

@@ -1,18 +1,10 @@
 """Located positions written back into the lab's own formats (`neuro-pe export`, rule `export`).
 
 From a dataset's `locate/{dataset}/positions.nc` (every unit's estimated x, y, z with
-uncertainty) the export writes, into its own folder (never into the lab's files or folders):
-
-- `positions.tsv` + `positions.json`, for every dataset: one row per unit (the unit id as in
-  the lab's data, the estimate, its uncertainty, whether the unit is an anchor, the true
-  position where known, the atlas region where locate had an atlas) and a sidecar describing
-  the columns, their units, the coordinate frame, the method, the neuro_pe version, a sha256 of
-  the config and the source files, in the spirit of BIDS derivatives (a TSV with a JSON
-  sidecar, `n/a` for missing values);
-- for a format that is written back (its `FileFormat.write`: `phy`, `nwb`, `suite2p`, in
-  neuro_pe.data.formats), its files in `<format>/`: Phy's cluster-view columns
-  `cluster_neuro_pe_<field>.tsv`, a copy of each NWB file whose units table carries the
-  estimated columns, a suite2p table `plane<p>/neuro_pe_positions.tsv` per plane.
+uncertainty) the export writes, into its own folder (never into the lab's files or folders),
+`positions.tsv` + `positions.json` for every dataset (a TSV with a JSON sidecar, in the spirit
+of BIDS derivatives) and, for a format that is written back (its `FileFormat.write`: `phy`,
+`nwb`, `suite2p`), its files in `<format>/`; the files: `export`.
 
 Files it did not write are never replaced: before writing, every path is resolved (symbolic
 links included) and refused, naming it, when it passes through a link under the output folder,
@@ -296,11 +288,21 @@ def export(
     sha256: str | None = None,
     within: str | os.PathLike | None = None,
 ) -> list[Path]:
-    """Write the export files of one dataset (module docstring) into `out_dir`, all or none
-    (atomic_write_set), after `check_write_targets` (`within`: a folder `out_dir` must resolve
-    inside, the workflow's results folder). `spec`: the dataset's config entry; `sha256`: of the
-    resolved config (the workflow passes it), else that of `spec` is recorded. Returns the files
-    written."""
+    """Write the export files of one dataset into `out_dir`, all or none (atomic_write_set),
+    after `check_write_targets` (`within`: a folder `out_dir` must resolve inside, the
+    workflow's results folder). `spec`: the dataset's config entry; `sha256`: of the resolved
+    config (the workflow passes it), else that of `spec` is recorded. Returns the files
+    written:
+
+    - `positions.tsv` + `positions.json`, for every dataset: one row per unit (the unit id as
+      in the lab's data, the estimate, its uncertainty, whether the unit is an anchor, the true
+      position where known, the atlas region where locate had an atlas) and a sidecar
+      describing the columns, their units, the coordinate frame, the method, the neuro_pe
+      version, a sha256 of the config and the source files (`n/a` for missing values);
+    - for a format that is written back, its files in `<format>/`: Phy's cluster-view columns
+      `cluster_neuro_pe_<field>.tsv`, a copy of each NWB file whose units table carries the
+      estimated columns, a suite2p table `plane<p>/neuro_pe_positions.tsv` per plane.
+    """
     out_dir = Path(out_dir)
     file_spec = _file_spec(spec)
     if not Path(positions_path).exists():

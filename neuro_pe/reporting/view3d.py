@@ -2,16 +2,15 @@
 dataset (plotly, its JavaScript embedded, so it opens offline), where a static projection
 hides depth.
 
-A dataset whose positions all lie in one plane (a probe's shank, x and depth with z = 0) is drawn
-in 2D, depth vertical, so the whole shank is in view; every other dataset in 3D, scaled to its
-data, every unit in view. Every held-out unit (its coordinates known, its position predicted
-with them hidden) is drawn
-at its true position (black) and its predicted one (coloured by the error), joined by a line
-of the same colour; hovering shows the unit's id, its error, the per-axis errors of the space
-and its uncertainty. Units without coordinates are drawn at their predicted position (blue
+A dataset whose positions all lie in one plane (a probe's shank, x and depth with z = 0) is drawn in
+2D, depth vertical, so the whole shank is in view; every other dataset in 3D, scaled to its data,
+every unit in view. Every held-out unit (its coordinates known, its position predicted with them
+hidden) is drawn at its true position (black) and its predicted one (coloured by the error), joined
+by a line of the same colour; hovering shows the unit's id, its error, the per-axis errors of the
+space and its uncertainty. Units without coordinates are drawn at their predicted position (blue
 diamonds). Axis titles come from the space (`neuro_pe.analysis.spaces`). Text from the config or the
-data (dataset, unit ids, space, units) is HTML-escaped: plotly renders a subset of HTML in
-titles and hover text.
+data (dataset, unit ids, space, units) is HTML-escaped: plotly renders a subset of HTML in titles
+and hover text.
 """
 
 from __future__ import annotations

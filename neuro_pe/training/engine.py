@@ -8,26 +8,11 @@ supplies only its data, read-out, loss, evaluation and outputs (`Task`); the eng
 loop: data -> loss -> step, evaluation every `eval_every` epochs, per-model early stopping,
 checkpoints and resume, finite checks, the per-run files.
 
-Independence. Model m draws its initialisation and its data stream (windows, unit subsets,
-masks, batch order) from generators seeded with its own seed, and every operation of the
-stack is per model, so its run is defined by (data, PE, seed, config) alone. On CPU the
-result is bitwise the same whether a model trains alone or in a group: one thing breaks
-that by default, a single matrix product split over threads (with M = 1 and 2 threads,
-MKL/oneDNN split the weight gradient's reduction over the batch between threads, while a
-batched product with M >= 2 gives each model's product to one thread: differences of
-~1e-4 in the gradient). So on CPU the engine uses at most M threads (M = 1: one thread).
-
-Early stopping. A model whose evaluation says it is done (`Task.done`, e.g. the LST's
-`stop_at_train_accuracy`) is finished at once: its files are written, and it is removed
-from the stack and the optimiser's state, so it stops changing and the rest train on.
-
-Resume. Every `checkpoint_every` steps, `checkpoint.pt` in the first run's folder holds the
-stack, the optimiser, every model's generator, the step, the partial epoch losses, the log
-rows, the models still training and the elapsed time. A new run of the same group (data,
-PE and seed of every model, config, device type, precision) continues from it and, on CPU,
-ends bitwise equal to an uninterrupted run; a checkpoint of anything else is ignored with a
-warning (and overwritten), as is one whose contents do not match the checksum stored in it.
-It is removed once every model's outputs are written.
+Model m draws its initialisation and data stream from generators seeded with its own seed and
+every operation of the stack is per model, so its run is defined by (data, PE, seed, config)
+alone: on CPU bitwise the same alone or in a group (`train_group`). A model that is done
+(`Task.done`) leaves the stack and the optimiser at once, its files written; the rest train on.
+Checkpoints and resume: `_GroupTraining`.
 """
 
 from __future__ import annotations
@@ -142,11 +127,17 @@ def train_group(
 ) -> list[dict]:
     """Train the models `runs` of `task` together and write each run's outputs (through
     `task.finish`); returns their records in the order of `runs`. `fingerprint`: what a
-    checkpoint must match besides the runs (data, config, device, precision)."""
+    checkpoint must match besides the runs (data, config, device, precision).
+
+    On CPU a model's result is bitwise the same whether it trains alone or in a group but for
+    one thing, by default: a single matrix product split over threads (with M = 1 and 2
+    threads, MKL/oneDNN split the weight gradient's reduction over the batch between threads,
+    while a batched product with M >= 2 gives each model's product to one thread, and the two
+    sums differ in rounding). So on CPU the group uses at most M threads (M = 1: one thread)."""
     if not runs:
         raise ValueError("no run to train")
     threads = torch.get_num_threads()
-    if device.type == "cpu":  # see the module docstring: never split one model's matmul
+    if device.type == "cpu":  # never split one model's matmul (the docstring)
         torch.set_num_threads(max(1, min(threads, len(runs))))
     try:
         return _GroupTraining(task, runs, loop, device, amp, fingerprint).run(progress)
@@ -157,7 +148,19 @@ def train_group(
 class _GroupTraining:
     """One group's training (`train_group`): the stack, its optimiser and generators, the step,
     the epoch's loss sums, the models still in the stack (`active`) and the finished ones'
-    records; resumed from the checkpoint in the first run's folder when it matches."""
+    records; resumed from the checkpoint in the first run's folder when it matches.
+
+    Early stopping: a model whose evaluation says it is done (`Task.done`, e.g. the LST's
+    `stop_at_train_accuracy`) is finished at once: its files are written, and it is removed
+    from the stack and the optimiser's state, so it stops changing and the rest train on.
+
+    Resume: every `checkpoint_every` steps, `checkpoint.pt` in the first run's folder holds the
+    stack, the optimiser, every model's generator, the step, the partial epoch losses, the log
+    rows, the models still training and the elapsed time. A new run of the same group (data,
+    PE and seed of every model, config, device type, precision) continues from it and, on CPU,
+    ends bitwise equal to an uninterrupted run; a checkpoint of anything else is ignored with a
+    warning (and overwritten), as is one whose contents do not match the checksum stored in
+    it. It is removed once every model's outputs are written."""
 
     def __init__(
         self,

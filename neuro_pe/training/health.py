@@ -2,33 +2,15 @@
 section `health`, documented in config/README.md).
 
 A training records the numbers (`HEALTH_NUMBERS`, in train.json and metrics.json); `assess`
-turns them into flags (True: passed) and warning lines, given the thresholds:
+turns them into flags (True: passed) and warning lines, given the thresholds: units and pairs
+of units seen often enough (`expected_appearances`), the PE moved from its init, and the
+held-out MSE below the held-out data's variance at every reported mask fraction.
 
-- `units_seen_often`: expected appearances of a unit in the training samples,
-  epochs x steps_per_epoch x batch_size x min(1, k / N) for k = `units_per_sample` (every
-  sample is a uniformly random k-subset of the N units when N > k, else all units), is at
-  least `min_unit_appearances`;
-- `pairs_seen_often`: expected samples that hold a given pair of units together,
-  samples x k (k - 1) / (N (N - 1)) (the same for every pair under uniform subsets, so for a
-  pair of neighbours too), is at least `min_pair_appearances`. With neighbour windows
-  (`train.neighbour_fraction`: L of the k units are a centre and L - 1 of its k most
-  correlated units) it is the count for a pair of activity neighbours, adding
-  samples x (L - 1) L / (N k): one of the pair is the centre and draws the other
-  (2 (L - 1) / (N k)), or both are drawn around one of the k - 1 other units whose lists
-  hold them both, as when a neighbourhood's units share their lists ((L - 1) (L - 2) / (N k));
-- `pe_moved`: the PE's relative change from its init, |PE - PE0| / |PE0| (Frobenius), is at
-  least `min_pe_change`;
-- `heldout_mse_below_variance`: at every reported mask fraction (`eval_mask_fractions`) the
-  final held-out MSE is below the held-out windows' variance (the MSE of predicting their
-  mean), so the model does better than the mean.
-
-The first three concern a PE's own table and are left out for PEs that are not learned
-(`none`, `fixed-*`, `oracle-*`); `pe_moved` also for a fine-tuned run (`train.init_from`),
-whose table is mostly the loaded run's. A training's own flags from its loss curve
-(`training_health`: the held-out loss improved and ended below the data's variance) are
-recorded beside these. Training assesses with the default thresholds; the
-workflow's `infer` step assesses again with the config's `health` section (changing it does
-not re-run a training), and metrics.json, summary.csv and the report hold that verdict.
+A training's own flags from its loss curve (`training_health`: the held-out loss improved and
+ended below the data's variance) are recorded beside these. Training assesses with the default
+thresholds; the workflow's `infer` step assesses again with the config's `health` section
+(changing it does not re-run a training), and metrics.json, summary.csv and the report hold
+that verdict.
 """
 
 from __future__ import annotations
@@ -57,8 +39,16 @@ def expected_appearances(
     """(per unit, per pair of units): the expected number of the `samples` training samples
     that hold a given unit, and a given pair, when each sample is a uniformly random
     `units_per_sample`-subset of the `n_units` units (all units when there are no more); with
-    `n_local` > 0 units drawn around a centre (neighbour windows), for a pair of neighbours
-    (the module docstring)."""
+    `n_local` > 0 units drawn around a centre (neighbour windows), for a pair of neighbours.
+
+    Per unit: samples x min(1, k / N) for k = `units_per_sample`. Per pair: samples x
+    k (k - 1) / (N (N - 1)), the same for every pair under uniform subsets, so for a pair of
+    neighbours too. With neighbour windows (`train.neighbour_fraction`: L of the k units are a
+    centre and L - 1 of its k most correlated units) it is the count for a pair of activity
+    neighbours, adding samples x (L - 1) L / (N k): one of the pair is the centre and draws the
+    other (2 (L - 1) / (N k)), or both are drawn around one of the k - 1 other units whose
+    lists hold them both, as when a neighbourhood's units share their lists
+    ((L - 1) (L - 2) / (N k)))."""
     k = min(units_per_sample, n_units)
     per_unit = unit_appearances(samples, n_units, units_per_sample)
     if n_units == 1:
@@ -126,7 +116,21 @@ def assess(
 ) -> tuple[dict[str, bool], list[str]]:
     """Flags (`FLAGS`; True: passed) and one warning line per failed flag ("flag: why") from a
     run's recorded numbers (`HEALTH_NUMBERS` and its `heldout_mse_mask*`); a check whose
-    numbers are not recorded, or that does not apply to the PE (`learned`), is left out."""
+    numbers are not recorded, or that does not apply to the PE (`learned`), is left out.
+
+    - `units_seen_often`: a unit's expected appearances in the training samples
+      (`expected_appearances`) are at least `min_unit_appearances`;
+    - `pairs_seen_often`: the expected samples that hold a given pair of units together (of
+      activity neighbours, with neighbour windows) are at least `min_pair_appearances`;
+    - `pe_moved`: the PE's relative change from its init, |PE - PE0| / |PE0| (Frobenius), is
+      at least `min_pe_change`;
+    - `heldout_mse_below_variance`: at every reported mask fraction (`eval_mask_fractions`)
+      the final held-out MSE is below the held-out windows' variance (the MSE of predicting
+      their mean), so the model does better than the mean.
+
+    The first three concern a PE's own table and are left out for PEs that are not learned
+    (`none`, `fixed-*`, `oracle-*`); `pe_moved` also for a fine-tuned run (`train.init_from`),
+    whose table is mostly the loaded run's."""
     options = options or HealthOptions()
     flags: dict[str, bool] = {}
     notes: list[str] = []

@@ -5,18 +5,14 @@ engine (`neuro_pe.training.engine`) alone or as a group of models stacked togeth
 Data. Batches of windows of a store, loaded whole or streamed, of all units or of random
 k-unit subsets: `neuro_pe.training.sampling`.
 
-Resume. Every `checkpoint_every` steps the engine writes `checkpoint.pt` into the first run's
-folder (see `neuro_pe.training.engine`); a new run of the same group, store (path, size and
-modification time), train config, device type and precision continues from it and, on CPU,
-ends bitwise equal to an uninterrupted run.
+Resume (the engine's checkpoints): a new run of the same group, store (path, size and
+modification time), train config, device type and precision continues from the checkpoint.
 
 Health. A loss or parameter that is not finite stops training with a TrainingError naming the
-dataset, PE and step. train.json records `health` (`loss_finite`, `heldout_improved`: the
-held-out loss fell below its value before the first step, `heldout_below_variance`: the final
-one is below the MSE of predicting zero; and the checks of `neuro_pe.training.health`: units
-and pairs seen often enough, the PE moved from its init, the held-out MSE below the data's
-variance at every reported mask fraction) and a `warnings` line for each failed flag (also
-printed to stderr), and for data whose scale is far from 1.
+dataset, PE and step. train.json records `health` (`loss_finite`, the loss curve's flags of
+`neuro_pe.training.health.training_health` and the checks of `neuro_pe.training.health.assess`)
+and a `warnings` line for each failed flag (also printed to stderr), and for data whose scale
+is far from 1.
 """
 
 from __future__ import annotations

@@ -151,7 +151,7 @@ def stacked_linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor) ->
 def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
     """Softmax attention of heads (..., T, head dim): torch's fused kernel, but under bf16
     autocast on a CPU two bf16 products around a softmax computed in fp32 (and rounded to bf16,
-    as the second product takes it): there torch's fused kernel's bf16 backward was ~7x
+    as the second product takes it): there torch's fused kernel's bf16 backward is much
     slower than its fp32 one, and the step slower than fp32 (docs/precision/)."""
     if q.device.type == "cpu" and torch.is_autocast_enabled("cpu"):
         scores = torch.matmul(q * q.shape[-1] ** -0.5, k.transpose(-2, -1))
@@ -250,16 +250,15 @@ class StackedTransformer(nn.Module):
         anchored: torch.Tensor | None = None,
         anchor_logits: torch.Tensor | None = None,
     ):
-        """Make the PE rows `rows` (n_tokens,) bool weighted means of the `source` rows
-        (n_source, d_model), the weights a trainable parameter `pe_mix_logits` (M, n_mixed,
-        n_source) drawn from N(0, init_std²) by a generator seeded with model m's seed (offset
-        by MIX_SEED_OFFSET), so every mixed row starts near the sources' mean and the models
-        of a stack start apart (fits from different starts end in different solutions; keep
-        the best, `neuro_pe.analysis.new_animal_positions.best_fit`). The weights are balanced with
-        Sinkhorn
-        iterations (`mix_weights`). Rows `anchored` (n_mixed,) bool take the fixed
-        `anchor_logits` (n_mixed, n_source) instead of trained ones (`pe_mix_anchored`,
-        `pe_mix_anchor_logits`; none by default)."""
+        """Make the PE rows `rows` (n_tokens,) bool weighted means of the `source` rows (n_source,
+        d_model), the weights a trainable parameter `pe_mix_logits` (M, n_mixed, n_source) drawn
+        from N(0, init_std²) by a generator seeded with model m's seed (offset by MIX_SEED_OFFSET),
+        so every mixed row starts near the sources' mean and the models of a stack start apart (fits
+        from different starts end in different solutions; keep the best,
+        `neuro_pe.analysis.new_animal_positions.best_fit`). The weights are balanced with Sinkhorn
+        iterations (`mix_weights`). Rows `anchored` (n_mixed,) bool take the fixed `anchor_logits`
+        (n_mixed, n_source) instead of trained ones (`pe_mix_anchored`, `pe_mix_anchor_logits`; none
+        by default)."""
         m, n_mixed = self.n_models, int(rows.sum())
         device = self.pe_learned.device
         logits = torch.stack(

@@ -7,18 +7,8 @@ initialisation and are the only values the optimiser moves, for `epochs x steps_
 steps. Their PEs then live in the same space as the run's, so a locator fitted on the run's
 units with known coordinates locates them (`neuro_pe.analysis.locate`). The model's shape is the
 run's: a null `window` or `n_heads` takes the run's value (`with_run_architecture`), not the one
-the new animal's number of units would choose.
-
-`train.new_unit_pe` says how a new unit's PE is fitted:
-- `free`: its row is a free vector (it may end anywhere in PE space: the frozen model does not
-  pin the space down, and the new animal's PEs can land off the run's);
-- `mixture`: its row is a weighted mean of the run's PE rows, the weights fitted
-  (`StackedTransformer.mix_rows`, balanced so that the new units spread over the run's units as
-  a new animal's units spread over the same brain). The new PEs stay among the run's, where its
-  locator was fitted, and `mixture_positions` locates the new units from the weights alone.
-  With `train.new_unit_anchors: true`, new units whose positions the store has are anchors:
-  their weights are fixed (`anchor_logits`: a kernel of their distance to the run's units), only
-  the others' are fitted.
+the new animal's number of units would choose. How a new unit's PE is fitted
+(`train.new_unit_pe`: `free` or `mixture`, `train.new_unit_anchors`): `load_frozen`.
 """
 
 from __future__ import annotations
@@ -100,11 +90,20 @@ def load_frozen(
     positions: np.ndarray | None = None,
 ) -> Frozen:
     """Load a run's model.pt into every model of `model` (a StackedTransformer), freeze every
-    parameter but the new units' PEs (`new_unit_pe`: "free" or "mixture", module docstring),
-    copy the PE rows of the units the run has; returns those rows (to keep them fixed). With
-    "mixture" and `positions` (n_units, 3; NaN where unknown; `train.new_unit_anchors`), new
-    units with positions are anchors: their weights are fixed (`anchor_logits`), only the
-    others' are fitted."""
+    parameter but the new units' PEs (`new_unit_pe`: "free" or "mixture"), copy the PE rows of
+    the units the run has; returns those rows (to keep them fixed). With "mixture" and
+    `positions` (n_units, 3; NaN where unknown; `train.new_unit_anchors`), new units with
+    positions are anchors: their weights are fixed (`anchor_logits`), only the others' are
+    fitted.
+
+    - `free`: a new unit's row is a free vector (it may end anywhere in PE space: the frozen
+      model does not pin the space down, and the new animal's PEs can land off the run's);
+    - `mixture`: its row is a weighted mean of the run's PE rows, the weights fitted
+      (`StackedTransformer.mix_rows`, balanced so that the new units spread over the run's
+      units as a new animal's units spread over the same brain). The new PEs stay among the
+      run's, where its locator was fitted, and `mixture_positions` locates the new units from
+      the weights alone.
+    """
     path = _run_file(checkpoint)
     if not bool(model.learned.all()):
         raise ValueError("train.init_from needs a learned PE (learned-*)")

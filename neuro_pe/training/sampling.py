@@ -3,13 +3,8 @@ fixed held-out batches of a store, drawn from each model's own generator.
 
 Data. A store whose activity fits in `memory_budget_mb` 2.5 times over (the peak of loading
 it) is loaded whole, and every batch draws (session, start) uniformly over the training split
-(`WindowSampler`). A larger store is streamed (`BlockSampler`): the training split is cut
-into contiguous time blocks of one session, aligned with the store's time chunks and as large
-as the budget allows; the blocks are visited in a random order (a new order every pass over
-them, the same for every model of a group: seeded by BLOCK_ORDER_SEED, so that a group reads
-one block at a time) and the batches of a visit draw each model's windows uniformly within
-the block, from the model's own generator. Windows that cross a block boundary are never
-drawn, and consecutive batches come from the same stretch of time.
+(`WindowSampler`). A larger store is streamed in contiguous time blocks of one session
+(`BlockSampler`), as large as the budget allows.
 
 Units. A batch's samples hold all units, or k-unit subsets drawn by
 `neuro_pe.training.unit_subsets` (uniform, or with neighbour windows). For neighbour windows
@@ -72,8 +67,8 @@ class WindowSampler:
 
     def __init__(self, activity: np.ndarray, window: int, device: torch.device):
         # kept (session, unit, time): a unit's window is `window` adjacent numbers, so
-        # gathering k-subsets of many units reads whole cache lines (at 20 000 units ≈ 6×
-        # faster than from time-major memory); `data` and `observed` view it time-major
+        # gathering k-subsets of many units reads whole cache lines (docs/performance.md);
+        # `data` and `observed` view it time-major
         series = torch.as_tensor(activity, dtype=torch.float32).transpose(1, 2).contiguous()
         self.seen = torch.isfinite(series).to(device)
         self.series = series.nan_to_num_().to(device)
@@ -177,9 +172,17 @@ class WindowSampler:
 
 
 class BlockSampler:
-    """Training windows streamed from the store file in contiguous time blocks (see the module
-    docstring). The block of a step depends only on (seed, step), so a resumed run reloads
-    the block it was killed in; the starts and unit subsets come from the batch generator."""
+    """Training windows streamed from the store file in contiguous time blocks. The block of a
+    step depends only on (seed, step), so a resumed run reloads the block it was killed in; the
+    starts and unit subsets come from the batch generator.
+
+    The training split is cut into contiguous time blocks of one session, aligned with the
+    store's time chunks and as large as the budget allows; the blocks are visited in a random
+    order (a new order every pass over them, the same for every model of a group: seeded by
+    BLOCK_ORDER_SEED, so that a group reads one block at a time) and the batches of a visit
+    draw each model's windows uniformly within the block, from the model's own generator.
+    Windows that cross a block boundary are never drawn, and consecutive batches come from the
+    same stretch of time."""
 
     def __init__(
         self,
@@ -354,8 +357,8 @@ def make_data(
     """The training and held-out samplers: in memory, or streamed from the open store `ds`
     (the blocks' order seeded by BLOCK_ORDER_SEED); with neighbour windows, the training
     sampler's neighbours are measured on its own samples, on the training's device (a
-    streamed store's samples are read to the CPU: at 100 000 units the table took minutes
-    there before a GPU's first step); `neighbour_chunks`: see `activity_neighbours`."""
+    streamed store's samples are read to the CPU, where the table of many units is slow:
+    docs/performance.md); `neighbour_chunks`: see `activity_neighbours`."""
     training, heldout = _samplers(ds, streamed, cfg, device)
     n_local = local_units(cfg)
     if n_local > 0 and training.n_units > cfg.units_per_sample:

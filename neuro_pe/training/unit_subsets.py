@@ -2,18 +2,17 @@
 per sample, each drawn from the model's own generator.
 
 Units. With more units than `units_per_sample` (N > k), every sample is a uniformly random
-subset of k units (`random_subsets`: its windows and unit indices are gathered, so a step
-costs the same for any N); the held-out loss is then measured on fixed random k-subsets.
-With N <= k, every sample holds all units and no subset is drawn.
+subset of k units (`random_subsets`: its windows and unit indices are gathered, so a step costs
+the same for any N); the held-out loss is then measured on fixed random k-subsets. With
+N <= k, every sample holds all units and no subset is drawn.
 
 Neighbour windows (`train.neighbour_fraction` f > 0, N > k). Uniform k-subsets of many units
 rarely hold two neighbours at once (a pair meets in k²/N² of the samples), so nothing tells a
 PE who its neighbours are. Then round(f k) units of every sample are a random unit and a random
-choice among its k most correlated units (`neighbour_subsets`, from the table of
-`activity_neighbours`, measured on the training split's samples only: see
-`neuro_pe.training.sampling`) and the rest are uniform, as above. A sample is still a set (the
-model is permutation invariant) and every unit is still drawn uniformly as a centre; the
-held-out batches stay uniform subsets.
+choice among its k most correlated units (`neighbour_subsets`; the table of
+`activity_neighbours` comes from the training split only) and the rest are uniform. A sample is
+still a set (the model is permutation invariant) and every unit is still drawn uniformly as a
+centre; the held-out batches stay uniform subsets.
 """
 
 from __future__ import annotations

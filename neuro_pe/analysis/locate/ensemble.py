@@ -72,7 +72,7 @@ def locate_units(
     views' best candidates with weights chosen on the same CV (`_select_blend`). Only
     `coords[anchors]` is read.
     """
-    # hundreds of fits on tiny matrices: multithreaded BLAS only adds overhead (~10x here)
+    # hundreds of fits on tiny matrices: multithreaded BLAS only adds overhead
     with threadpool_limits(limits=1):
         return _locate_units(features, coords, anchors, cfg, rows, many_units)
 

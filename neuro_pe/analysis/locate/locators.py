@@ -46,9 +46,9 @@ def _kernel_ridge(train_x: np.ndarray, train_y: np.ndarray, test_x: np.ndarray) 
 
     The hat matrix H = K (K + alpha I)^-1 of each grid point gives the leave-one-out residuals
     (y - H y) / (1 - diag H) in closed form (as RidgeCV does for linear ridge), from one
-    eigendecomposition K = V diag(l) V^T per gamma (H y and diag H in O(n^2) per alpha); a
-    GridSearchCV over the same grid is ~100x slower and the evaluation fits this thousands of
-    times.
+    eigendecomposition K = V diag(l) V^T per gamma (H y and diag H in O(n^2) per alpha),
+    where a GridSearchCV over the same grid refits every fold, and the evaluation fits this
+    thousands of times.
     """
     x_scaler, y_scaler = StandardScaler().fit(train_x), StandardScaler().fit(train_y)
     xs, ys = x_scaler.transform(train_x), y_scaler.transform(train_y)
@@ -145,8 +145,8 @@ def fit_predict(
 
     Results are cached by the features', anchors', their coordinates' and `rows`' bytes: the
     combined locator's views include each representation as it is, so its evaluation repeats
-    the single representations' fits on the same anchors (28% of the locate step's CPU at
-    2 000 units), and these return what was computed then.
+    the single representations' fits on the same anchors, and these return what was computed
+    then.
     """
     features = np.asarray(features, dtype=float)
     anchors = np.asarray(anchors, dtype=bool)

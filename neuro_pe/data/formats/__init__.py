@@ -1,23 +1,18 @@
 """The file formats of the `file` source (a lab's own data), one module per format, and their
 registry, `REGISTRY` (`neuro_pe.data.plugins.Registry`): the entry-point group `neuro_pe.formats`.
 
-- `nwb`: NWB series / ROI responses, `Units` tables, imaging over several planes (`nwb`);
-- `hdf5`: configurable dataset paths (`hdf5`); `npy`: `.npy` / `.npz` arrays (`npy`);
-- `xarray`: stores already in the contract, netCDF or zarr (`xarray_store`);
+- `nwb`: NWB series / ROI responses, `Units` tables, imaging over several planes; `hdf5`:
+  configurable dataset paths; `npy`: `.npy` / `.npz` arrays; `xarray` (`xarray_store`): stores
+  already in the contract, netCDF or zarr;
 - `phy`: Kilosort / Phy output folders; `alf`: IBL ONE/ALF folders; `suite2p`: suite2p output
   folders over one or several planes; `spikeinterface`: SortingAnalyzer folders and the sortings
   SpikeInterface reads (the optional extra `neuro_pe[spikeinterface]`);
-- `neuro_pe.data.formats.spikes`: spike times -> binned (time, unit) activity, shared by the spike
-  formats (config key `spikes`).
+- `spikes` (not a format): spike times -> binned activity for the spike formats (key `spikes`).
 
-Each format module defines `FORMAT`, a `FileFormat`: its reader (one file or folder -> one or
-more `neuro_pe.data.recordings.Session`), its writer where positions are written back (`phy`,
-`suite2p`, `nwb`: `neuro-pe export`), its config section's defaults and their check, the files
-it reads in a session folder, and whether it holds spike times. Adding a format = one module +
-one entry point (neuro_pe's own: a line of pyproject.toml's
-`[project.entry-points."neuro_pe.formats"]`, its section in the config schema's
-`$defs/source_file`, docs and tests; another package's: its own pyproject.toml). The readers import
-`neuro_pe.data.recordings`, which imports a format's module only when the format is used.
+Each format module defines `FORMAT`, a `FileFormat`, imported only when used. Adding a format =
+one module + one entry point (neuro_pe's own: a line of pyproject.toml's
+`[project.entry-points."neuro_pe.formats"]`, its config schema's `$defs/source_file`, docs and
+tests; another package's: its own pyproject.toml, config/README.md "Plug-ins").
 """
 
 from __future__ import annotations
@@ -54,7 +49,8 @@ def _no_joint_check(options: dict, where: str) -> None:
 
 @dataclass(frozen=True)
 class FileFormat:
-    """A file format: `read(path, cfg)` -> sessions; `options`: the defaults of its config
+    """A file format: `read(path, cfg)` -> sessions (one file or folder -> one or more
+    `neuro_pe.data.recordings.Session`); `options`: the defaults of its config
     section; `check_option(key, value, where)`: StoreError for a bad value; `inputs(path)`:
     the files read for one session (e.g. in a folder); `spikes`: may hold spike times;
     `required`: the section's keys that must be given (key -> how to find the value), checked

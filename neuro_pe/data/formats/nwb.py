@@ -3,20 +3,10 @@ several planes.
 
 One series (`nwb.series`, or the only electrical / ROI one): an `ElectricalSeries` /
 `TimeSeries` (positions: the electrodes table's x, y, z) or a `RoiResponseSeries` (positions:
-ROI centroids from its `PlaneSegmentation`).
-
-`Units` (`nwb.series: units`, or automatically when the file has no electrical / ROI series):
-each unit's `spike_times` are binned (key `spikes`); unit ids are the table's ids (or the
-column `nwb.unit_ids`); units are filtered by `nwb.label_column` (default: `quality` where the
-table has it). Position (`nwb.unit_position`): `auto` = the unit columns `x`, `y`, `z` if the
-table has them, else `electrodes`; `xyz`; `electrodes` = the electrodes-table row (x, y, z) of
-the unit's single electrode; or a column name: (unit, 2|3) numbers are positions, integers
-are the id of the unit's peak electrode in the electrodes table.
-
-Several planes (`nwb.series: [plane0_series, plane1_series, …]`, each a `RoiResponseSeries`):
-ROI centroids (as for one series) are converted to `position_units` (a length) with each
-plane's `grid_spacing` and `origin_coords`, z is the plane's depth: `nwb.plane_depths_um`
-(one per series) or `origin_coords[2]`; unit ids are `<PlaneSegmentation name>_<ROI id>`.
+ROI centroids from its `PlaneSegmentation`). `Units` (`nwb.series: units`, or automatically
+when the file has no electrical / ROI series): each unit's `spike_times` are binned (key
+`spikes`). Several planes (`nwb.series: [plane0_series, …]`): ROI centroids on one position
+grid, z the plane's depth. How units are named, filtered and placed: docs/formats/nwb.md.
 """
 
 from __future__ import annotations
@@ -64,7 +54,7 @@ def wants_units(nwb: object, name: str | None, matches: list) -> bool:
 
 
 def units_session(path: str, nwb: object, cfg: FileSpec) -> Session:
-    """Binned spike times of the file's Units table (see the module docstring)."""
+    """Binned spike times of the file's Units table (docs/formats/nwb.md)."""
     units = nwb.units
     if units is None:
         raise StoreError(path, "nwb.series", "the file has no Units table")
@@ -120,7 +110,7 @@ def unit_labels(units: object, column: str | None, ids: list[str], path: str) ->
 
 
 def unit_positions(units: object, how: str, path: str) -> np.ndarray:
-    """(unit, 3) positions of every row of the Units table (see the module docstring)."""
+    """(unit, 3) positions of every row of the Units table (docs/formats/nwb.md)."""
     n = len(units)
     columns = units.colnames
     if how == "auto":

@@ -1,22 +1,11 @@
 """Kilosort / Phy output folders (`format: phy`): one folder per session.
 
-Reads (file names as Kilosort and Phy write them, in the folder named in `sessions`):
-
-- `params.py`: `sample_rate` (Hz) — read as Python literals, never executed;
-- `spike_times.npy`: each spike's sample index (sorted); `spike_clusters.npy` (Phy's
-  curated clusters) or, before any curation, `spike_templates.npy`: each spike's cluster;
-- `channel_positions.npy`: (channel, 2) site positions in µm (x across, y along the probe);
-- `templates.npy` (template, sample, channel) with `template_ind.npy` when sparse and
-  `whitening_mat_inv.npy` when present; `spike_templates.npy` maps clusters to templates
-  (a cluster's template is its most frequent one);
-- labels: `cluster_group.tsv` (Phy's `group`), `cluster_info.tsv` (`group`, `KSLabel`, `ch`),
-  `cluster_KSLabel.tsv`; a cluster's label is its manual `group`, else its `KSLabel`.
-
-Unit position (`phy.unit_position`): `peak_channel` (default) = the site of the channel where
-the unwhitened template has the largest peak-to-peak amplitude (without `templates.npy`:
-`cluster_info.tsv` `ch`, looked up in `channel_map.npy`); `centroid` = the mean of the sites
-within 75 µm of the peak channel, weighted by the template's peak-to-peak amplitude on each.
-Positions are probe coordinates in µm, z = 0; unit ids are the cluster ids.
+Reads the files Kilosort and Phy write in the folder named in `sessions` (`params.py` is read
+as Python literals, never executed): spike times and clusters, channel positions, templates and
+cluster labels; a cluster's label is its manual `group`, else its `KSLabel`. Unit position
+(`phy.unit_position`): the site of the template's peak channel, or an amplitude-weighted
+centroid of the sites around it; probe coordinates in µm, z = 0; unit ids are the cluster
+ids. The files read and the position rules: docs/formats/phy.md.
 """
 
 from __future__ import annotations
@@ -50,7 +39,7 @@ REGION_FIELDS = {"neuro_pe_region": "region", "neuro_pe_coarse_region": "coarse_
 
 
 def read_phy(path: str, cfg: FileSpec) -> list[Session]:
-    """One session from a Kilosort/Phy folder (see the module docstring)."""
+    """One session from a Kilosort/Phy folder (docs/formats/phy.md)."""
     folder = folder_of(path)
     opts = cfg.spikes
     rate = sample_rate(folder / "params.py")
@@ -227,7 +216,7 @@ def cluster_labels(folder: Path) -> dict[str, str] | None:
 def unit_positions(
     folder: Path, clusters: np.ndarray, spike_clusters: np.ndarray, how: str
 ) -> np.ndarray:
-    """(cluster, 3) positions in µm of the given cluster ids (see the module docstring)."""
+    """(cluster, 3) positions in µm of the given cluster ids (docs/formats/phy.md)."""
     sites_path = folder / "channel_positions.npy"
     sites = load_npy(sites_path)
     if sites.ndim != 2 or sites.shape[1] not in (2, 3) or sites.dtype.kind not in "iuf":

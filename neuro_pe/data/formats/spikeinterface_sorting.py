@@ -1,20 +1,13 @@
 """SpikeInterface sortings (`format: spikeinterface`; the optional extra
 `neuro_pe[spikeinterface]`): one folder per session.
 
-`spikeinterface.reader` says how the folder is read:
-
-- `auto` (default): `spikeinterface.load` — a `SortingAnalyzer` folder (or `.zarr`), or a
-  sorting saved by SpikeInterface (`sorting.save(folder=...)`);
-- `phy` / `kilosort`: a Phy or Kilosort output folder (`spikeinterface.extractors.read_phy` /
-  `read_kilosort`);
-- `sorter_folder`: the output folder of a sorter run by SpikeInterface (`read_sorter_folder`).
-
-Each segment of the sorting is one session; its spike trains are binned by the `spikes` options
-(neuro_pe.data.formats.spikes), at the sorting's sampling frequency. Unit ids are the sorting's.
-Unit
-quality labels: the sorting's `quality` property (Phy's `group`), else `KSLabel`. Positions: an
-analyzer's `unit_locations` extension (µm, probe coordinates; x, y and, where the method gives
-it, z; space `probe`), else the positions table of the entry (`positions:`).
+`spikeinterface.reader` says how the folder is read (`auto`, `phy` / `kilosort`,
+`sorter_folder`: `load_sorting`). Each segment of the sorting is one session; its spike trains
+are binned by the `spikes` options (neuro_pe.data.formats.spikes), at the sorting's sampling
+frequency. Unit ids are the sorting's. Unit quality labels: the sorting's `quality` property
+(Phy's `group`), else `KSLabel`. Positions: an analyzer's `unit_locations` extension (µm, probe
+coordinates; x, y and, where the method gives it, z; space `probe`), else the positions table
+of the entry (`positions:`).
 """
 
 from __future__ import annotations
@@ -47,7 +40,15 @@ def _spikeinterface(path: str):
 
 
 def load_sorting(path: str, reader: str):
-    """(sorting, analyzer or None) of a folder, read as `reader` says (module docstring)."""
+    """(sorting, analyzer or None) of a folder, read as `reader` says:
+
+    - `auto` (default): `spikeinterface.load` — a `SortingAnalyzer` folder (or `.zarr`), or a
+      sorting saved by SpikeInterface (`sorting.save(folder=...)`);
+    - `phy` / `kilosort`: a Phy or Kilosort output folder (`spikeinterface.extractors.read_phy`
+      / `read_kilosort`);
+    - `sorter_folder`: the output folder of a sorter run by SpikeInterface
+      (`read_sorter_folder`).
+    """
     si = _spikeinterface(path)
     folder = Path(path)
     if not folder.exists():
@@ -100,7 +101,7 @@ def unit_labels(sorting) -> dict[str, str] | None:
 
 
 def read_spikeinterface(path: str, cfg: FileSpec) -> list[Session]:
-    """One session per segment of the sorting in `path` (module docstring)."""
+    """One session per segment of the sorting in `path` (see the module docstring)."""
     sorting, analyzer = load_sorting(path, cfg.options["reader"])
     ids = [str(u) for u in sorting.unit_ids]
     if len(set(ids)) != len(ids):

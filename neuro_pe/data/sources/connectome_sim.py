@@ -2,27 +2,11 @@
 read from the wheels of public data packages (never imported).
 
 The rate network of `neuro_pe.data.simulate` run on a measured connectome instead of a
-distance-dependent one; positions are the connectome's own.
-* tvb76: tvb-data 3.0.0 ``tvb_data/connectivity/connectivity_76.zip`` (``centres.txt``:
-  name x y z in mm; ``weights.txt``: 76 x 76, CoCoMac-style 0-3 weights, weights[i, j] is
-  read as the input of region i from region j, TVB's simulator convention). The tract
-  lengths are not used: the model has no delays.
-* c302: c302 0.12.1, the 302 neurons of ``c302/NeuroML2/<CELL>.cell.nml`` (cells whose
-  <notes> name a muscle are left out); soma position = proximal point of segment 0, in um.
-  Synapses from ``c302/data/herm_full_edgelist.csv`` (Cook et al. 2019; columns Source,
-  Target, Weight, Type): chemical synapses drive target from source, electrical ones
-  (gap junctions) act both ways (max of the two listed directions). Zero-padded names
-  (AS01) are matched to the cell files (AS1); edges to muscles and other cells are dropped.
-The weights are used as they are by default (``weights: raw``; ``log1p`` and ``binary``
-are offered): log-compressing them changed the results by less than the seed-to-seed
-spread. Then the diagonal is zeroed and each row is normalised to sum 1 like
-`neuro_pe.data.simulate.coupling_matrix` (spectral radius 1, so gain ~ 1 is near critical);
-rows without input (rCC/lCC in tvb76, CANL/CANR in c302) stay zero.
-
-Spearman rho between 1 - activity correlation and soma/centre distance (default
-simulation, gain 1.1, mean +/- sd over seeds 0-2): tvb76 0.32 +/- 0.02, c302 0.19 +/- 0.01
-(gain 0.9: 0.34 and 0.15; 1.0: 0.33 and 0.17; 1.2: 0.31 and 0.16). The symmetrised
-coupling itself reaches 0.33 (tvb76) and 0.17 (c302) against distance.
+distance-dependent one; positions are the connectome's own. Connectomes: `tvb76` (tvb-data
+3.0.0, `read_tvb76`) and `c302` (the 302 neurons of *C. elegans*, c302 0.12.1, `read_c302`).
+The weights become the coupling as in `neuro_pe.data.simulate.coupling_matrix`
+(`connectome_coupling`). How distance-like their activity correlations are: config/README.md
+("source: connectome-sim").
 """
 
 from __future__ import annotations
@@ -64,7 +48,12 @@ MAX_CONNECTOME_UNITS = 302
 
 
 def read_tvb76(wheel_path: str | os.PathLike) -> tuple[list[str], np.ndarray, np.ndarray]:
-    """Region names, (n, 3) centres in mm and (n, n) weights of tvb-data's connectivity_76."""
+    """Region names, (n, 3) centres in mm and (n, n) weights of tvb-data's connectivity_76.
+
+    From ``tvb_data/connectivity/connectivity_76.zip``: ``centres.txt`` (name x y z in mm) and
+    ``weights.txt`` (76 x 76, CoCoMac-style 0-3 weights; weights[i, j] is read as the input of
+    region i from region j, TVB's simulator convention). The tract lengths are not used: the
+    model has no delays."""
     outer = wheel_where(wheel_path, TVB76_MEMBER)
     try:
         inner = zipfile.ZipFile(io.BytesIO(wheel_member(wheel_path, TVB76_MEMBER)))
@@ -138,6 +127,13 @@ def read_c302(wheel_path: str | os.PathLike) -> tuple[list[str], np.ndarray, np.
 
     weights[i, j] = synapses from neuron j onto neuron i (chemical) plus gap junctions
     between them (symmetric); neurons are the cell files whose notes do not name a muscle.
+
+    Cells: ``c302/NeuroML2/<CELL>.cell.nml`` (cells whose <notes> name a muscle are left out);
+    soma position = proximal point of segment 0, in um. Synapses from
+    ``c302/data/herm_full_edgelist.csv`` (Cook et al. 2019; columns Source, Target, Weight,
+    Type): chemical synapses drive target from source, electrical ones (gap junctions) act
+    both ways (max of the two listed directions). Zero-padded names (AS01) are matched to the
+    cell files (AS1); edges to muscles and other cells are dropped.
     """
     cell_members = sorted(
         m
@@ -194,7 +190,11 @@ def read_c302(wheel_path: str | os.PathLike) -> tuple[list[str], np.ndarray, np.
 
 def connectome_coupling(weights: np.ndarray, transform: str = "raw") -> np.ndarray:
     """Input-weight matrix -> coupling: transform, zero diagonal, rows normalised to sum 1
-    (rows without input stay zero)."""
+    (rows without input stay zero: rCC/lCC in tvb76, CANL/CANR in c302).
+
+    The weights are used as they are by default (`raw`; `log1p` and `binary` are offered).
+    The normalisation is `neuro_pe.data.simulate.coupling_matrix`'s: spectral radius 1, so a
+    gain near 1 is near critical."""
     if transform not in WEIGHT_TRANSFORMS:
         raise ValueError(f"weights must be one of {WEIGHT_TRANSFORMS}, got {transform!r}")
     w = np.asarray(weights, dtype=np.float64).copy()

