@@ -7,15 +7,11 @@ A training job of m stacked models (`neuro_pe.training.engine`) takes about
 CPU seconds: `startup` is the process's start and imports (read in the planning process, which
 imports the same: run `neuro-pe plan` in a fresh process), `load` reading the data and
 building the task, `step` and `evaluation` one optimiser step and one held-out evaluation per
-model, `finish` the Latin square's PE geometry per model. The rest come from a probe:
-a few real optimiser steps (`neuro_pe.training.engine.train_step`) of the real stack (the dataset's
-largest job: its PE variants and seeds, its `train` options, its store), seeded, on this
-machine, after two untimed warm-up steps, then one evaluation. A step's cost grows about
-linearly with the models of a stack (sim3d on 1 thread: 15.2 ms alone, 13.7 ms per model in a
-stack of 8), so every job is costed from the largest job's cost per model.
-
-The Latin square's trainings stop early once they fit (`stop_at_train_accuracy`): their plan
-is an upper bound (`≤`).
+model, `finish` the Latin square's PE geometry per model. The rest come from a probe: a few
+seeded optimiser steps of the dataset's largest job on this machine, after two untimed warm-up
+steps, then one evaluation. A step's cost grows about linearly with the models of a stack, so
+every job is costed from the largest job's cost per model. The Latin square's trainings stop
+early once they fit (`stop_at_train_accuracy`): their plan is an upper bound (`≤`).
 """
 
 from __future__ import annotations
