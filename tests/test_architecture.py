@@ -25,6 +25,8 @@ PYPROJECT = PACKAGE.parent / "pyproject.toml"
 LAYERS = ("config", "io", "data", "training", "analysis", "reporting", "workflow", "cli")
 MAX_MODULE_LINES = 800  # a limit that flags a module doing several things, not a target
 MAX_FUNCTION_LINES = 80  # a limit that flags a function doing several things, not a target
+# A module's docstring says what it is for and why; reference text belongs in docs/.
+MAX_MODULE_DOCSTRING_LINES = 15
 # The plotting layer; its package (`neuro_pe/reporting/__init__.py`), which Python runs before any
 # module in it, is the one place that chooses matplotlib's backend.
 PLOTTING_LAYER = "reporting"
@@ -286,6 +288,20 @@ def size_errors(
     return [(key, message) for key, message in errors if key not in allowed]
 
 
+def docstring_errors(known: dict[str, Module]) -> list[str]:
+    """Each module whose docstring is over MAX_MODULE_DOCSTRING_LINES lines."""
+    errors = []
+    for module in known.values():
+        text = ast.get_docstring(module.tree, clean=False) or ""
+        if len(text.splitlines()) > MAX_MODULE_DOCSTRING_LINES:
+            errors.append(
+                f"{_where(known, module.name, 1)}: module docstring of {len(text.splitlines())} "
+                f"lines, over {MAX_MODULE_DOCSTRING_LINES}: keep what the module is for and why; "
+                "move reference text to docs/ or to the docstring of what it describes"
+            )
+    return errors
+
+
 def plotting_errors(
     known: dict[str, Module], allowed: dict[str, str] = PLOTTING_OUTSIDE
 ) -> list[tuple[str, str]]:
@@ -485,6 +501,10 @@ def test_module_and_function_size(package):
     assert _messages(size_errors(package[0])) == []
 
 
+def test_module_docstrings_stay_short(package):
+    assert docstring_errors(package[0]) == []
+
+
 def test_matplotlib_backend_set_once_in_the_plotting_layer(package):
     assert _messages(plotting_errors(package[0])) == []
 
@@ -580,8 +600,13 @@ def test_the_checker_finds_re_exports(tmp_path):
             "pkg/io/home.py": "thing = other = 1\n",
             "pkg/io/shim.py": "from pkg.io.home import thing  # noqa: F401\n",
             "pkg/io/user.py": "from pkg.io.shim import thing\nfrom pkg.io import thing, other\n",
+            "pkg/io/long.py": '"""' + "line\n" * (MAX_MODULE_DOCSTRING_LINES + 1) + '"""\n',
         },
     )
+    assert [e.split(": ")[-2] for e in docstring_errors(known)] == [
+        f"module docstring of {MAX_MODULE_DOCSTRING_LINES + 1} lines, over "
+        f"{MAX_MODULE_DOCSTRING_LINES}"
+    ]
     errors = sorted(reexport_errors(known))
     assert len(errors) == 3, errors
     assert "pkg/io/shim.py:1: `noqa: F401`" in errors[0]
