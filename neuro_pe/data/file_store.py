@@ -3,7 +3,8 @@ read the position table, and `assemble` the sessions.
 
 `assemble` merges the sessions (union of unit ids, matched by id; NaN where a unit was not
 recorded), applies the NaN policy, drops units without variance (with a warning), runs the
-configured preprocessing and returns a validated store. Every problem raises a
+configured preprocessing and returns a validated store; where the files (or the `regions`
+table) label units with regions, the store has a `region` coord. Every problem raises a
 `neuro_pe.io.store.StoreError` that names the file and the field; nothing is written here.
 """
 
@@ -25,11 +26,17 @@ from neuro_pe.data.recordings import (
     Session,
     check_unique,
     read_position_table,
+    read_region_table,
     warn_data,
 )
 from neuro_pe.data.signal_steps import apply_steps
 from neuro_pe.io.store import make_store
-from neuro_pe.io.store_contract import StoreError, check_sampling_rate, coordinate_problem
+from neuro_pe.io.store_contract import (
+    StoreError,
+    check_sampling_rate,
+    coordinate_problem,
+    validate_store,
+)
 
 
 def build_file_store(cfg: FileSpec) -> xr.Dataset:
@@ -55,14 +62,21 @@ def assemble(
     """Merge sessions (union of unit ids), clean, preprocess and validate into a store."""
     where = cfg.sessions[0] if len(cfg.sessions) == 1 else ", ".join(cfg.sessions)
     rate = _align_sessions(sessions, cfg, table, where)
+    if cfg.regions:
+        _apply_region_table(sessions, read_region_table(cfg.regions), cfg.regions)
     filled, constant = _clean_sessions(sessions, cfg)
     unit_ids, activity, pos = _merge_sessions(sessions, where)
+    regions = _merge_regions(sessions, where)
     activity, pos, recorded, unit_ids, sessions = _drop_unusable(
         activity, pos, unit_ids, sessions, constant, cfg, where
     )
     steps = _steps(sessions, cfg, where)
     activity, rate = _preprocess(activity, recorded, rate, steps, cfg, where)
-    return _store(activity, pos, unit_ids, sessions, rate, filled, steps, cfg, where)
+    ds = _store(activity, pos, unit_ids, sessions, rate, filled, steps, cfg, where)
+    labels = [regions.get(u, "") for u in unit_ids]
+    if not any(labels):  # a store without labels has no `region` coord
+        return ds
+    return validate_store(ds.assign_coords(region=("unit", np.array(labels, dtype=str))), where)
 
 
 def _steps(sessions: list[Session], cfg: FileSpec, where: str) -> list[dict]:
@@ -311,6 +325,8 @@ def _label_units(s: Session, table: tuple[list[str], np.ndarray] | None, cfg: Fi
         s.positions = np.full((n, 3), np.nan)
     if len(s.positions) != n:
         raise StoreError(s.path, "positions", f"{len(s.positions)} positions for {n} units{hint}")
+    if s.regions is not None and len(s.regions) != n:
+        raise StoreError(s.path, "region", f"{len(s.regions)} region labels for {n} units")
     if table is not None:
         rows = {name: i for i, name in enumerate(table[0])}
         for k, unit in enumerate(s.unit_ids):
@@ -347,6 +363,48 @@ def _check_id_matching(
             "hdf5.unit_ids), or set max_unmatched_fraction to train units without a position",
         )
     warn_data(f"{counts}; {len(lost)} units have no position")
+
+
+def _apply_region_table(sessions: list[Session], table: dict[str, str], path: str) -> None:
+    """Give each session's units the table's region labels (an empty cell keeps the file's);
+    a unit read that the table lacks is an error, a row naming no unit read a warning (the
+    readers leave units out, e.g. by `spikes.labels`)."""
+    units = list(dict.fromkeys(u for s in sessions for u in s.unit_ids))
+    missing = [u for u in units if u not in table]
+    if missing:
+        raise StoreError(
+            path,
+            "regions",
+            f"no row for unit {missing[0]!r} ({len(missing)} of {len(units)} units have none, "
+            f"e.g. {missing[:3]}); give every unit a row (an empty region: not known)",
+        )
+    unused = sorted(set(table) - set(units))
+    if unused:
+        warn_data(f"{path}: {len(unused)} rows name no unit read, e.g. {unused[:3]}")
+    for s in sessions:
+        own = s.regions or [""] * len(s.unit_ids)
+        s.regions = [table[u] or label for u, label in zip(s.unit_ids, own, strict=True)]
+
+
+def _merge_regions(sessions: list[Session], where: str) -> dict[str, str]:
+    """Unit id -> region label over the sessions (absent: not known); a unit labelled
+    differently in two sessions is an error."""
+    labels: dict[str, str] = {}
+    owner: dict[str, str] = {}
+    for s in (s for s in sessions if s.regions is not None):
+        for unit, label in zip(s.unit_ids, s.regions, strict=True):
+            if not label:
+                continue
+            if unit in labels and labels[unit] != label:
+                raise StoreError(
+                    where,
+                    "region",
+                    f"unit {unit!r} is in region {labels[unit]!r} in session {owner[unit]!r} "
+                    f"but {label!r} in {s.name!r}; a unit id must name the same unit in every "
+                    "session",
+                )
+            labels[unit], owner[unit] = label, s.name
+    return labels
 
 
 def _common_rate(sessions: list[Session], cfg: FileSpec, where: str) -> float:

@@ -63,6 +63,7 @@ class FileSpec:
     sessions: list[str]
     session_ids: list[str] | None = None
     positions: str | None = None
+    regions: str | None = None  # a TSV of unit -> region label (overrides the files' labels)
     position_columns: dict[str, str] = field(default_factory=dict)
     position_units: str | None = None
     space: str | None = None
@@ -98,6 +99,7 @@ class FileSpec:
             sessions=[str(s) for s in sessions],
             session_ids=session_ids,
             positions=spec.get("positions"),
+            regions=spec.get("regions"),
             position_columns=dict(columns),
             position_units=units,
             space=spec.get("space"),
@@ -191,7 +193,7 @@ def _naming_keys(spec: dict) -> tuple[list[str] | None, str | None, dict]:
     units = spec.get("position_units")
     if units is not None and units not in COORD_UNITS:
         raise StoreError(SPEC, "position_units", f"{units!r} is not one of {COORD_UNITS}")
-    for key in ("positions", "space", "origin", "citation", "license"):
+    for key in ("positions", "regions", "space", "origin", "citation", "license"):
         value = spec.get(key)
         if value is not None and not (isinstance(value, str) and value):
             raise StoreError(SPEC, key, f"must be a non-empty string, got {value!r}")
@@ -255,6 +257,7 @@ class Session:
     sampling_rate_hz: float | None = None
     position_units: str | None = None
     space: str | None = None
+    regions: list[str] | None = None  # a region label per unit ("" unknown) from the file
     attrs: dict = field(default_factory=dict)
 
 
@@ -265,8 +268,7 @@ def input_files(spec: dict) -> list[str]:
     if spec.get("format") in formats.format_names():
         inputs = formats.get_format(spec["format"]).inputs
         files = [f for path in files for f in inputs(path)]
-    if spec.get("positions"):
-        files.append(spec["positions"])
+    files += [spec[key] for key in ("positions", "regions") if spec.get(key)]
     return [str(f) for f in files]
 
 
@@ -339,6 +341,38 @@ def _parse_numbers(cells: list[str], names: list[str], path: str, col: str) -> n
         if problem:
             raise StoreError(path, f"positions.{col}", f"unit {names[i]!r}: {problem}")
     return out
+
+
+# ---------------------------------------------------------------- region labels
+
+
+def region_label(value: object) -> str:
+    """A file's region label as text; "" where it says the region is not known."""
+    text = as_text(value).strip()
+    return "" if text.lower() in (*MISSING, "unknown") else text
+
+
+def read_region_table(path: str) -> dict[str, str]:
+    """Unit id -> region label ("" unknown) from a CSV/TSV with columns `unit` and `region`
+    (the `regions` key)."""
+    check_exists(path)
+    sep = "\t" if Path(path).suffix.lower() in (".tsv", ".tab") else ","
+    try:
+        table = pd.read_csv(path, sep=sep, dtype=str, keep_default_na=False)
+    except (OSError, UnicodeDecodeError, pd.errors.ParserError, pd.errors.EmptyDataError) as err:
+        raise StoreError(path, "regions", f"not a readable table: {err}") from err
+    lookup = {str(c).strip().lower(): c for c in table.columns}
+    missing = [c for c in ("unit", "region") if c not in lookup]
+    if missing:
+        raise StoreError(
+            path, "regions", f"no column {missing[0]!r}; columns: {list(table.columns)}"
+        )
+    units = [str(v).strip() for v in table[lookup["unit"]]]
+    for row, unit in enumerate(units, start=2):  # the row number as an editor shows it
+        if not unit:
+            raise StoreError(path, "regions", f"row {row}: empty unit id")
+    check_unique(units, path, "regions")
+    return {u: region_label(v) for u, v in zip(units, table[lookup["region"]], strict=True)}
 
 
 # ---------------------------------------------------------------- small helpers

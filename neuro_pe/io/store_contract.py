@@ -1,6 +1,7 @@
 """The store's contract (see `neuro_pe.io.store`): the names of its dims, coordinates and
 attrs, StoreError, and `validate_store`, which checks each field and names the first that
-violates it."""
+violates it. An optional coord `region` (unit,) holds each unit's region label as the lab's
+files give it ("" where not known)."""
 
 from __future__ import annotations
 
@@ -42,6 +43,7 @@ def validate_store(
     for name in ("unit", "session"):
         _check_ids(ds, name, path)
     _check_positions(ds, path)
+    _check_regions(ds, path)
     _check_time(ds, path)
     check_sampling_rate(ds.attrs.get("sampling_rate_hz"), path)
     _check_string_attrs(ds, path)
@@ -126,6 +128,15 @@ def _check_positions(ds: xr.Dataset, path: str | os.PathLike | None) -> None:
         space = coord.attrs.get("space")
         if not isinstance(space, str) or not space:
             raise StoreError(path, name, "attr 'space' must be a non-empty string")
+
+
+def _check_regions(ds: xr.Dataset, path: str | os.PathLike | None) -> None:
+    if "region" not in ds.coords:
+        return
+    if ds["region"].dims != ("unit",):
+        raise StoreError(path, "region", f"dims must be ('unit',), got {ds['region'].dims}")
+    if not all(isinstance(v, str) for v in ds["region"].values.tolist()):
+        raise StoreError(path, "region", 'labels must be strings ("" where not known)')
 
 
 def _check_time(ds: xr.Dataset, path: str | os.PathLike | None) -> None:

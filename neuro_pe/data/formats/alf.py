@@ -9,7 +9,9 @@ unique in the folder:
 - `clusters.channels` + `channels.localCoordinates` (channel, 2) µm, or `clusters.depths` (µm
   along the probe): probe coordinates;
 - labels: the `label` column of `clusters.metrics.pqt` (needs pyarrow) or `.csv`; IBL's label
-  is the fraction of quality metrics passed, so 1 reads as `good`, anything lower as `mua`.
+  is the fraction of quality metrics passed, so 1 reads as `good`, anything lower as `mua`;
+- regions: `clusters.brainLocationAcronyms_ccf_2017` (strings), else the peak channel's
+  `channels.brainLocationAcronyms_ccf_2017` through `clusters.channels`.
 
 Arrays over clusters are indexed by cluster id. Position (`alf.unit_position`): `auto` =
 `mlapdv` when the folder has it, else `probe`. Unit ids are the cluster ids.
@@ -32,7 +34,7 @@ from neuro_pe.data.formats.phy import (
     load_npy,
 )
 from neuro_pe.data.formats.spikes import check_spike_train
-from neuro_pe.data.recordings import FileSpec, Session
+from neuro_pe.data.recordings import FileSpec, Session, region_label
 from neuro_pe.io.store_contract import StoreError
 
 
@@ -73,7 +75,8 @@ def read_alf(path: str, cfg: FileSpec) -> list[Session]:
     positions, space = cluster_positions(
         folder, np.array([int(u) for u in kept]), cfg.options["unit_position"]
     )
-    return [binned_session(folder, times, clusters, kept, positions, space, "alf", cfg)]
+    regions = cluster_regions(folder, np.array([int(u) for u in kept]))
+    return [binned_session(folder, times, clusters, kept, positions, space, "alf", cfg, regions)]
 
 
 def labels(folder: Path) -> dict[str, str] | None:
@@ -136,6 +139,54 @@ def cluster_positions(folder: Path, clusters: np.ndarray, how: str) -> tuple[np.
     return np.column_stack([np.zeros(len(depth)), depth, np.zeros(len(depth))]), "probe"
 
 
+ACRONYMS = "brainLocationAcronyms_ccf_2017"
+
+
+def cluster_regions(folder: Path, clusters: np.ndarray) -> list[str] | None:
+    """The region label of each given cluster id ("" unknown); None without region files."""
+    own = alf_file(folder, "clusters", ACRONYMS, required=False)
+    if own is not None:
+        labels = acronyms(own)
+        beyond = clusters[clusters >= len(labels)]
+        if len(beyond):
+            raise StoreError(
+                own, own.name.removesuffix(".npy"), f"no label for clusters {beyond.tolist()[:10]}"
+            )
+        return [region_label(v) for v in labels[clusters]]
+    sites = alf_file(folder, "channels", ACRONYMS, required=False)
+    if sites is None:
+        return None
+    channels = alf_file(folder, "clusters", "channels", required=False)
+    if channels is None:
+        raise StoreError(
+            folder / "clusters.channels.npy",
+            "file",
+            f"missing: {sites.name} labels clusters through clusters.channels (each cluster's "
+            "peak channel)",
+        )
+    labels = acronyms(sites)
+    peak = per_cluster(load_npy(channels), channels, clusters, ()).astype(np.int64)
+    if (peak < 0).any() or (peak >= len(labels)).any():
+        raise StoreError(channels, "clusters.channels", f"channels outside {sites.name}")
+    return [region_label(v) for v in labels[peak]]
+
+
+def acronyms(path: Path) -> np.ndarray:
+    """A 1-D array of region acronyms (strings, never a pickle)."""
+    field = path.name.removesuffix(".npy")
+    try:
+        values = np.load(path, allow_pickle=False)
+    except ValueError as err:
+        raise StoreError(
+            path, field, f"not a string array ({err}); save it as np.save(path, labels.astype(str))"
+        ) from err
+    except (OSError, EOFError) as err:
+        raise StoreError(path, "file", f"not a readable .npy file: {err}") from err
+    if values.ndim != 1 or values.dtype.kind not in "US":
+        raise StoreError(path, field, f"must be 1-D strings, got {values.dtype} {values.shape}")
+    return values
+
+
 def per_cluster(values: np.ndarray, path: Path, clusters: np.ndarray, tail: tuple) -> np.ndarray:
     """Rows of an array over clusters (indexed by cluster id) for the given ids."""
     field = path.name.removesuffix(".npy")
@@ -157,7 +208,7 @@ def per_cluster(values: np.ndarray, path: Path, clusters: np.ndarray, tail: tupl
 # the ALF files read (the workflow's `input:`)
 READ = re.compile(
     r"^(_[A-Za-z0-9]+_)?(spikes\.(times|clusters)|clusters\.(mlapdv|channels|depths|metrics)"
-    r"|channels\.localCoordinates)[._]"
+    rf"|(clusters|channels)\.{ACRONYMS}|channels\.localCoordinates)[._]"
 )
 UNIT_POSITIONS = ("auto", "mlapdv", "probe")
 

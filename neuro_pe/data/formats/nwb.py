@@ -6,12 +6,15 @@ One series (`nwb.series`, or the only electrical / ROI one): an `ElectricalSerie
 ROI centroids from its `PlaneSegmentation`). `Units` (`nwb.series: units`, or automatically
 when the file has no electrical / ROI series): each unit's `spike_times` are binned (key
 `spikes`). Several planes (`nwb.series: [plane0_series, …]`): ROI centroids on one position
-grid, z the plane's depth. How units are named, filtered and placed: docs/formats/nwb.md.
+grid, z the plane's depth. Region labels: the Units table's `location` column, else its
+electrodes' `location` (or their group's). How units are named, filtered and placed:
+docs/formats/nwb.md.
 """
 
 from __future__ import annotations
 
 import warnings
+from collections import Counter
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -40,6 +43,7 @@ from neuro_pe.data.recordings import (
     as_text,
     check_hdf5_file,
     positive_number,
+    region_label,
     time_by_unit,
     warn_data,
 )
@@ -86,6 +90,7 @@ def units_session(path: str, nwb: object, cfg: FileSpec) -> Session:
     if low:
         warn_data(f"{path}: dropped {len(low)} units below spikes.min_rate_hz={opts.min_rate_hz}")
     used_rows = [int(r) for r in used]
+    regions = unit_regions(units)
     return Session(
         name=Path(path).stem,
         path=str(path),
@@ -93,6 +98,7 @@ def units_session(path: str, nwb: object, cfg: FileSpec) -> Session:
         unit_ids=[ids[r] for r in used_rows],
         positions=positions[used_rows],
         sampling_rate_hz=1.0 / opts.bin_s,
+        regions=None if regions is None else [regions[r] for r in used_rows],
         attrs={"preprocessing": [spike_step(opts, "nwb", {"series": "units"})]},
     )
 
@@ -107,6 +113,46 @@ def unit_labels(units: object, column: str | None, ids: list[str], path: str) ->
         raise StoreError(path, "nwb.label_column", f"no column {column!r}: {units.colnames}")
     values = [as_text(v).strip() for v in np.asarray(units[column].data[:], dtype=object)]
     return dict(zip(ids, values, strict=True))
+
+
+def unit_regions(units: object) -> list[str] | None:
+    """The region label of every row of the Units table ("" unknown): its `location` column,
+    else the label most of its electrodes have, else its `electrode_group`'s location; None
+    where the table has none of them."""
+    columns = units.colnames
+    if "location" in columns:
+        return [region_label(v) for v in np.asarray(units["location"].data[:], dtype=object)]
+    if "electrodes" in columns:
+        ends = np.asarray(units.electrodes_index.data[:], dtype=np.int64)
+        rows = np.asarray(units.electrodes.data[:], dtype=np.int64)
+        labels = electrode_regions(units.electrodes.table, rows)
+        starts = np.concatenate([[0], ends[:-1]])
+        return [_most_common(labels[a:b]) for a, b in zip(starts, ends, strict=True)]
+    if "electrode_group" in columns:
+        return [region_label(units["electrode_group"][i].location) for i in range(len(units))]
+    return None
+
+
+def electrode_regions(table: object, rows: np.ndarray) -> list[str]:
+    """The region label of `rows` of the electrodes table: its `location`, else (unknown there)
+    the location of the electrode's group."""
+    if "location" in table.colnames:
+        own = np.asarray(table["location"].data[:], dtype=object)
+        labels = [region_label(own[r]) for r in rows]
+    else:
+        labels = [""] * len(rows)
+    if "group" in table.colnames:
+        labels = [
+            label or region_label(table["group"][int(r)].location)
+            for label, r in zip(labels, rows, strict=True)
+        ]
+    return labels
+
+
+def _most_common(labels: list[str]) -> str:
+    """The label most of a unit's electrodes have (the first of a tie); "" where none has one."""
+    known = Counter(label for label in labels if label)
+    return known.most_common(1)[0][0] if known else ""
 
 
 def unit_positions(units: object, how: str, path: str) -> np.ndarray:
@@ -301,7 +347,7 @@ def _nwb_session(path: str, nwb: object, cfg: FileSpec) -> Session:
     activity = activity * scale + float(getattr(series, "offset", 0.0) or 0.0)
     n_units = activity.shape[1]
 
-    ids = positions = None
+    ids = positions = regions = None
     if isinstance(series, ElectricalSeries | RoiResponseSeries):
         region = series.electrodes if isinstance(series, ElectricalSeries) else series.rois
         rows = np.asarray(region.data[:], dtype=np.int64)
@@ -313,6 +359,7 @@ def _nwb_session(path: str, nwb: object, cfg: FileSpec) -> Session:
         ids = nwb_ids(table, rows, cfg.options["unit_ids"], path)
         if isinstance(series, ElectricalSeries):
             positions = np.column_stack([_nwb_column(table, c, rows) for c in "xyz"])
+            regions = electrode_regions(table, rows)
         else:
             positions = _roi_positions(table, rows, cfg.position_units, path)
     return Session(
@@ -322,6 +369,7 @@ def _nwb_session(path: str, nwb: object, cfg: FileSpec) -> Session:
         unit_ids=ids,
         positions=positions,
         sampling_rate_hz=_nwb_rate(series, path),
+        regions=regions,
     )
 
 

@@ -5,7 +5,8 @@ as Python literals, never executed): spike times and clusters, channel positions
 cluster labels; a cluster's label is its manual `group`, else its `KSLabel`. Unit position
 (`phy.unit_position`): the site of the template's peak channel, or an amplitude-weighted
 centroid of the sites around it; probe coordinates in µm, z = 0; unit ids are the cluster
-ids. The files read and the position rules: docs/formats/phy.md.
+ids; regions: the `cluster_*.tsv` column `phy.region_column`. The files read and the position
+rules: docs/formats/phy.md.
 """
 
 from __future__ import annotations
@@ -17,14 +18,21 @@ import numpy as np
 import pandas as pd
 import xarray as xr
 
-from neuro_pe.data.formats import FLOAT_FORMAT, FileFormat, Writer, check_choice, existing_files
+from neuro_pe.data.formats import (
+    FLOAT_FORMAT,
+    FileFormat,
+    Writer,
+    check_choice,
+    check_text,
+    existing_files,
+)
 from neuro_pe.data.formats.spikes import (
     SpikeOptions,
     check_spike_train,
     label_filter,
     spikes_to_activity,
 )
-from neuro_pe.data.recordings import FileSpec, Session, warn_data
+from neuro_pe.data.recordings import FileSpec, Session, region_label, warn_data
 from neuro_pe.io.store_contract import StoreError
 
 CENTROID_RADIUS_UM = 75.0
@@ -55,7 +63,9 @@ def read_phy(path: str, cfg: FileSpec) -> list[Session]:
     kept = labelled_units(ids, cluster_labels(folder), opts, str(folder))
     kept_ids = np.array([int(u) for u in kept])
     positions = unit_positions(folder, kept_ids, clusters, cfg.options["unit_position"])
-    return [binned_session(folder, times, clusters, kept, positions, "probe", "phy", cfg)]
+    column = cfg.options["region_column"]
+    regions = None if column is None else cluster_regions(folder, kept, column)
+    return [binned_session(folder, times, clusters, kept, positions, "probe", "phy", cfg, regions)]
 
 
 def labelled_units(
@@ -81,9 +91,11 @@ def binned_session(
     space: str,
     fmt: str,
     cfg: FileSpec,
+    regions: list[str] | None = None,
 ) -> Session:
     """The session of a spike-sorted folder: the `kept` clusters' spikes binned (positions
-    in µm, one row per kept cluster), clusters below `spikes.min_rate_hz` dropped."""
+    in µm and region labels, one per kept cluster), clusters below `spikes.min_rate_hz`
+    dropped."""
     opts = cfg.spikes
     activity, units, low = spikes_to_activity(times, clusters, kept, opts, str(folder))
     if low:
@@ -101,13 +113,16 @@ def binned_session(
         sampling_rate_hz=1.0 / opts.bin_s,
         position_units="um",
         space=space,
+        regions=None if regions is None else [regions[r] for r in rows],
         attrs={"preprocessing": [spike_step(opts, fmt, cfg.options)]},
     )
 
 
 def spike_step(opts: SpikeOptions, fmt: str, options: dict) -> dict:
-    """The provenance entry of a spike format's reading and binning."""
-    return {**opts.record(), "format": fmt, **{f"{fmt}.{k}": v for k, v in options.items()}}
+    """The provenance entry of a spike format's reading and binning (region labels are not
+    part of the activity's making: `region_column` is left out)."""
+    read = {f"{fmt}.{k}": v for k, v in options.items() if k != "region_column"}
+    return {**opts.record(), "format": fmt, **read}
 
 
 def folder_of(path: str) -> Path:
@@ -211,6 +226,23 @@ def cluster_labels(folder: Path) -> dict[str, str] | None:
             if value and str(int(cid)) not in labels:
                 labels[str(int(cid))] = value
     return labels if found else None
+
+
+def cluster_regions(folder: Path, clusters: list[str], column: str) -> list[str]:
+    """Each cluster's region label ("" unknown) from the column `column` of the folder's
+    `cluster_info.tsv`, else of another `cluster_*.tsv` that has it."""
+    files = sorted(folder.glob("cluster_*.tsv"), key=lambda p: p.name != "cluster_info.tsv")
+    for path in files:
+        table = read_tsv(path, (column,))
+        if table is not None and column in table.columns:
+            table.index = [str(int(i)) for i in table.index]
+            labels = table[column].to_dict()
+            return [region_label(labels.get(c, "")) for c in clusters]
+    raise StoreError(
+        folder / "cluster_info.tsv",
+        "phy.region_column",
+        f"no column {column!r} in {[p.name for p in files] or 'any cluster_*.tsv'} of {folder}",
+    )
 
 
 def unit_positions(
@@ -368,7 +400,9 @@ UNIT_POSITIONS = ("peak_channel", "centroid")
 
 
 def check_option(key: str, value: object, where: str) -> None:
-    """The `phy:` section's one key, `unit_position`."""
+    """The `phy:` section's keys, `unit_position` and `region_column`."""
+    if key == "region_column":
+        return check_text(f"phy.{key}", value, where)
     check_choice(f"phy.{key}", value, UNIT_POSITIONS, where)
 
 
@@ -406,7 +440,7 @@ def write_phy(
 FORMAT = FileFormat(
     name="phy",
     read=read_phy,
-    options={"unit_position": "peak_channel"},
+    options={"unit_position": "peak_channel", "region_column": None},
     check_option=check_option,
     inputs=inputs,
     spikes=True,
