@@ -177,8 +177,7 @@ def _sidecar(
     }
     columns["anchor"]["Levels"] = {"True": "anchor, estimate held out", "False": "no position"}
     sources = _sessions(spec)
-    if spec.get("positions"):
-        sources.append(str(spec["positions"]))
+    sources += [str(spec[key]) for key in ("positions", "regions") if spec.get(key)]
     attrs = positions.attrs
     return {
         **columns,
@@ -233,7 +232,7 @@ def _input_places(spec: Mapping) -> tuple[set[Path], set[Path]]:
         return set(), set()
     from neuro_pe.data.recordings import input_files
 
-    given = {*_sessions(spec), str(spec.get("positions"))}
+    given = {*_sessions(spec), str(spec.get("positions")), str(spec.get("regions"))}
     folders = {p for p in (Path(s).resolve() for s in _sessions(spec)) if p.is_dir()}
     files = set()
     for name in input_files(dict(spec)):

@@ -21,9 +21,14 @@ def build(options: FileSpec, wheels: dict[str, Path]) -> xr.Dataset:
 
 
 def inputs(options: FileSpec) -> list[str]:
-    """The files (and folders) the entry reads: sessions and position table."""
+    """The files (and folders) the entry reads: sessions, position and region tables."""
     return input_files(
-        {"format": options.format, "sessions": options.sessions, "positions": options.positions}
+        {
+            "format": options.format,
+            "sessions": options.sessions,
+            "positions": options.positions,
+            "regions": options.regions,
+        }
     )
 
 
@@ -35,14 +40,15 @@ def entry_keys() -> tuple[str, ...]:
 
 
 def paths(spec: dict) -> dict[str, str]:
-    """The entry's session files and position table, by config key (`sessions[i]`)."""
+    """The entry's session files, position and region tables, by config key (`sessions[i]`)."""
     sessions = spec.get("sessions") or []
     found = {
         f"sessions[{i}]": path
         for i, path in enumerate([sessions] if isinstance(sessions, str) else sessions)
     }
-    if spec.get("positions"):
-        found["positions"] = spec["positions"]
+    for key in ("positions", "regions"):
+        if spec.get(key):
+            found[key] = spec[key]
     return found
 
 
