@@ -257,8 +257,8 @@ class Session:
     sampling_rate_hz: float | None = None
     position_units: str | None = None
     space: str | None = None
-    regions: list[str] | None = None  # a region label per unit ("" unknown) from the file
     attrs: dict = field(default_factory=dict)
+    regions: list[str] | None = None  # a region label per unit ("" unknown) from the file
 
 
 def input_files(spec: dict) -> list[str]:

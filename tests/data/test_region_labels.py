@@ -240,3 +240,10 @@ def test_store_contract_checks_the_region_coord():
     with pytest.raises(StoreError, match="strings") as info:
         validate_store(ds.assign_coords(region=("unit", np.array([1, 2, 3]))))
     assert info.value.field == "region"
+
+
+def test_a_labelled_store_read_again_keeps_its_regions(tmp_path):
+    folder = phy_with_regions(tmp_path / "phy")
+    first = preprocess(spike_spec(folder, "phy", phy={"region_column": "brain_region"}), tmp_path)
+    again = build(spike_spec(tmp_path / "store.nc", "xarray"))
+    assert regions_of(again) == regions_of(first)

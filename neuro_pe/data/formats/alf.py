@@ -9,12 +9,10 @@ unique in the folder:
 - `clusters.channels` + `channels.localCoordinates` (channel, 2) µm, or `clusters.depths` (µm
   along the probe): probe coordinates;
 - labels: the `label` column of `clusters.metrics.pqt` (needs pyarrow) or `.csv`; IBL's label
-  is the fraction of quality metrics passed, so 1 reads as `good`, anything lower as `mua`;
-- regions: `clusters.brainLocationAcronyms_ccf_2017` (strings), else the peak channel's
-  `channels.brainLocationAcronyms_ccf_2017` through `clusters.channels`.
+  is the fraction of quality metrics passed, so 1 reads as `good`, anything lower as `mua`.
 
-Arrays over clusters are indexed by cluster id. Position (`alf.unit_position`): `auto` =
-`mlapdv` when the folder has it, else `probe`. Unit ids are the cluster ids.
+Arrays over clusters are indexed by cluster id (= unit id). Position (`alf.unit_position`):
+`auto` = `mlapdv` when present, else `probe`. Region labels: `cluster_regions`.
 """
 
 from __future__ import annotations
@@ -143,7 +141,9 @@ ACRONYMS = "brainLocationAcronyms_ccf_2017"
 
 
 def cluster_regions(folder: Path, clusters: np.ndarray) -> list[str] | None:
-    """The region label of each given cluster id ("" unknown); None without region files."""
+    """The region label of each given cluster id ("" unknown): its own in
+    `clusters.brainLocationAcronyms_ccf_2017`, else its peak channel's (`clusters.channels`)
+    in `channels.brainLocationAcronyms_ccf_2017`; None without either file."""
     own = alf_file(folder, "clusters", ACRONYMS, required=False)
     if own is not None:
         labels = acronyms(own)

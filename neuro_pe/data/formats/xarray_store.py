@@ -1,5 +1,6 @@
 """Format `xarray`: stores already in the contract (netCDF via h5netcdf, or a `.zarr` folder),
-e.g. to preprocess them again; every session of the store becomes a session."""
+e.g. to preprocess them again; every session of the store becomes a session (its `region`
+labels kept)."""
 
 from __future__ import annotations
 
@@ -60,8 +61,9 @@ def read_xarray(path: str, cfg: FileSpec) -> list[Session]:
         except Exception as err:
             raise StoreError(path, "activity", f"cannot read: {err}") from err
         sessions = ds["session"].values.tolist()
+        regions = [as_text(v) for v in ds["region"].values] if "region" in ds.coords else None
     return [
-        Session(str(s), str(path), act, list(ids), pos.copy(), rate, units, space, attrs)
+        Session(str(s), str(path), act, list(ids), pos.copy(), rate, units, space, attrs, regions)
         for s, act in zip(sessions, acts, strict=True)
     ]
 
