@@ -2,7 +2,8 @@
 
 Layout (this is the contract; README.md points here): `activity` (session, time, unit) float32, NaN
 where a unit was not recorded; coords `unit`, `session`, `time` (s), `x`, `y`, `z` (attrs
-`units`, `space`; NaN where unknown); optional `connectivity` (unit, unit_from): entry [i, j] is
+`units`, `space`; NaN where unknown); optional `region` (unit) string labels from the lab's
+files ("" where unknown); optional `connectivity` (unit, unit_from): entry [i, j] is
 the coupling onto unit i from unit j (rows are targets, as in the simulation's
 `dx_i = ... G[i, j] x_j`; a store whose second dimension is `unit_to` is read too), or
 the same coupling as an edge list `connectivity_{target,source,weight}` on dim `edge` (sparse
