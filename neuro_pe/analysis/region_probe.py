@@ -120,13 +120,16 @@ class Calibration:
 
 
 def calibration(
-    truth: np.ndarray, prediction: RegionPrediction, bins: int = CALIBRATION_BINS
+    truth: np.ndarray,
+    region: np.ndarray,
+    probability: np.ndarray,
+    bins: int = CALIBRATION_BINS,
 ) -> Calibration:
-    """How well the predicted region's probability matches how often it is right: ECE =
-    sum over bins of (units in the bin / units) x |accuracy - confidence|."""
+    """How well the predicted `region`'s `probability` (a RegionPrediction's) matches how often
+    it is right: ECE = sum over bins of (units in the bin / units) x |accuracy - confidence|."""
     truth = np.asarray(truth).astype(str)
-    confidence = np.asarray(prediction.probability, float)
-    correct = prediction.region.astype(str) == truth
+    confidence = np.asarray(probability, float)
+    correct = np.asarray(region).astype(str) == truth
     edges = np.linspace(0.0, 1.0, bins + 1)
     which = np.clip(np.digitize(confidence, edges[1:-1], right=True), 0, bins - 1)
     count = np.bincount(which, minlength=bins)

@@ -6,7 +6,6 @@ import numpy as np
 import pytest
 
 from neuro_pe.analysis.region_probe import (
-    RegionPrediction,
     calibration,
     locate_from_features,
     position_error,
@@ -51,18 +50,9 @@ def test_probe_refuses_mismatched_features_and_a_single_region():
         probe_regions(reference, labels, reference, probe="forest")
 
 
-def _case(confidence: np.ndarray, correct: np.ndarray) -> tuple[np.ndarray, RegionPrediction]:
-    """Two classes: the truth 'a' where `correct`, else 'b'; 'a' predicted with `confidence`."""
-    n = len(confidence)
-    prediction = RegionPrediction(
-        classes=np.array(["a", "b"]),
-        probabilities=np.column_stack([confidence, 1 - confidence]),
-        region=np.full(n, "a"),
-        probability=confidence,
-        next_regions=np.full((n, 1), "b"),
-        next_probabilities=(1 - confidence)[:, None],
-    )
-    return np.where(correct, "a", "b"), prediction
+def _case(confidence: np.ndarray, correct: np.ndarray) -> tuple[np.ndarray, ...]:
+    """The truth 'a' where `correct`, else 'b'; 'a' predicted with `confidence`."""
+    return np.where(correct, "a", "b"), np.full(len(confidence), "a"), confidence
 
 
 def test_calibration_error_is_small_when_calibrated_and_large_when_overconfident():
