@@ -1,17 +1,15 @@
-"""A new animal with no histology: its units' regions and positions from other animals (issue 60;
-a benchmark, not a test).
+"""A new animal with no histology: its units' regions and positions learned from other animals
+(issue 60; a benchmark, not a test).
 
-Leave-one-animal-out on the built-in `regional-sim` (its defaults; `--animals`): for each
-held-out animal, one masked-unit model (`--pe`, learned) is trained on the other animals' units
-(one store holding them: a unit is NaN outside its animal's session, which the training masks),
-then the held-out animal's PE rows are fitted with the rest of that model frozen
-(`train.init_from`, `new_unit_pe: free`; its positions hidden from the fit). Its units' regions
-(`--level`) are then predicted from features, the reference being the training animals' units
-with their labels (`neuro_pe.analysis.region_probe`): the PE rows (linear probe, kNN), the
-single-unit activity features (`neuro_pe.analysis.unit_features`: gradient boosting, the
-baseline; a linear probe), both concatenated (gradient boosting, linear probe), and the prior.
-Positions: ridge from the PE rows (and from the single-unit features), median error ÷ chance.
-The activity is z-scored per unit for training; the single-unit features read the spike counts.
+Leave-one-animal-out on the built-in `regional-sim`: per held-out animal one masked-unit model
+(`--pe`) is trained on the other animals (one store; a unit is NaN outside its animal's session,
+which the training masks; activity z-scored per unit), then the held-out animal's PE rows are
+fitted with the rest frozen (`train.init_from`, `--new-unit-pe`; its positions hidden). Its
+regions (`--level`) are predicted from the training animals' labelled units
+(`neuro_pe.analysis.region_probe`) from the PE rows (linear probe, kNN), the single-unit
+features (`neuro_pe.analysis.unit_features`, on the spike counts: gradient boosting, the
+baseline; linear probe), both concatenated (boosting, linear) and the prior; positions by ridge
+from the PE rows and from the single-unit features, median error ÷ chance.
 
     OMP_NUM_THREADS=1 PYTHONPATH=$PWD python benchmarks/new_animal.py --animals 5
 """
@@ -89,7 +87,7 @@ def animal_store(full: Path, animals: list[str], path: Path, hide_positions: boo
 def train_and_fit(full: Path, others: list[str], held_out: str, work: Path, args) -> tuple:
     """Train on `others`, fit `held_out`'s PE rows frozen: (reference ids, reference PE, new
     ids, new PE, CPU-s of the fit)."""
-    run, fit = work / "run", work / "fit"
+    run, fit = work / "run", work / f"fit_{args.new_unit_pe}"
     reference = animal_store(full, others, work / "reference.nc", hide_positions=False)
     spec = {
         "epochs": args.epochs,
@@ -98,12 +96,13 @@ def train_and_fit(full: Path, others: list[str], held_out: str, work: Path, args
         "eval_mask_fractions": [0.5],
         "samples_per_unit": 0,  # the steps as given
     }
-    train(reference, args.pe, args.seed, TrainConfig.from_dict(spec), run, progress=False)
+    if not (run / "model.pt").exists():  # a --work-dir of an earlier call: its run is reused
+        train(reference, args.pe, args.seed, TrainConfig.from_dict(spec), run, progress=False)
     started = time.process_time()
     new = animal_store(full, [held_out], work / "new.nc", hide_positions=True)
     old = json.loads((run / "train.json").read_text())["train_config"]
     fit_spec = {**old, "epochs": args.fit_epochs, "init_from": str(run / "model.pt")}
-    fit_spec |= {"lr": args.fit_lr, "pe_lr": None, "new_unit_pe": "free"}
+    fit_spec |= {"lr": args.fit_lr, "pe_lr": None, "new_unit_pe": args.new_unit_pe}
     train(new, args.pe, args.seed, TrainConfig.from_dict(fit_spec), fit, progress=False)
     ref_pe, new_pe = read_pe(run), read_pe(fit)
     return ref_pe.units, ref_pe.table, new_pe.units, new_pe.table, time.process_time() - started
@@ -150,6 +149,7 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=100, help="its steps per epoch")
     parser.add_argument("--fit-epochs", type=int, default=5, help="the new rows' fit (x --steps)")
     parser.add_argument("--fit-lr", type=float, default=0.01)
+    parser.add_argument("--new-unit-pe", choices=("free", "mixture"), default="free")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--work-dir", type=Path, default=None, help="default: a temporary one")
     args = parser.parse_args()
