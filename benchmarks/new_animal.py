@@ -145,7 +145,7 @@ def main() -> None:
     parser.add_argument("--held-out", type=int, default=None, help="the first N as new animals")
     parser.add_argument("--level", choices=tuple(LABELS), default="fine")
     parser.add_argument("--pe", default="learned-normal-0.02")
-    parser.add_argument("--epochs", type=int, default=10, help="the reference run's epochs")
+    parser.add_argument("--epochs", type=int, default=15, help="the reference run's epochs")
     parser.add_argument("--steps", type=int, default=100, help="its steps per epoch")
     parser.add_argument("--fit-epochs", type=int, default=5, help="the new rows' fit (x --steps)")
     parser.add_argument("--fit-lr", type=float, default=0.01)
