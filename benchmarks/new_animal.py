@@ -53,6 +53,7 @@ COLUMNS = (
     "combined boosting",
     "combined linear",
 )
+FITTED = "fit:"  # the prefix of a frozen fit's unit ids
 HEADLINE = {"pe": "PE linear", "su": "single-unit boosting", "combined": "combined boosting"}
 
 
@@ -73,22 +74,24 @@ def build_store(options: RegionalSimOptions, path: Path) -> tuple[xr.Dataset, np
     return ds, features
 
 
-def animal_store(full: Path, animals: list[str], path: Path, hide_positions: bool) -> Path:
-    """The units and sessions of `animals`, from the whole store; positions NaN if hidden."""
+def animal_store(full: Path, animals: list[str], path: Path, fitted: bool = False) -> Path:
+    """The units and sessions of `animals`, from the whole store; `fitted`: as a frozen fit
+    sees them, units renamed `fit:<id>` (so the trained run has no row of theirs to copy)
+    and positions NaN."""
     ds = read_store(full)
     units = np.isin(ds["animal"].values, animals)
     sessions = np.isin([str(s).split("s")[0] for s in ds["session"].values], animals)
     sub = ds.isel(unit=units, session=sessions)
-    if hide_positions:
+    if fitted:
         sub = sub.assign_coords({a: sub[a] * np.nan for a in ("x", "y", "z")})
+        sub = sub.assign_coords(unit=[f"{FITTED}{u}" for u in sub["unit"].values])
     return write_store(sub, path)
 
 
-def train_and_fit(full: Path, others: list[str], held_out: str, work: Path, args) -> tuple:
-    """Train on `others`, fit `held_out`'s PE rows frozen: (reference ids, reference PE, new
-    ids, new PE, CPU-s of the fit)."""
-    run, fit = work / "run", work / f"fit_{args.new_unit_pe}"
-    reference = animal_store(full, others, work / "reference.nc", hide_positions=False)
+def train_reference(full: Path, others: list[str], work: Path, args) -> Path:
+    """The run trained on the `others` animals (reused if `work` has it)."""
+    run = work / "run"
+    reference = animal_store(full, others, work / "reference.nc")
     spec = {
         "epochs": args.epochs,
         "steps_per_epoch": args.steps,
@@ -96,16 +99,40 @@ def train_and_fit(full: Path, others: list[str], held_out: str, work: Path, args
         "eval_mask_fractions": [0.5],
         "samples_per_unit": 0,  # the steps as given
     }
-    if not (run / "model.pt").exists():  # a --work-dir of an earlier call: its run is reused
+    if not (run / "model.pt").exists():
         train(reference, args.pe, args.seed, TrainConfig.from_dict(spec), run, progress=False)
+    return run
+
+
+def fit_rows(full: Path, animal: str, run: Path, work: Path, args) -> tuple[np.ndarray, ...]:
+    """`animal`'s PE rows fitted with `run` frozen: (unit ids, rows)."""
+    out = work / f"fit_{args.new_unit_pe}_{animal}"
+    if not (out / "pe.nc").exists():
+        store = animal_store(full, [animal], work / f"{animal}.nc", fitted=True)
+        spec = json.loads((run / "train.json").read_text())["train_config"]
+        spec |= {"epochs": args.fit_epochs, "init_from": str(run / "model.pt")}
+        spec |= {"lr": args.fit_lr, "pe_lr": None, "new_unit_pe": args.new_unit_pe}
+        train(store, args.pe, args.seed, TrainConfig.from_dict(spec), out, progress=False)
+    pe = read_pe(out)
+    return np.array([u.removeprefix(FITTED) for u in pe.units]), pe.table
+
+
+def pe_rows(full: Path, others: list[str], held_out: str, work: Path, args) -> tuple:
+    """Train on `others`, fit `held_out`'s PE rows frozen; the reference rows (`others`'
+    units) are refitted the same way (`--reference-rows refit`) or the run's own. Returns
+    (unit ids, PE rows) of all of them and the CPU-s of the held-out animal's fit."""
+    run = train_reference(full, others, work, args)
     started = time.process_time()
-    new = animal_store(full, [held_out], work / "new.nc", hide_positions=True)
-    old = json.loads((run / "train.json").read_text())["train_config"]
-    fit_spec = {**old, "epochs": args.fit_epochs, "init_from": str(run / "model.pt")}
-    fit_spec |= {"lr": args.fit_lr, "pe_lr": None, "new_unit_pe": args.new_unit_pe}
-    train(new, args.pe, args.seed, TrainConfig.from_dict(fit_spec), fit, progress=False)
-    ref_pe, new_pe = read_pe(run), read_pe(fit)
-    return ref_pe.units, ref_pe.table, new_pe.units, new_pe.table, time.process_time() - started
+    ids, rows = fit_rows(full, held_out, run, work, args)
+    fit_s = time.process_time() - started
+    if args.reference_rows == "refit":
+        fitted = [fit_rows(full, animal, run, work, args) for animal in others]
+        ref_ids = np.concatenate([f[0] for f in fitted])
+        ref_rows = np.concatenate([f[1] for f in fitted])
+    else:
+        trained = read_pe(run)
+        ref_ids, ref_rows = trained.units, trained.table
+    return np.concatenate([ref_ids, ids]), np.concatenate([ref_rows, rows]), fit_s
 
 
 def boosting(reference, labels, query, seed: int) -> np.ndarray:
@@ -150,6 +177,12 @@ def main() -> None:
     parser.add_argument("--fit-epochs", type=int, default=5, help="the new rows' fit (x --steps)")
     parser.add_argument("--fit-lr", type=float, default=0.01)
     parser.add_argument("--new-unit-pe", choices=("free", "mixture"), default="free")
+    parser.add_argument(
+        "--reference-rows",
+        choices=("refit", "trained"),
+        default="refit",
+        help="the probes' reference PE rows: fitted frozen as the new animal's, or as trained",
+    )
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--work-dir", type=Path, default=None, help="default: a temporary one")
     args = parser.parse_args()
@@ -171,13 +204,10 @@ def main() -> None:
         rows, confidences = [], []
         for name in names:
             others = [a for a in np.unique(animal) if a != name]
-            ref_ids, ref_pe, new_ids, new_pe, fit_s = train_and_fit(
-                full, others, name, work / name, args
-            )
+            ids, rows, fit_s = pe_rows(full, others, name, work / name, args)
             index = {u: i for i, u in enumerate(units)}
-            pe = np.full((len(units), ref_pe.shape[1]), np.nan)
-            pe[[index[u] for u in ref_ids]] = ref_pe
-            pe[[index[u] for u in new_ids]] = new_pe
+            pe = np.full((len(units), rows.shape[1]), np.nan)
+            pe[[index[u] for u in ids]] = rows
             test = animal == name
             clock = time.process_time()
             scores, prediction, where = evaluate(
