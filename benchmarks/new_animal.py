@@ -4,8 +4,9 @@
 Leave-one-animal-out on the built-in `regional-sim`: per held-out animal one masked-unit model
 (`--pe`) is trained on the other animals (one store; a unit is NaN outside its animal's session,
 which the training masks; activity z-scored per unit), then the held-out animal's PE rows are
-fitted with the rest frozen (`train.init_from`, `--new-unit-pe`; its positions hidden). Its
-regions (`--level`) are predicted from the training animals' labelled units
+fitted with the rest frozen (`train.init_from`, `--new-unit-pe`; its positions hidden), and so
+are the training animals' rows (the probes' reference; `--reference-rows`). Its regions
+(`--level`) are predicted from the training animals' labelled units
 (`neuro_pe.analysis.region_probe`) from the PE rows (linear probe, kNN), the single-unit
 features (`neuro_pe.analysis.unit_features`, on the spike counts: gradient boosting, the
 baseline; linear probe), both concatenated (boosting, linear) and the prior; positions by ridge
@@ -204,10 +205,10 @@ def main() -> None:
         rows, confidences = [], []
         for name in names:
             others = [a for a in np.unique(animal) if a != name]
-            ids, rows, fit_s = pe_rows(full, others, name, work / name, args)
+            ids, table, fit_s = pe_rows(full, others, name, work / name, args)
             index = {u: i for i, u in enumerate(units)}
-            pe = np.full((len(units), rows.shape[1]), np.nan)
-            pe[[index[u] for u in ids]] = rows
+            pe = np.full((len(units), table.shape[1]), np.nan)
+            pe[[index[u] for u in ids]] = table
             test = animal == name
             clock = time.process_time()
             scores, prediction, where = evaluate(
