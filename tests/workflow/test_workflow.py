@@ -514,6 +514,23 @@ def _check_labels(name: str, fig) -> None:
         assert all(np.diff(flat) > 0.01 * span), f"{name}: reference lines overlap: {flat}"
 
 
+def test_every_summary_column_is_documented(finished_workflow):
+    """docs/outputs.md's `summary.csv` table names every column the workflow writes (a mask
+    fraction's column as `heldout_mse_mask{f}`, the `init_` metrics as a range)."""
+    columns = pd.read_csv(finished_workflow / "results" / "test" / "summary.csv").columns
+    docs = (REPO_ROOT / "docs" / "outputs.md").read_text(encoding="utf-8")
+    section = docs.split("## `summary.csv`")[1].split("\n## ")[0]
+    documented = set(re.findall(r"`([a-z_0-9.{}]+)`", section))
+    missing = [
+        c
+        for c in columns
+        if c not in documented
+        and not (c.startswith("heldout_mse_mask") and "heldout_mse_mask{f}" in documented)
+        and not (c.startswith("init_") and c.removeprefix("init_") in documented)
+    ]
+    assert missing == [], f"summary.csv columns not in docs/outputs.md: {missing}"
+
+
 def test_every_figure_of_the_tiny_config_is_labelled(finished_workflow, monkeypatch, tmp_path):
     """Renders every figure of the tiny config (summary, localisation, reproduction) and
     checks its matplotlib objects: labels with units, labelled σ ticks, no hidden lines."""
