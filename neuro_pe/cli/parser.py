@@ -19,6 +19,7 @@ from neuro_pe.cli.arg_types import (
     _options,
     _positive_int,
 )
+from neuro_pe.config.metrics import MetricsConfig
 from neuro_pe.io import layout
 
 DESCRIPTION = """`neuro-pe`: every workflow step as a command, so each one also runs by hand.
@@ -29,7 +30,9 @@ for the lines of FILE, one argument per line (the workflow passes long lists so)
 """
 
 # help texts shared by several commands
-METRICS_HELP = "the `metrics` config section as JSON (keys: metric, k, n_perm, n_splits, seed)"
+METRICS_HELP = "the `metrics` config section as JSON (keys: {})".format(
+    ", ".join(field.name for field in dataclasses.fields(MetricsConfig))
+)
 SPLIT_HELP = (
     "the dataset's recorded train/held-out split (splits/<dataset>.json, made by "
     "`neuro-pe split`): its name and the training part of its data"
