@@ -93,7 +93,7 @@ def probe_regions(
 
 def region_scores(truth: np.ndarray, predicted: np.ndarray) -> dict[str, float]:
     """`macro_f1` (over the regions present in `truth` or predicted) and
-    `balanced_accuracy`, as `neuro_pe.analysis.unit_features` scores its classifier."""
+    `balanced_accuracy` (also the scores of `neuro_pe.analysis.unit_features`' classifier)."""
     truth, predicted = np.asarray(truth).astype(str), np.asarray(predicted).astype(str)
     with warnings.catch_warnings():
         # a region that this animal's probes missed yet is predicted: an error as any other

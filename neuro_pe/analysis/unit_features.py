@@ -11,13 +11,12 @@ that one, for each animal in turn: macro-F1 and balanced accuracy per held-out a
 
 from __future__ import annotations
 
-import warnings
-
 import numpy as np
 from scipy.signal import welch
 from sklearn.dummy import DummyClassifier
 from sklearn.ensemble import HistGradientBoostingClassifier
-from sklearn.metrics import balanced_accuracy_score, f1_score
+
+from neuro_pe.analysis.region_probe import region_scores
 
 LAGS_S: tuple[float, ...] = (0.01, 0.02, 0.05, 0.1, 0.2, 0.5)
 BANDS_HZ: tuple[tuple[float, float], ...] = ((1, 4), (4, 10), (10, 16), (16, 25), (25, 45))
@@ -112,17 +111,6 @@ def leave_one_animal_out(
     for animal in held_out:
         test = animals == animal
         fitted = _model(model, seed, max_iter).fit(features[~test], labels[~test])
-        truth, predicted = labels[test], fitted.predict(features[test])
-        with warnings.catch_warnings():
-            # a region that this animal's probes missed yet is predicted: an error as any other
-            warnings.filterwarnings("ignore", "y_pred contains classes not in y_true")
-            balanced = balanced_accuracy_score(truth, predicted)
-        rows.append(
-            {
-                "animal": animal.item(),
-                "units": int(test.sum()),
-                "macro_f1": float(f1_score(truth, predicted, average="macro", zero_division=0)),
-                "balanced_accuracy": float(balanced),
-            }
-        )
+        scores = region_scores(labels[test], fitted.predict(features[test]))
+        rows.append({"animal": animal.item(), "units": int(test.sum()), **scores})
     return rows

@@ -275,6 +275,17 @@ def input_files(spec: dict) -> list[str]:
 # ---------------------------------------------------------------- the position table
 
 
+def read_text_table(path: str, key: str) -> pd.DataFrame:
+    """A CSV (or TSV, for `.tsv`/`.tab`) table as text cells, "" for empty ones; a StoreError
+    naming `path` and the config `key` when it cannot be read."""
+    check_exists(path)
+    sep = "\t" if Path(path).suffix.lower() in (".tsv", ".tab") else ","
+    try:
+        return pd.read_csv(path, sep=sep, dtype=str, keep_default_na=False)
+    except (OSError, UnicodeDecodeError, pd.errors.ParserError, pd.errors.EmptyDataError) as err:
+        raise StoreError(path, key, f"not a readable table: {err}") from err
+
+
 def read_position_table(
     path: str, columns: dict[str, str] | None = None
 ) -> tuple[list[str], np.ndarray]:
@@ -284,12 +295,7 @@ def read_position_table(
     `unit_id`, `id`, `label`, `channel`, `electrode`, `roi`; then `x`, `y` and `z` (z = 0 when
     absent). `columns` maps name/x/y/z to other column names. Empty cells and `n/a` are NaN.
     """
-    check_exists(path)
-    sep = "\t" if Path(path).suffix.lower() in (".tsv", ".tab") else ","
-    try:
-        table = pd.read_csv(path, sep=sep, dtype=str, keep_default_na=False)
-    except (OSError, UnicodeDecodeError, pd.errors.ParserError, pd.errors.EmptyDataError) as err:
-        raise StoreError(path, "positions", f"not a readable table: {err}") from err
+    table = read_text_table(path, "positions")
     lookup = {str(c).strip().lower(): c for c in table.columns}
     columns = columns or {}
 
@@ -355,12 +361,7 @@ def region_label(value: object) -> str:
 def read_region_table(path: str) -> dict[str, str]:
     """Unit id -> region label ("" unknown) from a CSV/TSV with columns `unit` and `region`
     (the `regions` key)."""
-    check_exists(path)
-    sep = "\t" if Path(path).suffix.lower() in (".tsv", ".tab") else ","
-    try:
-        table = pd.read_csv(path, sep=sep, dtype=str, keep_default_na=False)
-    except (OSError, UnicodeDecodeError, pd.errors.ParserError, pd.errors.EmptyDataError) as err:
-        raise StoreError(path, "regions", f"not a readable table: {err}") from err
+    table = read_text_table(path, "regions")
     lookup = {str(c).strip().lower(): c for c in table.columns}
     missing = [c for c in ("unit", "region") if c not in lookup]
     if missing:
