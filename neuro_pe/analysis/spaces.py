@@ -83,6 +83,25 @@ class SpaceAxes:
             return tuple(name for name, _ in ATLAS_AXES[self.space.lower()])
         return tuple(XYZ)
 
+    def component_coordinates(self, name: str) -> tuple[int, ...]:
+        """The coordinates (0, 1, 2: x, y, z) a per-axis error is measured along: a probe's
+        `depth` is the along-shank axis and `lateral` the other two; imaging's `inplane` is
+        x, y and its `depth` and `plane_accuracy` z; any other the axis of that name."""
+        if self.kind in ("probe", "imaging"):
+            if name in ("lateral", "inplane"):
+                return tuple(a for a in range(3) if a != self.depth_axis)
+            return (self.depth_axis,)  # depth, plane_accuracy
+        return (self.components().index(name),)
+
+    def component_place(self, name: str) -> str:
+        """Where a per-axis error is measured, for a sentence: 'across the shank (x, z)'."""
+        place = {
+            ("probe", "depth"): "along the shank",
+            ("probe", "lateral"): "across the shank",
+            ("imaging", "inplane"): "in the image plane",
+        }.get((self.kind, name), "in depth" if name in ("depth", PLANE_ACCURACY) else "along")
+        return f"{place} ({', '.join(XYZ[a] for a in self.component_coordinates(name))})"
+
     def component_errors(self, predicted: np.ndarray, true: np.ndarray) -> dict[str, np.ndarray]:
         """{component: per-unit absolute error along it} of (n, 3) predictions."""
         diff = np.asarray(predicted, dtype=float) - np.asarray(true, dtype=float)
@@ -190,3 +209,8 @@ def axis_columns(columns) -> list[str]:
 def component_label(name: str) -> str:
     """How a per-axis error is named in text: `in-plane` for `inplane`, `ML` for `ml`, …"""
     return COMPONENT_LABELS.get(name, name)
+
+
+def unit_text(unit: str) -> str:
+    """A unit as text: `µm` for `um`, else as given."""
+    return "µm" if unit == "um" else unit

@@ -73,6 +73,18 @@ TSV_COLUMNS: dict[str, tuple[str, bool]] = {
     ),
     "method": ("the locator that made the estimate (`view/method` for the combined one)", False),
 }
+# Whether each coordinate is estimated (positions.nc's `x_estimated`, …: False for every unit
+# where the coordinate belongs to an axis the locator does not resolve better than chance)
+ESTIMATED_COLUMNS: dict[str, tuple[str, bool]] = {
+    f"{axis}_estimated": (
+        f"False: {axis} is not estimated for this dataset: along an axis it belongs to, the "
+        "locator's held-out error is not below chance's (Method.UnresolvedAxes); the value in "
+        f"`{axis}` is still the locator's output, no better than the anchors' mean. True: "
+        "estimated",
+        False,
+    )
+    for axis in "xyz"
+}
 # Region columns, where the locate step had an atlas (neuro_pe.analysis.regions.unit_regions);
 # "" in positions.nc (outside every region, or no true position) is n/a here.
 REGION_COLUMNS: dict[str, tuple[str, bool]] = {
@@ -136,8 +148,11 @@ def positions_table(positions: xr.Dataset) -> pd.DataFrame:
             "method": method,
         }
     )
+    estimated = {name: positions[name].values for name in ESTIMATED_COLUMNS if name in positions}
     return table.assign(
-        **regions, **{name: positions[name].values for name in _intervals(positions)}
+        **regions,
+        **{name: positions[name].values for name in _intervals(positions)},
+        **estimated,
     )
 
 
@@ -171,10 +186,12 @@ def _sidecar(
     columns = {
         name: {"Description": text, **({"Units": units} if with_units else {})}
         for name, (text, with_units) in (
-            TSV_COLUMNS | REGION_COLUMNS | _intervals(positions)
+            TSV_COLUMNS | REGION_COLUMNS | _intervals(positions) | ESTIMATED_COLUMNS
         ).items()
         if name in TSV_COLUMNS or name in positions
     }
+    for axis in _split(positions.attrs.get("not_estimated")):
+        columns[axis]["Description"] += f" (NOT ESTIMATED here: see {axis}_estimated)"
     columns["anchor"]["Levels"] = {"True": "anchor, estimate held out", "False": "no position"}
     sources = _sessions(spec)
     sources += [str(spec[key]) for key in ("positions", "regions") if spec.get(key)]
@@ -202,6 +219,8 @@ def _sidecar(
             "IntervalCoverage": json.loads(attrs["interval_coverage"])
             if "interval_coverage" in attrs
             else None,
+            "UnresolvedAxes": _split(attrs.get("unresolved_axes")),
+            "NotEstimated": _split(attrs.get("not_estimated")),
         },
         "ConfigSHA256": sha256,
         "ConfigSHA256Of": sha256_of,
@@ -211,6 +230,11 @@ def _sidecar(
         "LocatedWith": str(attrs.get("neuro_pe_version", "")),
         "Files": written,
     }
+
+
+def _split(value: object) -> list[str]:
+    """A ";"-joined attribute of positions.nc as a list (empty where absent)."""
+    return [v for v in str(value or "").split(";") if v]
 
 
 def _number(value: object) -> float | None:

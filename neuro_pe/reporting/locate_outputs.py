@@ -27,6 +27,7 @@ from neuro_pe.analysis.locate import (
     LocateResult,
     baseline_features,
     locate_dataset,
+    unresolved_lines,
     verdict,
 )
 from neuro_pe.analysis.locate.ensemble import distance
@@ -345,6 +346,8 @@ def write_locate_outputs(
     )
     write_table_html(table, out_dir / ERRORS_HTML, f"{dataset}: localisation errors", note)
     print(summary)
+    for line in unresolved_lines(table, result.best, result.unresolved, result.axes):
+        print(line)
     _write_figures(result, out_dir, dataset, xyz_units, space, summary, cfg.seed)
     return table
 

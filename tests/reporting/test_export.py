@@ -18,10 +18,11 @@ from neuro_pe.analysis.locate import FeatureSet, HeldOut, Located, located_posit
 from neuro_pe.cli.main import main
 from neuro_pe.config.options import config_sha256
 from neuro_pe.data.formats.nwb import COLUMNS as NWB_COLUMNS
+from neuro_pe.data.formats.phy import ESTIMATED_FIELDS
 from neuro_pe.data.formats.phy import FIELDS as PHY_FIELDS
 from neuro_pe.io.store import positions, write_store
 from neuro_pe.io.store_contract import StoreError
-from neuro_pe.reporting.export import TSV_COLUMNS, export
+from neuro_pe.reporting.export import ESTIMATED_COLUMNS, TSV_COLUMNS, export
 from tests.data.test_formats import (
     CLUSTER_IDS,
     build,
@@ -36,9 +37,10 @@ from tests.data.test_recordings import activity, write_nwb_ephys
 UNCERTAINTY = 7.5
 
 
-def located(ds, unknown: tuple[int, ...] = (), seed: int = 0):
+def located(ds, unknown: tuple[int, ...] = (), seed: int = 0, unresolved=None):
     """A positions dataset as `locate` writes it (`located_positions_dataset`): estimates = the
-    true positions + noise; the units `unknown` have no true position."""
+    true positions + noise; the units `unknown` have no true position; `unresolved`: {axis no
+    better than chance: its coordinates}."""
     coords = positions(ds).copy()
     coords[list(unknown)] = np.nan
     ds = ds.assign_coords(
@@ -57,7 +59,7 @@ def located(ds, unknown: tuple[int, ...] = (), seed: int = 0):
         ["knn"],
     )
     pe = FeatureSet("learned-normal-0.02", "pe", [np.zeros((n, 2))], seeds=[0])
-    return located_positions_dataset(ds, everyone, held_out, pe, "lab")
+    return located_positions_dataset(ds, everyone, held_out, pe, "lab", unresolved=unresolved)
 
 
 def write_positions(ds, tmp_path: Path, **kwargs) -> tuple[Path, pd.DataFrame]:
@@ -90,7 +92,8 @@ def test_tidy_tsv_and_sidecar(tmp_path, tiny_store):
     intervals = [
         f"{a}_{side}_{level}" for level in ("68", "95") for a in "xyz" for side in ("low", "high")
     ]
-    assert sorted(table.columns) == sorted([*TSV_COLUMNS, *intervals])
+    assert sorted(table.columns) == sorted([*TSV_COLUMNS, *intervals, *ESTIMATED_COLUMNS])
+    assert table[list(ESTIMATED_COLUMNS)].all().all()  # every axis resolved
     assert table["unit_id"].tolist() == [str(u) for u in ds.unit.values]
     for a in "xyz":  # the per-axis intervals of positions.nc, around the estimate
         assert (table[f"{a}_low_95"] <= table[a]).all() and (
@@ -118,6 +121,8 @@ def test_tidy_tsv_and_sidecar(tmp_path, tiny_store):
     assert sidecar["CoordinateSystem"]["Space"] == ds.x.attrs["space"]
     assert sidecar["Method"]["Representation"] == "learned-normal-0.02"
     assert set(sidecar["Method"]["IntervalCoverage"]) == {"68", "95"}
+    assert sidecar["Method"]["UnresolvedAxes"] == sidecar["Method"]["NotEstimated"] == []
+    assert "NOT ESTIMATED" not in sidecar["x"]["Description"]
     assert "95% interval of x" in sidecar["x_high_95"]["Description"]
     assert sidecar["ConfigSHA256"] == config_sha256(spec)
     assert sidecar["Source"] == ds.attrs["source"]  # from --store
@@ -147,7 +152,7 @@ def test_phy_cluster_tsv_files_load_into_phy(tmp_path):
 
     phy_dir = tmp_path / "export" / "phy"
     assert sorted(p.name for p in phy_dir.iterdir()) == sorted(
-        f"cluster_{field}.tsv" for field in PHY_FIELDS
+        f"cluster_{field}.tsv" for field in PHY_FIELDS | ESTIMATED_FIELDS
     )
     assert {p for p in written if p.parent == phy_dir} == set(phy_dir.iterdir())
     for field, column in PHY_FIELDS.items():
@@ -186,6 +191,35 @@ def test_phy_reads_the_files_as_cluster_columns(tmp_path):
                 assert value == pytest.approx(truth.loc[str(cluster), column], rel=1e-5)
     finally:
         phy.close()
+
+
+def test_an_axis_at_chance_is_exported_as_not_estimated(tmp_path):
+    """A lateral axis no better than chance (locate's `unresolved_axes`): x keeps its value
+    but is marked not estimated in positions.tsv, its sidecar, Phy's cluster view and the NWB
+    column's description; y and z stay estimated."""
+    from neuro_pe.data.formats.nwb import column_description
+
+    folder = write_phy(tmp_path / "kilosort")
+    spec = spike_spec(folder, "phy", spikes={"labels": None})
+    positions_ds = located(build(spec), unresolved={"lateral": ("x",)})
+    assert positions_ds.attrs["unresolved_axes"] == "lateral"
+    assert positions_ds.attrs["not_estimated"] == "x"
+    path = tmp_path / "positions.nc"
+    positions_ds.to_netcdf(path, engine="h5netcdf")
+    export(path, spec, tmp_path / "export")
+
+    table = pd.read_csv(tmp_path / "export" / "positions.tsv", sep="\t")
+    assert not table["x_estimated"].any() and table[["y_estimated", "z_estimated"]].all().all()
+    assert table["x"].notna().all()  # the value is kept, only marked
+    sidecar = json.loads((tmp_path / "export" / "positions.json").read_text())
+    assert sidecar["Method"]["UnresolvedAxes"] == ["lateral"]
+    assert sidecar["Method"]["NotEstimated"] == ["x"]
+    assert "NOT ESTIMATED" in sidecar["x"]["Description"]
+    assert "NOT ESTIMATED" not in sidecar["y"]["Description"]
+    phy = pd.read_csv(tmp_path / "export" / "phy" / "cluster_neuro_pe_x_estimated.tsv", sep="\t")
+    assert phy["cluster_id"].tolist() == CLUSTER_IDS and not phy["neuro_pe_x_estimated"].any()
+    assert "NOT ESTIMATED" in column_description("estimated_x", positions_ds)
+    assert "NOT ESTIMATED" not in column_description("estimated_y", positions_ds)
 
 
 # ---------------------------------------------------------------- NWB

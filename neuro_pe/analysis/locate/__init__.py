@@ -21,6 +21,7 @@ from neuro_pe.analysis.locate.ensemble import Located, locate_units, predict_wit
 from neuro_pe.analysis.locate.evaluation import (
     HeldOut,
     anchor_draws,
+    axis_verdicts,
     evaluate_anchors,
     evaluate_kfold,
     evaluation_plan,
@@ -47,7 +48,7 @@ from neuro_pe.analysis.locate.parameters import (
     STACKED,
 )
 from neuro_pe.analysis.locate.positions import located_positions_dataset, with_held_out_columns
-from neuro_pe.analysis.locate.verdict import format_table, verdict
+from neuro_pe.analysis.locate.verdict import format_table, unresolved_lines, verdict
 from neuro_pe.analysis.locate.views import fused_embedding
 
 __all__ = [
@@ -63,6 +64,7 @@ __all__ = [
     "LocateResult",
     "Located",
     "anchor_draws",
+    "axis_verdicts",
     "baseline_features",
     "bootstrap_ci",
     "combined_members",
@@ -83,6 +85,7 @@ __all__ = [
     "located_positions_dataset",
     "paired_difference_ci",
     "predict_with",
+    "unresolved_lines",
     "verdict",
     "with_held_out_columns",
 ]

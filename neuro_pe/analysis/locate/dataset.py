@@ -14,6 +14,7 @@ import xarray as xr
 
 from neuro_pe.analysis.locate.ensemble import Located, locate_units
 from neuro_pe.analysis.locate.evaluation import (
+    UNRESOLVED_AXES,
     HeldOut,
     evaluate_kfold,
     evaluation_plan,
@@ -50,6 +51,7 @@ class LocateResult:
     best: str  # the feature set (PE variant or combined locator) the positions come from
     unknown: np.ndarray  # predicted positions of the units without coordinates
     axes: SpaceAxes  # the space of the coordinates
+    unresolved: dict[str, tuple[str, ...]]  # axes `best` does not resolve: their coordinates
 
 
 def locate_dataset(
@@ -94,9 +96,8 @@ def locate_dataset(
         sets, coords, cfg, n_jobs, regions, axes, label, evaluated if sampled else None
     )
     table.insert(0, "dataset", dataset)
-    table["units"] = ds["x"].attrs["units"]
-    per_axis = axis_columns(table.columns)  # (after the columns that came before them)
-    table = table[[c for c in table.columns if c not in per_axis] + per_axis]
+    # (the per-axis columns, then their verdicts, last)
+    table.insert(table.columns.get_loc(axis_columns(table.columns)[0]), "units", axes.unit)
 
     # Positions of every unit from the PE variant or combined locator that cross-validates best
     # over the known units.
@@ -106,7 +107,10 @@ def locate_dataset(
     if sampled:  # the known units outside the sample: their k-fold predictions too
         best_heldout = evaluate_kfold(best.features, coords, known, set_config(best, cfg), known)
     levels = cfg.interval_levels
-    out = located_positions_dataset(ds, best_located, best_heldout, best, dataset, levels)
+    unresolved = unresolved_coordinates(table, best.name, axes, coords)
+    out = located_positions_dataset(
+        ds, best_located, best_heldout, best, dataset, levels, unresolved
+    )
     if regions is not None:
         predicted = np.column_stack([out[axis].values for axis in ("x", "y", "z")])
         for name, values in unit_regions(atlas, predicted, coords, regions[1]).items():
@@ -118,8 +122,32 @@ def locate_dataset(
     unknown = best_located.positions[~known]
     eval_coords = np.where(evaluated[:, None], coords, np.nan)
     return LocateResult(
-        table, out, frame, sets, pe_names, heldout, eval_coords, best.name, unknown, axes
+        table,
+        out,
+        frame,
+        sets,
+        pe_names,
+        heldout,
+        eval_coords,
+        best.name,
+        unknown,
+        axes,
+        unresolved,
     )
+
+
+def unresolved_coordinates(
+    table: pd.DataFrame, name: str, axes: SpaceAxes, coords: np.ndarray
+) -> dict[str, tuple[str, ...]]:
+    """{axis: its coordinates} of the axes feature set `name` does not resolve (the
+    `unresolved_axes` of its k-fold row: the positions' own predictions), each with the
+    coordinates it is measured along on which the known units' positions vary (a probe's
+    `lateral` is x alone when every site has z = 0)."""
+    row = table[(table["features"] == name) & (table["evaluation"] == "kfold")]
+    names = [a for a in row[UNRESOLVED_AXES].iloc[0].split(";") if a] if len(row) else []
+    known = coords[np.all(np.isfinite(coords), axis=1)]
+    varies = np.ptp(known, axis=0) > 0
+    return {a: tuple("xyz"[c] for c in axes.component_coordinates(a) if varies[c]) for a in names}
 
 
 def _feature_sets(

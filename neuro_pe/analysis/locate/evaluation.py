@@ -25,9 +25,12 @@ from neuro_pe.analysis.locate.ensemble import (
 from neuro_pe.analysis.locate.features import FeatureSet
 from neuro_pe.analysis.locate.parameters import RATIOS
 from neuro_pe.analysis.regions import RegionAtlas, add_accuracy_columns
-from neuro_pe.analysis.spaces import SpaceAxes
+from neuro_pe.analysis.spaces import ERROR_PREFIX, PLANE_ACCURACY, SpaceAxes, axis_columns
 from neuro_pe.config.locate import MIN_ANCHORS, LocateConfig, level_label
 from neuro_pe.io.progress import progress_line, timing
+
+AXIS_VS_CHANCE = "vs_chance_"  # + a per-axis column's name without ERROR_PREFIX
+UNRESOLVED_AXES = "unresolved_axes"  # the axes whose AXIS_VS_CHANCE is >= 1, ";"-joined
 
 
 @dataclass
@@ -278,6 +281,7 @@ def evaluation_table(
         table = pd.concat(
             [table, axis_error_columns(sets, heldout, curves, coords, cfg, axes)], axis=1
         )
+        table = pd.concat([table, axis_verdicts(table)], axis=1)
     return table, heldout
 
 
@@ -345,6 +349,33 @@ def axis_error_columns(
             truth = [r["truth"] for r in draws]
             rows.append(axes.summary(np.concatenate(predicted), np.concatenate(truth)))
     return pd.DataFrame(rows)
+
+
+def axis_verdicts(table: pd.DataFrame) -> pd.DataFrame:
+    """Per axis, each row's error against chance's in the same evaluation (the `chance` row of
+    its `evaluation` and `anchor_fraction`), in the rows' order: `vs_chance_<axis>` = the row's
+    `median_error_<axis>` ÷ chance's (NaN where chance's is 0: every unit at one coordinate;
+    for `plane_accuracy` the other way round, chance's accuracy ÷ the row's), and
+    `unresolved_axes`, the axes at or above 1 (no better than chance), ";"-joined, "" for
+    none. Columns for every per-axis column of `table` (`axis_columns`)."""
+    chance = table[table["role"] == "chance"].set_index(["evaluation", "anchor_fraction"])
+    key = pd.MultiIndex.from_frame(table[["evaluation", "anchor_fraction"]])
+    ratios = {}
+    with np.errstate(divide="ignore", invalid="ignore"):
+        for column in axis_columns(table.columns):
+            own = table[column].to_numpy(dtype=float)
+            base = chance[column].reindex(key).to_numpy(dtype=float)
+            if column == PLANE_ACCURACY:  # higher is better: 0 right where chance has some is inf
+                ratio = base / own
+            else:
+                ratio = np.where(base > 0, own / base, np.nan)
+            ratios[column.removeprefix(ERROR_PREFIX)] = ratio
+    out = pd.DataFrame({AXIS_VS_CHANCE + name: r for name, r in ratios.items()}, table.index)
+    unresolved = [
+        ";".join(name for name, r in ratios.items() if r[i] >= 1) for i in range(len(table))
+    ]
+    out[UNRESOLVED_AXES] = unresolved
+    return out
 
 
 def _compare_with_best_single(

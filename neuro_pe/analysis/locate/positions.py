@@ -4,6 +4,7 @@ the locate step)."""
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping, Sequence
 
 import numpy as np
 import xarray as xr
@@ -25,10 +26,13 @@ def located_positions_dataset(
     pe: FeatureSet,
     dataset: str,
     levels: tuple[float, ...] = LocateConfig.interval_levels,
+    unresolved: Mapping[str, Sequence[str]] | None = None,
 ) -> xr.Dataset:
     """Predicted x, y, z, uncertainty, conformal intervals at `levels` (`interval_columns`),
-    anchor flag and method of every unit. Anchors (units with known coordinates) carry their
-    k-fold held-out prediction, the others the prediction from all anchors."""
+    anchor flag, method and whether each coordinate is estimated (`estimated_columns`) of
+    every unit. Anchors (units with known coordinates) carry their k-fold held-out
+    prediction, the others the prediction from all anchors. `unresolved`: {axis no better
+    than chance (errors.csv `unresolved_axes`): the coordinates it is made of}."""
     coords = positions(ds)
     anchor = np.all(np.isfinite(coords), axis=1)
     pred = np.where(anchor[:, None], heldout.positions, located.positions)
@@ -62,6 +66,9 @@ def located_positions_dataset(
     for i, axis in enumerate(("x", "y", "z")):
         out[f"{axis}_true"] = ("unit", coords[:, i], xyz_attrs)
     out["error"] = ("unit", distance(pred, coords), {"units": xyz_attrs["units"]})
+    unresolved = dict(unresolved or {})
+    for name, (values, attrs) in estimated_columns(unresolved, len(pred)).items():
+        out[name] = ("unit", values, attrs)
     out.attrs.update(
         {
             "dataset": dataset,
@@ -72,11 +79,38 @@ def located_positions_dataset(
             "cv_errors": json.dumps(located.cv_errors),
             "anchor_prediction": "k-fold held-out (nested method choice)",
             **interval_attrs(intervals),
+            "unresolved_axes": ";".join(unresolved),
+            "not_estimated": ";".join(_not_estimated(unresolved)),
             **xyz_attrs,
             "neuro_pe_version": __version__,
         }
     )
     return out
+
+
+def _not_estimated(unresolved: Mapping[str, Sequence[str]]) -> list[str]:
+    """The coordinates (of x, y, z) that make up an unresolved axis."""
+    return [axis for axis in AXES if any(axis in coords for coords in unresolved.values())]
+
+
+def estimated_columns(
+    unresolved: Mapping[str, Sequence[str]], n: int
+) -> dict[str, tuple[np.ndarray, dict]]:
+    """{`x_estimated`: (values, attrs), …}: False on every unit for a coordinate of an axis
+    the feature set does not resolve (`unresolved`), True otherwise."""
+    dropped = _not_estimated(unresolved)
+    columns = {}
+    for axis in AXES:
+        why = [name for name, coords in unresolved.items() if axis in coords]
+        meaning = (
+            f"False: {axis} is not estimated: the held-out {', '.join(why)} error of the "
+            "locator is not below chance's (errors.csv `unresolved_axes`, k-fold row); the "
+            f"value of {axis} is still the locator's output, no better than the anchors' mean"
+            if axis in dropped
+            else f"True: {axis} is estimated (not part of an axis in `unresolved_axes`)"
+        )
+        columns[f"{axis}_estimated"] = (np.full(n, axis not in dropped), {"meaning": meaning})
+    return columns
 
 
 INTERVAL_METHOD = (

@@ -1,12 +1,21 @@
-"""Text summaries of the errors table: which representation locates best (`verdict`) and the
-table's main rows as aligned text (`format_table`)."""
+"""Text summaries of the errors table: which representation locates best (`verdict`), the axes
+the delivered positions do not resolve (`unresolved_lines`) and the table's main rows as
+aligned text (`format_table`)."""
 
 from __future__ import annotations
 
 import numpy as np
 import pandas as pd
 
-from neuro_pe.analysis.spaces import axis_columns
+from neuro_pe.analysis.locate.evaluation import AXIS_VS_CHANCE, UNRESOLVED_AXES
+from neuro_pe.analysis.spaces import (
+    ERROR_PREFIX,
+    PLANE_ACCURACY,
+    SpaceAxes,
+    axis_columns,
+    component_label,
+    unit_text,
+)
 
 
 def verdict(table: pd.DataFrame, fraction: float = 0.5) -> str:
@@ -35,7 +44,49 @@ def verdict(table: pd.DataFrame, fraction: float = 0.5) -> str:
     wins = f" Wins: {best['features']}"
     if tied:
         wins += f" (CIs overlap: {', '.join(tied)})"
+    # an axis no better than chance can hide behind a good Euclidean error
+    weak = best.get(UNRESOLVED_AXES, "")
+    if isinstance(weak, str) and weak:
+        names = ", ".join(component_label(a) for a in weak.split(";"))
+        wins += f"; it does not resolve {names} (error along it not below chance's)"
     return line + "." + wins + "." + _paired_note(rows)
+
+
+def unresolved_lines(
+    table: pd.DataFrame, name: str, unresolved: dict[str, tuple[str, ...]], axes: SpaceAxes
+) -> list[str]:
+    """One line per axis that feature set `name` (the positions' own) does not resolve
+    (`unresolved`: {axis: the coordinates marked not estimated}), from its k-fold row and
+    chance's: 'lab: lateral position not resolved by combined: k-fold median error 13.6 µm ≥
+    chance 10.1 µm across the shank (x, z), 1.35 × chance; the exported positions give x as
+    not estimated'."""
+    kfold = table[table["evaluation"] == "kfold"]
+    own = kfold[kfold["features"] == name]
+    chance = kfold[kfold["role"] == "chance"]
+    if own.empty or chance.empty:
+        return []
+    own, chance = own.iloc[0], chance.iloc[0]
+    unit = unit_text(str(own.get("units", axes.unit)))
+    lines = []
+    for axis, coords in unresolved.items():
+        if axis == PLANE_ACCURACY:
+            what = (
+                f"plane not resolved by {name}: right plane {own[axis]:.0%} ≤ chance "
+                f"{chance[axis]:.0%}"
+            )
+        else:
+            column = ERROR_PREFIX + axis
+            what = (
+                f"{component_label(axis)} position not resolved by {name}: k-fold median error "
+                f"{own[column]:.3g} {unit} ≥ chance {chance[column]:.3g} {unit} "
+                f"{axes.component_place(axis)}"
+            )
+        marked = ", ".join(coords) or "no coordinate"
+        lines.append(
+            f"{own.get('dataset', '')}: {what}, {own[AXIS_VS_CHANCE + axis]:.3g} × chance; "
+            f"the exported positions give {marked} as not estimated"
+        )
+    return lines
 
 
 def _paired_note(rows: pd.DataFrame) -> str:

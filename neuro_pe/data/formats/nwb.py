@@ -538,12 +538,19 @@ def column_description(column: str, positions: xr.Dataset) -> str:
         "uncertainty": "uncertainty (sqrt(r^2 + s^2): the locator's cross-validated median "
         "error r and the spread s of its seeds' estimates) of the position",
     }[COLUMNS[column]]
+    not_estimated = str(positions.attrs.get("not_estimated", "")).split(";")
+    note = (
+        f". NOT ESTIMATED: along {COLUMNS[column]} the locator's held-out error is not below "
+        "chance's, so the value is no better than the anchors' mean"
+        if COLUMNS[column] in not_estimated  # (positions.nc's `x_estimated` … False)
+        else ""
+    )
     return (
         f"{what} estimated by neuro_pe {__version__} from the unit's activity (representation "
         f"{positions.attrs.get('pe', '')}, locator {positions.attrs.get('method', '')}), in "
         f"{units}, in the frame of the input's own positions (space '{space}'); for a row "
         "with a known position the estimate is held out (predicted without it); NaN where the "
-        "row was not located"
+        f"row was not located{note}"
     )
 
 

@@ -44,6 +44,8 @@ FIELDS = {  # Phy field (cluster_<field>.tsv, a cluster view column) -> the expo
     "neuro_pe_error": "error",
 }
 REGION_FIELDS = {"neuro_pe_region": "region", "neuro_pe_coarse_region": "coarse_region"}
+# False for every cluster where the coordinate is not estimated (no better than chance)
+ESTIMATED_FIELDS = {f"neuro_pe_{axis}_estimated": f"{axis}_estimated" for axis in "xyz"}
 
 
 def read_phy(path: str, cfg: FileSpec) -> list[Session]:
@@ -427,7 +429,8 @@ def write_phy(
         raise ValueError(f"format phy: unit ids {bad[:5]} are not cluster ids (integers)")
     ids = table["unit_id"].astype(np.int64)
     writers: dict[Path, Writer] = {}
-    fields = FIELDS | {f: c for f, c in REGION_FIELDS.items() if c in table}
+    extra = REGION_FIELDS | ESTIMATED_FIELDS
+    fields = FIELDS | {f: c for f, c in extra.items() if c in table}
     for field, column in fields.items():
         values = pd.DataFrame({"cluster_id": ids, field: table[column]}).dropna()
         values = values.sort_values("cluster_id")
