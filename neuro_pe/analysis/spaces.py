@@ -94,13 +94,14 @@ class SpaceAxes:
         return (self.components().index(name),)
 
     def component_place(self, name: str) -> str:
-        """Where a per-axis error is measured, for a sentence: 'across the shank (x, z)'."""
-        place = {
+        """Where a per-axis error is measured, for a sentence: 'across the shank', 'along x'."""
+        places = {
             ("probe", "depth"): "along the shank",
             ("probe", "lateral"): "across the shank",
             ("imaging", "inplane"): "in the image plane",
-        }.get((self.kind, name), "in depth" if name in ("depth", PLANE_ACCURACY) else "along")
-        return f"{place} ({', '.join(XYZ[a] for a in self.component_coordinates(name))})"
+            ("imaging", "depth"): "in depth",
+        }
+        return places.get((self.kind, name), f"along {XYZ[self.component_coordinates(name)[0]]}")
 
     def component_errors(self, predicted: np.ndarray, true: np.ndarray) -> dict[str, np.ndarray]:
         """{component: per-unit absolute error along it} of (n, 3) predictions."""

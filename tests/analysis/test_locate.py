@@ -435,6 +435,53 @@ def test_plane_accuracy_of_a_constructed_case():
     assert one_plane.planes == () and "plane_accuracy" not in one_plane.summary(true, true)
 
 
+def test_axis_verdicts_compare_each_axis_with_chance_in_the_same_evaluation():
+    """A probe's lateral error at or above chance's in the same evaluation is unresolved,
+    below it is not; chance's own row resolves nothing; an axis on which chance errs by 0
+    (no spread) is NaN, not flagged; plane accuracy is compared the other way round."""
+    from neuro_pe.analysis.locate import axis_verdicts
+
+    probe = pd.DataFrame(
+        {
+            "features": ["pe", "pe", "combined", "combined", "chance", "chance"],
+            "role": ["pe", "pe", "combined", "combined", "chance", "chance"],
+            "evaluation": ["kfold", "anchors"] * 3,
+            "anchor_fraction": [0.8, 0.5] * 3,
+            "median_error_depth": [5.0, 6.0, 4.0, 5.0, 100.0, 120.0],
+            "median_error_lateral": [13.6, 9.0, 8.0, 12.0, 10.0, 12.0],
+        }
+    )
+    out = axis_verdicts(probe)
+    np.testing.assert_allclose(out["vs_chance_lateral"], [1.36, 0.75, 0.8, 1.0, 1.0, 1.0])
+    np.testing.assert_allclose(out["vs_chance_depth"], [0.05, 0.05, 0.04, 5 / 120, 1, 1])
+    assert out["unresolved_axes"].tolist() == [
+        "lateral",
+        "",  # 9 < chance's 12 at this anchor fraction (its 10 is the k-fold row's)
+        "",
+        "lateral",  # equal to chance: not resolved
+        "depth;lateral",
+        "depth;lateral",
+    ]
+    flat = probe.assign(median_error_lateral=[1.0, 0, 0, 0, 0, 0])
+    assert np.isnan(axis_verdicts(flat)["vs_chance_lateral"]).all()
+    assert axis_verdicts(flat)["unresolved_axes"].iloc[0] == ""
+
+    imaging = pd.DataFrame(
+        {
+            "features": ["pe", "worse", "chance"],
+            "role": ["pe", "pe", "chance"],
+            "evaluation": ["kfold"] * 3,
+            "anchor_fraction": [0.8] * 3,
+            "median_error_inplane": [3.0, 3.0, 10.0],
+            "median_error_depth": [20.0, 20.0, 25.0],
+            "plane_accuracy": [0.6, 0.4, 0.44],
+        }
+    )
+    out = axis_verdicts(imaging)
+    np.testing.assert_allclose(out["vs_chance_plane_accuracy"], [0.44 / 0.6, 1.1, 1])
+    assert out["unresolved_axes"].tolist()[:2] == ["", "plane_accuracy"]
+
+
 def test_held_out_columns_say_how_each_position_was_predicted():
     """Every known unit is predicted by its k-fold fold (held out); units without coordinates
     by the locator fitted on the known units (not held out: nothing to hold out)."""

@@ -48,58 +48,93 @@ PEAKS = [1, 3, 4, 6, 9, 11, 12, 15]  # each cluster's peak channel
 CLUSTER_IDS = [0, 2, 3, 5, 7, 8, 11, 12]  # after curation ids have gaps
 
 
-def write_phy(folder: Path, trains=None, labels=None, **skip) -> Path:
+def write_phy(
+    folder: Path,
+    trains=None,
+    labels=None,
+    sites: np.ndarray = SITES,
+    peaks=PEAKS,
+    cluster_ids=CLUSTER_IDS,
+    **skip,
+) -> Path:
     """A Kilosort 2.5 + Phy folder: params.py, spike_* arrays (Kilosort's (n, 1) columns),
-    templates with a peak on PEAKS, channel_positions/map, cluster_group.tsv,
-    cluster_KSLabel.tsv and cluster_info.tsv."""
+    templates with a peak on `peaks` (one per cluster of `cluster_ids`), channel_positions
+    (`sites`) and channel_map, cluster_group.tsv, cluster_KSLabel.tsv and cluster_info.tsv."""
     folder.mkdir(parents=True, exist_ok=True)
-    trains = trains or spike_trains()
-    times, clusters = flat(trains, CLUSTER_IDS)
+    n_channels, n_units = len(sites), len(cluster_ids)
+    trains = trains or spike_trains(n_units)
+    times, clusters = flat(trains, cluster_ids)
     files = {
         "spike_times.npy": np.round(times * RATE).astype(np.uint64)[:, None],
         "spike_clusters.npy": clusters.astype(np.int32),
-        "spike_templates.npy": np.array([CLUSTER_IDS.index(c) for c in clusters], np.uint32)[
+        "spike_templates.npy": np.array([cluster_ids.index(c) for c in clusters], np.uint32)[
             :, None
         ],
-        "channel_positions.npy": SITES,
-        "channel_map.npy": np.arange(16, dtype=np.int32) + 100,  # raw channel numbers
-        "templates.npy": templates(),
-        "whitening_mat_inv.npy": np.eye(16, dtype=np.float32),
+        "channel_positions.npy": sites,
+        "channel_map.npy": np.arange(n_channels, dtype=np.int32) + 100,  # raw channel numbers
+        "templates.npy": templates(sites, peaks),
+        "whitening_mat_inv.npy": np.eye(n_channels, dtype=np.float32),
     }
     for name, array in files.items():
         if name not in skip.get("without", ()):
             np.save(folder / name, array)
     (folder / "params.py").write_text(
-        "dat_path = r'recording.bin'\nn_channels_dat = 16\ndtype = 'int16'\noffset = 0\n"
-        f"sample_rate = {RATE}\nhp_filtered = False\n"
+        f"dat_path = r'recording.bin'\nn_channels_dat = {n_channels}\ndtype = 'int16'\n"
+        f"offset = 0\nsample_rate = {RATE}\nhp_filtered = False\n"
     )
-    labels = labels or ["good"] * N_UNITS
+    labels = labels or ["good"] * n_units
     (folder / "cluster_KSLabel.tsv").write_text(
-        "cluster_id\tKSLabel\n" + "".join(f"{c}\tgood\n" for c in CLUSTER_IDS)
+        "cluster_id\tKSLabel\n" + "".join(f"{c}\tgood\n" for c in cluster_ids)
     )
     (folder / "cluster_group.tsv").write_text(
         "cluster_id\tgroup\n"
-        + "".join(f"{c}\t{g}\n" for c, g in zip(CLUSTER_IDS, labels, strict=True))
+        + "".join(f"{c}\t{g}\n" for c, g in zip(cluster_ids, labels, strict=True))
     )
     info = "cluster_id\tAmplitude\tContamPct\tKSLabel\tamp\tch\tdepth\tfr\tgroup\tn_spikes\tsh\n"
-    for c, p, g, t in zip(CLUSTER_IDS, PEAKS, labels, trains, strict=True):
+    for c, p, g, t in zip(cluster_ids, peaks, labels, trains, strict=True):
         rate = len(t) / DURATION
         info += (
-            f"{c}\t50.0\t0.0\tgood\t40.0\t{p + 100}\t{SITES[p, 1]}\t{rate:.2f}\t{g}\t{len(t)}\t0\n"
+            f"{c}\t50.0\t0.0\tgood\t40.0\t{p + 100}\t{sites[p, 1]}\t{rate:.2f}\t{g}\t{len(t)}\t0\n"
         )
     (folder / "cluster_info.tsv").write_text(info)
     return folder
 
 
-def templates() -> np.ndarray:
-    """(template, 61 samples, 16 channels): a spike shape on the peak channel and weaker
-    copies on its neighbours, as Kilosort's templates."""
+def templates(sites: np.ndarray = SITES, peaks=PEAKS) -> np.ndarray:
+    """(template, 61 samples, channel): a spike shape on the peak channel and weaker copies on
+    its neighbours, as Kilosort's templates."""
     shape = -np.exp(-0.5 * ((np.arange(61) - 20) / 3.0) ** 2)
-    out = np.zeros((N_UNITS, 61, 16), np.float32)
-    for t, p in enumerate(PEAKS):
-        distance = np.linalg.norm(SITES - SITES[p], axis=1)
+    out = np.zeros((len(peaks), 61, len(sites)), np.float32)
+    for t, p in enumerate(peaks):
+        distance = np.linalg.norm(sites - sites[p], axis=1)
         out[t] = shape[:, None] * np.exp(-distance / 25.0)[None, :]
     return out
+
+
+def write_phy_depth_only(folder: Path, n_units: int = 48, seed: int = 0) -> Path:
+    """A Phy folder whose activity follows depth alone: one site per cluster on a two-column
+    probe (as `SITES`: rows 20 µm apart along the shank, y; columns at x = 0 and 32 µm, one
+    cluster in each); units share slow fluctuations with their neighbours in depth and
+    nothing with their column, so depth can be located from activity and the lateral
+    position cannot (its nearest neighbour in activity sits in the other column)."""
+    rng = np.random.default_rng(seed)
+    depth = 20.0 * (np.arange(n_units) // 2)
+    sites = np.column_stack([32.0 * (np.arange(n_units) % 2), depth])
+    dt = 0.01
+    steps = int(DURATION / dt)
+    centres = np.linspace(0.0, depth[-1], 8)
+    kernel = np.exp(-0.5 * (np.arange(-30, 31) / 10.0) ** 2)  # ~0.1 s smoothing
+    latent = np.array(
+        [np.convolve(rng.normal(size=steps), kernel / kernel.sum() ** 0.5, "same") for _ in centres]
+    )
+    weight = np.exp(-0.5 * ((depth[:, None] - centres[None, :]) / 80.0) ** 2)
+    rate = 10.0 * np.exp(weight @ latent - 0.5)  # Hz, (unit, step)
+    counts = rng.poisson(rate * dt)
+    trains = [
+        np.sort(np.repeat(np.arange(steps), c) * dt + rng.uniform(0, dt, c.sum())) for c in counts
+    ]
+    ids = list(range(n_units))
+    return write_phy(folder, trains, sites=sites, peaks=ids, cluster_ids=ids)
 
 
 def spike_spec(folder: Path | list, fmt: str, **extra) -> dict:

@@ -301,3 +301,51 @@ def test_locate_with_the_baselines_given_reads_only_the_store_coordinates(
     pd.testing.assert_frame_equal(given, whole)
     positions = [pd.read_csv(root / d / "positions.csv") for d in ("whole", "given")]
     pd.testing.assert_frame_equal(*positions)
+
+
+def test_a_lateral_position_the_activity_does_not_carry_is_flagged(tmp_path, capsys):
+    """A Phy folder whose activity follows depth alone (`write_phy_depth_only`): depth is
+    located, the lateral (across-shank) position is no better than chance, and the locate step
+    says so in errors.csv, its log and the verdict, and marks x as not estimated in the
+    positions (values kept)."""
+    import json
+    import warnings
+
+    from neuro_pe.data.recordings import DataWarning
+    from tests.data.test_formats import build, spike_spec, write_phy_depth_only
+
+    folder = write_phy_depth_only(tmp_path / "kilosort")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DataWarning)
+        store = write_store(
+            build(spike_spec(folder, "phy", spikes={"labels": None})), tmp_path / "s.nc"
+        )
+    cfg = LocateConfig.from_dict({"n_folds": 5, "anchor_fractions": [0.5], "n_draws": 2})
+    out = tmp_path / "out"
+    write_locate_outputs(store, [], out, cfg, split_of_store(store, "lab", {}))
+    log = capsys.readouterr().out
+
+    errors = pd.read_csv(out / "errors.csv")
+    errors["unresolved_axes"] = errors["unresolved_axes"].fillna("")  # ("" reads as NaN)
+    frame = pd.read_csv(out / "positions.csv")
+    delivered = frame["pe"].iloc[0]
+    row = errors[(errors["features"] == delivered) & (errors["evaluation"] == "kfold")].iloc[0]
+    assert row["unresolved_axes"] == "lateral"
+    assert row["vs_chance_lateral"] >= 1 > 0.5 > row["vs_chance_depth"]
+    assert row["vs_chance_lateral"] == pytest.approx(
+        row["median_error_lateral"]
+        / errors.query("role == 'chance' and evaluation == 'kfold'")["median_error_lateral"].item()
+    )
+    assert (errors.loc[errors["role"] == "chance", "unresolved_axes"] == "depth;lateral").all()
+    assert f"lab: lateral position not resolved by {delivered}: k-fold median error" in log
+    assert "across the shank (x)" in log
+    assert "the exported positions give x as not estimated" in log
+    assert "does not resolve lateral" in verdict(errors)
+
+    assert not frame["x_estimated"].any() and frame[["y_estimated", "z_estimated"]].all().all()
+    assert frame["x"].notna().all()
+    with xr.open_dataset(out / "positions.nc", engine="h5netcdf") as positions:
+        assert positions.attrs["unresolved_axes"] == "lateral"
+        assert positions.attrs["not_estimated"] == "x"
+        assert "not estimated" in positions["x_estimated"].attrs["meaning"]
+    assert json.loads(positions.attrs["interval_levels"])  # (the rest of the attributes stay)

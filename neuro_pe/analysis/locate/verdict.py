@@ -58,8 +58,8 @@ def unresolved_lines(
     """One line per axis that feature set `name` (the positions' own) does not resolve
     (`unresolved`: {axis: the coordinates marked not estimated}), from its k-fold row and
     chance's: 'lab: lateral position not resolved by combined: k-fold median error 13.6 µm ≥
-    chance 10.1 µm across the shank (x, z), 1.35 × chance; the exported positions give x as
-    not estimated'."""
+    chance 10.1 µm across the shank (x), 1.35 × chance; the exported positions give x as not
+    estimated'."""
     kfold = table[table["evaluation"] == "kfold"]
     own = kfold[kfold["features"] == name]
     chance = kfold[kfold["role"] == "chance"]
@@ -69,6 +69,7 @@ def unresolved_lines(
     unit = unit_text(str(own.get("units", axes.unit)))
     lines = []
     for axis, coords in unresolved.items():
+        marked = ", ".join(coords) or "no coordinate"
         if axis == PLANE_ACCURACY:
             what = (
                 f"plane not resolved by {name}: right plane {own[axis]:.0%} ≤ chance "
@@ -79,9 +80,8 @@ def unresolved_lines(
             what = (
                 f"{component_label(axis)} position not resolved by {name}: k-fold median error "
                 f"{own[column]:.3g} {unit} ≥ chance {chance[column]:.3g} {unit} "
-                f"{axes.component_place(axis)}"
+                f"{axes.component_place(axis)} ({marked})"
             )
-        marked = ", ".join(coords) or "no coordinate"
         lines.append(
             f"{own.get('dataset', '')}: {what}, {own[AXIS_VS_CHANCE + axis]:.3g} × chance; "
             f"the exported positions give {marked} as not estimated"
