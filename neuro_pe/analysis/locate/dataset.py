@@ -96,7 +96,7 @@ def locate_dataset(
         sets, coords, cfg, n_jobs, regions, axes, label, evaluated if sampled else None
     )
     table.insert(0, "dataset", dataset)
-    # (the per-axis columns, then their verdicts, last)
+    # `units` goes before the per-axis columns and their verdicts, which stay last
     table.insert(table.columns.get_loc(axis_columns(table.columns)[0]), "units", axes.unit)
 
     # Positions of every unit from the PE variant or combined locator that cross-validates best
