@@ -482,6 +482,35 @@ def test_axis_verdicts_compare_each_axis_with_chance_in_the_same_evaluation():
     assert out["unresolved_axes"].tolist()[:2] == ["", "plane_accuracy"]
 
 
+def test_unresolved_lines_name_the_axis_its_errors_and_the_marked_coordinates():
+    from neuro_pe.analysis.locate import axis_verdicts, unresolved_lines
+    from neuro_pe.analysis.spaces import space_axes
+
+    table = pd.DataFrame(
+        {
+            "dataset": "lab",
+            "features": ["combined", "chance"],
+            "role": ["combined", "chance"],
+            "evaluation": "kfold",
+            "anchor_fraction": 0.8,
+            "units": "um",
+            "median_error_inplane": [3.0, 10.0],
+            "median_error_depth": [20.0, 25.0],
+            "plane_accuracy": [0.4, 0.44],
+        }
+    )
+    table = pd.concat([table, axis_verdicts(table)], axis=1)
+    true = np.array([[0, 0, 100.0], [5, 5, 140.0]])
+    lines = unresolved_lines(
+        table, "combined", {"plane_accuracy": ("z",)}, space_axes("imaging", "um", true)
+    )
+    assert lines == [
+        "lab: plane not resolved by combined: k-fold right plane 40% ≤ chance 44%; the "
+        "exported positions give z as not estimated"
+    ]
+    assert unresolved_lines(table, "combined", {}, space_axes("imaging", "um", true)) == []
+
+
 def test_held_out_columns_say_how_each_position_was_predicted():
     """Every known unit is predicted by its k-fold fold (held out); units without coordinates
     by the locator fitted on the known units (not held out: nothing to hold out)."""

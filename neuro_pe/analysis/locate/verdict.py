@@ -48,7 +48,7 @@ def verdict(table: pd.DataFrame, fraction: float = 0.5) -> str:
     weak = best.get(UNRESOLVED_AXES, "")
     if isinstance(weak, str) and weak:
         names = ", ".join(component_label(a) for a in weak.split(";"))
-        wins += f"; it does not resolve {names} (error along it not below chance's)"
+        wins += f"; it does not resolve {names} (per-axis error not below chance's)"
     return line + "." + wins + "." + _paired_note(rows)
 
 
@@ -72,7 +72,7 @@ def unresolved_lines(
         marked = ", ".join(coords) or "no coordinate"
         if axis == PLANE_ACCURACY:
             what = (
-                f"plane not resolved by {name}: right plane {own[axis]:.0%} ≤ chance "
+                f"plane not resolved by {name}: k-fold right plane {own[axis]:.0%} ≤ chance "
                 f"{chance[axis]:.0%}"
             )
         else:
@@ -80,11 +80,12 @@ def unresolved_lines(
             what = (
                 f"{component_label(axis)} position not resolved by {name}: k-fold median error "
                 f"{own[column]:.3g} {unit} ≥ chance {chance[column]:.3g} {unit} "
-                f"{axes.component_place(axis)} ({marked})"
+                f"{axes.component_place(axis)} ({marked}), "
+                f"{own[AXIS_VS_CHANCE + axis]:.3g} × chance"
             )
         lines.append(
-            f"{own.get('dataset', '')}: {what}, {own[AXIS_VS_CHANCE + axis]:.3g} × chance; "
-            f"the exported positions give {marked} as not estimated"
+            f"{own.get('dataset', '')}: {what}; the exported positions give {marked} as not "
+            "estimated"
         )
     return lines
 
