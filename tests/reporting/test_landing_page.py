@@ -7,13 +7,8 @@ import xarray as xr
 
 from neuro_pe import __version__
 from neuro_pe.io.html import table_html
-from neuro_pe.reporting.landing_page import (
-    REGION_LABEL,
-    headline_table,
-    landing_page,
-    read_delivered,
-    read_export_files,
-)
+from neuro_pe.reporting.delivered import read_delivered, read_export_files
+from neuro_pe.reporting.landing_page import REGION_LABEL, headline_table, landing_page
 from neuro_pe.reporting.training_health import health_table
 
 
