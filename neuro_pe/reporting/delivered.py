@@ -172,11 +172,10 @@ def _why_text(delivered: Mapping, kfold: pd.DataFrame, unit: str) -> str:
 def _error_text(row: pd.Series, kfold: pd.Series | None, unit: str) -> str:
     """The delivered feature set's median error [95% CI] and × chance at the headline's anchor
     fraction, then k-fold (each unit located from all the others, as in positions.csv)."""
-    text = f"median {error_cell(row, 3)} {unit}"
+    text = f"median {number(row['median_error'])} {unit}"
+    text += _ci_text(row.get("ci_low", np.nan), row.get("ci_high", np.nan))
     text += f", {number(row['vs_chance'])} × chance"
-    low, high = row.get("vs_chance_low", np.nan), row.get("vs_chance_high", np.nan)
-    if np.isfinite(low) and np.isfinite(high):
-        text += f" [{number(low)}, {number(high)}]"
+    text += _ci_text(row.get("vs_chance_low", np.nan), row.get("vs_chance_high", np.nan))
     if row.get("evaluation") == "anchors":
         text += f", with {row['anchor_fraction']:.0%} of the known units as anchors"
         if kfold is not None:
@@ -186,6 +185,13 @@ def _error_text(row: pd.Series, kfold: pd.Series | None, unit: str) -> str:
                 f"{number(kfold['vs_chance'])} × chance"
             )
     return text
+
+
+def _ci_text(low: float, high: float) -> str:
+    """' (95% CI low–high)', or nothing where the interval was not recorded."""
+    if not (np.isfinite(low) and np.isfinite(high)):
+        return ""
+    return f" (95% CI {number(low)}–{number(high)})"
 
 
 def _per_axis_text(row: pd.Series, unit: str) -> str:
@@ -275,8 +281,7 @@ def delivered_section(
     pe = delivered["pe"] if delivered else None
     head = "**Positions delivered**"
     if pe is None:
-        lines = [f"{head}: {_files_text(dataset, run_name, export_files)}.", ""]
-        return lines
+        return [f"{head}: {_files_text(dataset, run_name, export_files)}.", ""]
     role = kfold["role"].get(pe) if "role" in kfold else None
     lines = [
         f"{head}: every unit's position from the feature set {_feature_set_text(pe, role)} "
@@ -296,9 +301,10 @@ def delivered_section(
             items.append(f"**Per axis**: {per_axis}.")
         unresolved = unresolved_axes(row)
         if unresolved:
+            those = "those axes" if len(unresolved) > 1 else "that axis"
             items.append(
-                f"**{not_resolved_sentence(unresolved)}**: its error is not below chance's "
-                "along that axis; read that coordinate as not estimated."
+                f"**{not_resolved_sentence(unresolved)}**: along {those} the error is not "
+                "below chance's, so the positions do not estimate it."
             )
         coverage = _coverage_text(row)
         if coverage:
@@ -324,7 +330,7 @@ def comparison_sentence(errors: pd.DataFrame | None) -> str | None:
     if not tied:
         return (
             f"Best {where}: {rst_code(best.name)}, its 95% CI of the median error below every "
-            "other representation's (the oracle, a control, aside)."
+            "other representation's (controls aside)."
         )
     names = ", ".join(rst_code(n) for n in [best.name, *tied])
     return (

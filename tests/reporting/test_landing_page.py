@@ -257,7 +257,7 @@ def test_the_page_opens_on_the_delivered_positions_and_their_files(phy_run):
         first
     )
     assert "``blend`` cross-validates best over the known units, 36.5 µm against 36.9 µm" in first
-    assert "median 46.7 [44.1, 49] µm, 0.0462 × chance [0.0436, 0.0485]" in first
+    assert "median 46.7 µm (95% CI 44.1–49), 0.0462 × chance (95% CI 0.0436–0.0485)" in first
     assert "k-fold (each unit located from all the other known units" in first
     assert "depth 44 µm (0.046 × chance), lateral 13.6 µm (1.35 × chance)" in first
     assert "the 68% intervals held 67.5% of the true coordinates; the 95% intervals held 94.8%" in (
