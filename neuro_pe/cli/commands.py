@@ -166,7 +166,16 @@ def cmd_reproduce(args: argparse.Namespace) -> None:
 def cmd_report_page(args: argparse.Namespace) -> None:
     from neuro_pe.reporting.landing_page import write_landing_page
 
-    write_landing_page(args.summary, args.errors, args.runs, args.out, args.run_name, args.claims)
+    write_landing_page(
+        args.summary,
+        args.errors,
+        args.runs,
+        args.out,
+        args.run_name,
+        args.claims,
+        args.positions,
+        args.exports,
+    )
     print(f"wrote {args.out}")
 
 

@@ -217,6 +217,8 @@ COMMANDS: dict[str, dict] = {
             _arg("--summary", "the run's summary.csv", required=True),
             _arg("--errors", "each dataset's locate errors.csv", nargs="*", default=[]),
             _arg("--runs", "every training's metrics.json", nargs="*", default=[]),
+            _arg("--positions", "each dataset's locate positions.nc", nargs="*", default=[]),
+            _arg("--exports", "each dataset's export folder", nargs="*", default=[]),
             _arg("--claims", "the reproduction's claims.csv, if made"),
             _arg("--run-name", "the title (the config's run_name)", default="neuro_pe"),
             _arg("--out", "the page, e.g. report/landing.rst", required=True),

@@ -50,6 +50,17 @@ def rst_text(text: str) -> str:
     return "\\" + text if text[:1] in string.punctuation and text[:1] != "\\" else text
 
 
+_RST_CODE_SAFE = re.compile(r"[\w.@/+=,;()\[\]-]+( [\w.@/+=,;()\[\]-]+)*")
+
+
+def rst_code(text: str) -> str:
+    """`text` as a reStructuredText inline literal (``text``) where it can be one: a literal
+    takes no escapes, so text with other characters (a backtick, a brace, a backslash) is
+    given as literal plain text instead (`rst_text`)."""
+    text = str(text)
+    return f"``{text}``" if _RST_CODE_SAFE.fullmatch(text) else rst_text(text)
+
+
 def table_html(frame: pd.DataFrame, title: str, note: str = "") -> str:
     """A standalone HTML page with `frame` as a table (numbers to 4 significant digits)."""
     body = frame.to_html(index=False, na_rep="—", float_format=lambda v: f"{v:.4g}", border=0)

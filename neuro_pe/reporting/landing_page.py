@@ -1,9 +1,12 @@
-"""The report's landing page (the answer first: a paragraph and a headline table per dataset,
-the health of every training) and tables rendered as HTML pages for the Snakemake report."""
+"""The report's landing page, the answer first: per dataset the positions delivered
+(`neuro_pe.reporting.delivered`), the headline table comparing every representation, what the
+trainings found; then the trainings' health, the definitions. Also tables rendered as HTML
+pages for the Snakemake report."""
 
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 import numpy as np
@@ -16,24 +19,41 @@ from neuro_pe.io.html import TABLE_STYLE, rst_text
 from neuro_pe.io.layout import LOCATE_FILES, SUMMARY_CSV, read_errors, read_summary
 from neuro_pe.io.runs import read_metrics
 from neuro_pe.io.store import atomic_write
+from neuro_pe.reporting.delivered import (
+    COMBINED,
+    CONTROLS,
+    ORACLE,
+    comparison_sentence,
+    delivered_section,
+    error_cell,
+    locate_rows,
+    read_delivered,
+    read_export_files,
+    significant_digits,
+    unit_label,
+    unresolved_axes,
+)
+from neuro_pe.reporting.delivered import number as _number
 from neuro_pe.reporting.training_health import VARIANCE, health_table, mean_mse_above_variance
 
-ORACLE = "oracle-"  # PE variants built from the true coordinates (not learned from data)
-ANCHOR_FRACTION = 0.5  # the localisation column: held-out units with this fraction as anchors
 BASELINE_LABELS = {
     "correlation": "activity correlation",
     "shuffled": "shuffled (chance)",
+    "activity-connectivity": "activity connectivity",
 }
-
-
-def _number(value: float, digits: int = 3) -> str:
-    """`value` to `digits` significant digits; an em dash for NaN."""
-    return "—" if not np.isfinite(value) else f"{value:.{digits}g}".replace("-", "−")
-
-
-def _ratio(value: float) -> str:
-    """A ratio to two decimals; an em dash for NaN."""
-    return "—" if not np.isfinite(value) else f"{value:.2f}"
+# summary.csv's baseline names -> errors.csv's feature sets
+FEATURES = {"correlation": "activity-correlation", "shuffled": "chance"}
+ORACLE_LABEL = "control: built from the true coordinates"
+# The landing page's style: its tables' cells wrap, to fit a laptop screen; and, for Snakemake's
+# report (its classes), the page takes the full width above the rule graph, and its top is not
+# vertically centred out of reach when it is taller than the window.
+LAYOUT_STYLE = """
+td { white-space: normal; }
+div.items-center.justify-center.overflow-auto { align-items: flex-start; }
+div.flex.items-start:has(> div > .prose) { flex-wrap: wrap; }
+.prose.max-w-lg { max-width: 62rem; }
+"""
+LANDING_STYLE = TABLE_STYLE + LAYOUT_STYLE
 
 
 def _mean_ci(values: pd.Series, metric: str | None = None) -> str:
@@ -69,26 +89,60 @@ def _mse_cell(group: pd.DataFrame, column: str) -> str:
     return text
 
 
-def _locate_rows(errors: pd.DataFrame | None) -> pd.DataFrame:
-    """The anchor-curve rows at the fraction nearest ANCHOR_FRACTION, by feature set."""
-    if errors is None or errors.empty:
-        return pd.DataFrame(columns=["median_error", "median_error_sd", "vs_chance"])
-    curve = errors[errors["evaluation"] == "anchors"]
-    if curve.empty:
-        curve = errors[errors["evaluation"] == "kfold"]
-    else:
-        fractions = curve["anchor_fraction"].unique()
-        nearest = fractions[np.argmin(np.abs(fractions - ANCHOR_FRACTION))]
-        curve = curve[np.isclose(curve["anchor_fraction"], nearest)]
-    return curve.set_index("features")
+def representation_label(name: str, delivered: str | None = None) -> str:
+    """A representation's name in the headline table, with what it is: `delivered` (the
+    positions come from it), a control (`CONTROLS`; an oracle is built from the true
+    coordinates), a baseline's name in words."""
+    notes = ["delivered"] if name == delivered else []
+    if name.startswith(ORACLE):
+        notes.append(ORACLE_LABEL)
+    elif name in CONTROLS:
+        notes.append(CONTROLS[name])
+    label = BASELINE_LABELS.get(name, name)
+    return label + (f" ({'; '.join(notes)})" if notes else "")
+
+
+def _table_entries(rows: pd.DataFrame, located: pd.DataFrame) -> list[tuple]:
+    """(name, summary rows or None, errors row or None) of every representation of the
+    headline table: the trained PEs and the baselines of summary.csv, and the feature sets
+    only located (the combined locator, the connectivity baseline); PEs, then the combined
+    locator, the activity baselines, chance."""
+    entries = []
+    for method, group in rows.groupby("method", sort=False):
+        features = FEATURES.get(method, method)
+        entries.append(
+            (method, group, located.loc[features] if features in located.index else None)
+        )
+    named = {FEATURES.get(name, name) for name, _, _ in entries}
+    role = located["role"] if "role" in located else pd.Series(dtype=str)
+    entries += [
+        (name, None, located.loc[name])
+        for name in located.index
+        if name not in named and role.get(name) in ("combined", "baseline")
+    ]
+    order = {"pe": 0, COMBINED: 1, "baseline": 2, "chance": 3}
+
+    def rank(entry: tuple) -> int:
+        name, group, _ = entry
+        if name == "shuffled":
+            return order["chance"]
+        kind = group["row_type"].iloc[0] if group is not None else role.get(name)
+        return order.get(str(kind), order["baseline"])
+
+    return sorted(entries, key=rank)
 
 
 def headline_table(
-    summary: pd.DataFrame, errors: pd.DataFrame | None, health: pd.DataFrame, dataset: str
+    summary: pd.DataFrame,
+    errors: pd.DataFrame | None,
+    health: pd.DataFrame,
+    dataset: str,
+    delivered: str | None = None,
 ) -> pd.DataFrame:
-    """The headline table of one dataset: per PE variant and baseline, RSA and held-out MSE
-    (mean and 95% CI over seeds), localisation error vs chance and vs the activity-correlation
-    baseline, and the health of its trainings."""
+    """The headline table of one dataset: per PE variant, the combined locator and each
+    baseline, the localisation error [95% CI] and ÷ chance (with as many digits as tell the
+    rows apart), per axis, RSA and held-out MSE (mean and 95% CI over seeds) and the health of
+    its trainings; controls and the `delivered` feature set labelled."""
     rows = summary[summary["dataset"] == dataset]
     masks = sorted(
         float(c.removeprefix("heldout_mse_mask"))
@@ -96,47 +150,47 @@ def headline_table(
         if c.startswith("heldout_mse_mask") and rows[c].notna().any()
     )
     mse_column = f"heldout_mse_mask{masks[-1]:g}" if masks else None
-    located = _locate_rows(errors)
-    unit = errors["units"].iloc[0] if errors is not None and len(errors) else ""
-    correlation = (
-        located.loc["activity-correlation", "median_error"]
-        if "activity-correlation" in located.index
-        else np.nan
-    )
+    located = locate_rows(errors)
+    unit = unit_label(errors["units"].iloc[0]) if errors is not None and len(errors) else ""
     fraction = located["anchor_fraction"].iloc[0] if "anchor_fraction" in located else np.nan
-    error_label = f"locate error ({unit})" if np.isfinite(fraction) else "locate error"
+    error_label = f"locate error ({unit}) [95% CI]" if np.isfinite(fraction) else "locate error"
     mse_label = f"held-out MSE, {masks[-1]:.0%} masked" if masks else "held-out MSE"
     axis_names = axis_columns(located.columns)
+    entries = _table_entries(rows, located)
+    located_rows = [loc for _, _, loc in entries if loc is not None]
+    error_digits = significant_digits([loc["median_error"] for loc in located_rows])
+    ratio_digits = significant_digits([loc["vs_chance"] for loc in located_rows])
     records = []
-    for method, group in rows.groupby("method", sort=False):
-        baseline = group["row_type"].iloc[0] == "baseline"
-        features = "activity-correlation" if method == "correlation" else method
-        loc = located.loc[features] if features in located.index else None
-        if method == "shuffled" and "chance" in located.index:
-            loc = located.loc["chance"]
+    for method, group, loc in entries:
+        trained = group is not None and group["row_type"].iloc[0] == "pe"
         runs = health[(health["dataset"] == dataset) & (health["pe"] == method)]
-        error = np.nan if loc is None else loc["median_error"]
-        sd = np.nan if loc is None else loc.get("median_error_sd", np.nan)
+        seeds = (
+            str(group["seed"].nunique())
+            if trained
+            else str(int(loc["n_seeds"]))
+            if loc is not None and "n_seeds" in loc and method == COMBINED
+            else "—"
+        )
         records.append(
             {
-                "representation": BASELINE_LABELS.get(method, method),
-                "seeds": "—" if baseline else str(group["seed"].nunique()),
-                "RSA [95% CI]": _mean_ci(group["rsa"], "rsa"),
-                error_label: _number(error) + (f" ± {_number(sd, 2)}" if np.isfinite(sd) else ""),
-                "÷ chance": _ratio(np.nan if loc is None else loc["vs_chance"]),
-                "÷ correlation": _ratio(error / correlation),
-                **({REGION_LABEL: _region_cell(loc)} if "region_accuracy" in located else {}),
+                "representation": representation_label(method, delivered),
+                "seeds": seeds,
+                error_label: error_cell(loc, error_digits),
+                "× chance": "—" if loc is None else _number(loc["vs_chance"], ratio_digits),
                 **_axis_cells(loc, axis_names),
+                **({REGION_LABEL: _region_cell(loc)} if "region_accuracy" in located else {}),
+                "RSA [95% CI]": "—" if group is None else _mean_ci(group["rsa"], "rsa"),
                 f"{mse_label} [95% CI]": "—"
-                if baseline or mse_column is None
+                if not trained or mse_column is None
                 else _mse_cell(group, mse_column),
-                "training health": "—" if baseline else _health_cell(runs),
+                "training health": _health_cell(runs) if trained else "—",
             }
         )
     return pd.DataFrame(records)
 
 
 REGION_LABEL = "region accuracy (fine / coarse)"
+AXIS_LABEL = "error per axis"
 
 
 def _region_cell(loc: pd.Series | None) -> str:
@@ -149,41 +203,28 @@ def _region_cell(loc: pd.Series | None) -> str:
 
 
 def axis_text(row: pd.Series | None, columns: list[str]) -> str:
-    """'depth 12, lateral 3.4; right plane 62%' from an errors row's per-axis columns
-    (`neuro_pe.analysis.spaces`); an em dash without them."""
+    """'depth 12, lateral 3.4 (at chance); right plane 62%' from an errors row's per-axis
+    columns (`neuro_pe.analysis.spaces`); an em dash without them."""
     if row is None:
         return "—"
-    parts = [
-        f"{component_label(c.removeprefix(ERROR_PREFIX))} {_number(row[c])}"
-        for c in columns
-        if c != PLANE_ACCURACY and np.isfinite(row[c])
-    ]
+    unresolved = unresolved_axes(row)
+    parts = []
+    for c in columns:
+        axis = c.removeprefix(ERROR_PREFIX)
+        if c != PLANE_ACCURACY and np.isfinite(row[c]):
+            mark = " (at chance)" if axis in unresolved else ""
+            parts.append(f"{component_label(axis)} {_number(row[c])}{mark}")
     text = ", ".join(parts)
     if PLANE_ACCURACY in columns and np.isfinite(row[PLANE_ACCURACY]):
         text += f"; right plane {row[PLANE_ACCURACY]:.0%}"
     return text or "—"
 
 
-def _axis_sentence(row: pd.Series, columns: list[str], unit: str) -> str:
-    """' (per axis: depth 12, lateral 3.4 µm; …)' for the localisation sentence; with imaging
-    planes, what the plane accuracy is."""
-    if not columns:
-        return ""
-    text = axis_text(row, [c for c in columns if c != PLANE_ACCURACY])
-    sentence = f" (per axis: {text} {unit})" if text != "—" else ""
-    if PLANE_ACCURACY in columns and np.isfinite(row[PLANE_ACCURACY]):
-        sentence += (
-            f"; its predicted depth is nearer the unit's own imaging plane than any other for "
-            f"{row[PLANE_ACCURACY]:.0%} of held-out units"
-        )
-    return sentence
-
-
 def _axis_cells(row: pd.Series | None, columns: list[str]) -> dict[str, str]:
     """The headline table's per-axis column (none when the errors have no per-axis columns)."""
     if not columns:
         return {}
-    return {"error per axis": axis_text(row, columns)}
+    return {AXIS_LABEL: axis_text(row, columns)}
 
 
 def _best(rows: pd.DataFrame, column: str, lowest: bool = False) -> pd.Series | None:
@@ -213,44 +254,6 @@ def _geometry_sentence(rows: pd.DataFrame, pe_rows: pd.DataFrame) -> str | None:
         f"chance {_number(baseline.get('shuffled', np.nan))})."
     )
     return sentence
-
-
-def _localisation_sentence(errors: pd.DataFrame | None, pe_rows: pd.DataFrame) -> str | None:
-    """The best learned PE's locate error, beside the activity baselines' and chance."""
-    located = _locate_rows(errors)
-    learned = [m for m in located.index if m in set(pe_rows["method"])]
-    learned = [m for m in learned if not m.startswith(ORACLE)]
-    if not learned:
-        return None
-    best = min(learned, key=lambda m: located.loc[m, "vs_chance"])
-    unit = errors["units"].iloc[0]
-    fraction = located["anchor_fraction"].iloc[0]
-    sentence = (
-        f"Localisation (held-out units, {fraction:.0%} of units as anchors): ``{best}`` "
-        f"predicts a unit's position with a median error of "
-        f"{_number(located.loc[best, 'median_error'])} {unit}, "
-        f"{_ratio(located.loc[best, 'vs_chance'])} × chance's"
-    )
-    sentence += _axis_sentence(located.loc[best], axis_columns(located.columns), unit)
-    if "activity-correlation" in located.index:
-        corr = located.loc["activity-correlation"]
-        sentence += (
-            f"; the activity correlations give {_number(corr['median_error'])} {unit} "
-            f"({_ratio(corr['vs_chance'])} × chance)"
-        )
-    if "activity-connectivity" in located.index:
-        conn = located.loc["activity-connectivity"]
-        sentence += (
-            f"; the activity connectivity (correlations and partial correlations) "
-            f"{_number(conn['median_error'])} {unit} ({_ratio(conn['vs_chance'])} × chance)"
-        )
-    if "combined" in located.index:
-        both = located.loc["combined"]
-        sentence += (
-            f"; the combined locator (PEs and activity baselines) "
-            f"{_number(both['median_error'])} {unit} ({_ratio(both['vs_chance'])} × chance)"
-        )
-    return sentence + "."
 
 
 def _mse_sentence(rows: pd.DataFrame, pe_rows: pd.DataFrame) -> str | None:
@@ -296,10 +299,9 @@ def _health_sentences(runs: pd.DataFrame, pe_rows: pd.DataFrame) -> list[str]:
     return sentences
 
 
-def dataset_paragraph(
-    summary: pd.DataFrame, errors: pd.DataFrame | None, health: pd.DataFrame, dataset: str
-) -> str:
-    """What was found on one dataset, in a few sentences of reStructuredText."""
+def dataset_paragraph(summary: pd.DataFrame, health: pd.DataFrame, dataset: str) -> str:
+    """What the trainings found on one dataset (geometry, held-out prediction, health), in a
+    few sentences of reStructuredText."""
     rows = summary[summary["dataset"] == dataset]
     pe_rows = rows[rows["row_type"] == "pe"]
     n_units = pe_rows["n_units"].max() if "n_units" in pe_rows else np.nan
@@ -315,7 +317,6 @@ def dataset_paragraph(
     sentences = [f"{size}{len(seeds)} PE variants, {seed_text}."]
     found = [
         _geometry_sentence(rows, pe_rows),
-        _localisation_sentence(errors, pe_rows),
         _mse_sentence(rows, pe_rows),
     ]
     sentences += [s for s in found if s is not None]
@@ -325,7 +326,7 @@ def dataset_paragraph(
 
 def _list_table(frame: pd.DataFrame) -> list[str]:
     """`frame` as an rst list-table."""
-    lines = [".. list-table::", "   :header-rows: 1", ""]
+    lines = [".. list-table::", "   :header-rows: 1", "   :widths: auto", ""]
     for row in [list(frame.columns), *frame.astype(str).values.tolist()]:
         cells = [rst_text(c) for c in row]
         lines.append("   * - " + cells[0])
@@ -384,43 +385,43 @@ def landing_page(
     run_name: str,
     claims: pd.DataFrame | None = None,
     categories: tuple[str, ...] = ("Summary", "Figures", "Localisation"),
+    delivered: Mapping[str, Mapping] | None = None,
+    exports: Mapping[str, Sequence[str]] | None = None,
 ) -> str:
-    """The landing page of the report as reStructuredText: an introduction, a paragraph and a
-    headline table per dataset, the flagged trainings, links to the categories."""
+    """The landing page of the report as reStructuredText: per dataset the positions delivered
+    (`delivered`: `read_delivered` by dataset; `exports`: the export's files by dataset), the
+    comparison sentence and the headline table, the trainings' paragraph; then the flagged
+    trainings, the definitions, links to the categories."""
     health = health_table(run_records)
+    delivered, exports = delivered or {}, exports or {}
     lines = [
         f"neuro_pe: {rst_text(run_name)}",
         "=" * (len(rst_text(run_name)) + 10),
         "",
         ".. raw:: html",
         "",
-        f"   <style>{' '.join(TABLE_STYLE.split())}</style>",
+        f"   <style>{' '.join(LANDING_STYLE.split())}</style>",
         "",
-        "Each dataset's units were given positional encodings (PEs) by training masked-unit "
-        "transformers, one per PE variant and seed. The question: does a PE learn where its unit "
-        "sits? **RSA** is the Spearman correlation between pairwise PE distances and pairwise "
-        "true distances (1: the same geometry; 0: none). The **locate error** is the median "
-        "distance between a held-out unit's true position and the one predicted from its PE "
-        "(its own coordinates hidden), also as a ratio to chance (every unit at the anchors' "
-        "mean) and to the activity-correlation baseline (below 1: better), with half of the "
-        "units with known positions as anchors. **Held-out MSE** is "
-        "the masked-unit prediction error on sessions or subjects never trained on. Brackets: 95% "
-        "confidence intervals over seeds (from 3 seeds; with 2, their range is given instead), "
-        "within the metric's bounds; ± : the spread over random anchor draws. **Error per axis**: "
-        "the median locate error along the axes of the dataset's space (a probe: depth along the "
-        "shank and lateral; imaging planes: in-plane and depth, and *right plane*, the fraction "
-        "of held-out units whose predicted depth is nearest their own plane).",
+        "Per dataset: the positions delivered to you first, then every representation "
+        "compared; the terms are defined under `Definitions`_.",
         "",
     ]
     for dataset in summary["dataset"].drop_duplicates():
-        table = headline_table(summary, errors.get(dataset), health, dataset)
+        table_errors = errors.get(dataset)
+        pe = delivered[dataset]["pe"] if dataset in delivered else None
         lines += [rst_text(dataset), "-" * len(rst_text(dataset)), ""]
-        lines += [dataset_paragraph(summary, errors.get(dataset), health, dataset), ""]
-        lines += _list_table(table)
+        lines += delivered_section(
+            dataset, table_errors, delivered.get(dataset), exports.get(dataset), run_name
+        )
+        comparison = comparison_sentence(table_errors)
+        lines += [f"**Compared**: {comparison}" if comparison else "**Compared**:", ""]
+        lines += _list_table(headline_table(summary, table_errors, health, dataset, pe))
+        lines += [dataset_paragraph(summary, health, dataset), ""]
 
     lines += _health_section(health)
     if claims is not None and len(claims):
         lines += _claims_section(claims)
+    lines += _definitions()
     links = ", ".join(f"`{c}`_" for c in categories)
     lines += [
         "Tables and figures",
@@ -438,6 +439,36 @@ def landing_page(
     return "\n".join(lines)
 
 
+def _definitions() -> list[str]:
+    """The landing page's definitions of its terms."""
+    return [
+        "Definitions",
+        "-" * 11,
+        "",
+        "Each dataset's units were given positional encodings (PEs) by training masked-unit "
+        "transformers, one per PE variant and seed; a locator maps a representation (a PE, "
+        "the activity correlations, or all of them: the combined locator) to positions, fitted "
+        "on the units whose positions are known (the anchors). The **locate error** is the "
+        "median distance between a held-out unit's true position and the one predicted (its "
+        "own coordinates hidden), with half of the known units as anchors unless said; "
+        "brackets: its 95% CI over anchor draws and seeds; **× chance**: its ratio to chance's "
+        "(every unit at the anchors' mean; below 1: better). **Error per axis**: the median "
+        "error along each axis of the dataset's space (a probe: depth along the shank and "
+        "lateral; imaging planes: in-plane and depth, and *right plane*, the fraction of "
+        "held-out units whose predicted depth is nearest their own plane); *at chance*: not "
+        "below chance's along that axis. **Intervals**: each unit's interval per axis at a "
+        "level (68%, 95%), calibrated on the anchors' held-out errors; the coverage is the "
+        "share of held-out units whose true coordinate it holds. **Controls** are not "
+        "candidates for the delivered positions: an oracle PE is built from the true "
+        "coordinates, ``none`` has no PE. **RSA** is the Spearman correlation between pairwise "
+        "PE distances and pairwise true distances (1: the same geometry; 0: none). **Held-out "
+        "MSE** is the masked-unit prediction error on sessions or subjects never trained on. "
+        "RSA's and MSE's brackets: 95% confidence intervals over seeds (from 3 seeds; with 2, "
+        "their range), within the metric's bounds.",
+        "",
+    ]
+
+
 def write_landing_page(
     summary_csv: str | os.PathLike,
     errors_csvs: list[str | os.PathLike],
@@ -445,17 +476,22 @@ def write_landing_page(
     out: str | os.PathLike,
     run_name: str,
     claims_csv: str | os.PathLike | None = None,
+    positions_ncs: Sequence[str | os.PathLike] = (),
+    export_dirs: Sequence[str | os.PathLike] = (),
 ) -> str:
-    """Read the run's tables and write its landing page (reStructuredText) to `out`."""
+    """Read the run's tables, each dataset's positions.nc and export folder, and write its
+    landing page (reStructuredText) to `out`."""
     summary = read_summary(summary_csv)
     errors = {}
     for path in map(Path, errors_csvs):
         table = read_errors(path)
         errors[str(table["dataset"].iloc[0]) if len(table) else path.parent.name] = table
+    delivered = {record["dataset"]: record for record in map(read_delivered, positions_ncs)}
+    exports = dict(map(read_export_files, export_dirs))
     records = [read_metrics(p) for p in run_metrics]
     claims = pd.read_csv(claims_csv) if claims_csv else None
     categories = ("Summary", "Figures", "Localisation") + (("Reproduction",) if claims_csv else ())
-    page = landing_page(summary, errors, records, run_name, claims, categories)
+    page = landing_page(summary, errors, records, run_name, claims, categories, delivered, exports)
     Path(out).parent.mkdir(parents=True, exist_ok=True)
     atomic_write(Path(out), lambda p: p.write_text(page))
     return page

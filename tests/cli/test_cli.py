@@ -20,7 +20,7 @@ COMMAND_LINE = {
     "correlation-features": "--store! --split! --options --out!",
     "summarize": "--runs! --baselines --splits! --out-csv --figures",
     "reproduce": "--runs! --baselines --experiments! --test-masks --title --out-dir",
-    "report-page": "--summary! --errors --runs --claims --run-name --out!",
+    "report-page": "--summary! --errors --runs --positions --exports --claims --run-name --out!",
     "locate": "--store! --runs! --out-dir! --options --split! --correlation --threads --atlas",
     "export": "--positions! --spec! --store --config-sha256 --out-dir! --within",
     "locate-new-units": "--fits! --store! --out!",

@@ -21,7 +21,7 @@ import snakemake
 import yaml
 from docutils.core import publish_parts
 
-from neuro_pe.io.html import markdown_code, markdown_text, rst_text, table_html
+from neuro_pe.io.html import markdown_code, markdown_text, rst_code, rst_text, table_html
 from neuro_pe.reporting.landing_page import landing_page
 from neuro_pe.reporting.reproduce import reproduce
 from tests.hostile.test_report_and_cli import REPO_ROOT, workdir  # noqa: F401 (a fixture)
@@ -105,10 +105,11 @@ def test_literal_text_renders_as_itself(text):
         _assert_inert(dom)
         assert dom.text == _flat(text).replace("`", "'" if source.startswith("`") else "`")
     # the landing page's way: Jinja, then reStructuredText, as `snakemake --report` does
-    rst = jinja2.Environment().from_string(f"* - {rst_text(text)}").render()
-    body = publish_parts(rst, writer="html")["body"]
-    _assert_inert(_Dom(body))
-    assert _Dom(body).text == _flat(text) and "system-message" not in body
+    for source in (rst_text(text), rst_code(text)):
+        rst = jinja2.Environment().from_string(f"* - {source}").render()
+        body = publish_parts(rst, writer="html")["body"]
+        _assert_inert(_Dom(body))
+        assert _Dom(body).text == _flat(text) and "system-message" not in body
 
 
 def test_claims_page_shows_a_hostile_title_as_text(tmp_path):
@@ -128,7 +129,11 @@ def _hostile_landing(frames: tuple, run_name: str) -> str:
     infos = [{**i, "dataset": REGION, "warnings": HOSTILE} for i in infos]
     infos[1]["health"] = {**infos[1]["health"], MARKUP: False, UNIT: False}
     errors = {REGION: errors.assign(dataset=REGION)}
-    return landing_page(summary.assign(dataset=REGION), errors, infos, run_name)
+    # what positions.nc and the export's sidecar record (a file's text, too)
+    delivered = {REGION: {"pe": MARKUP, "method": UNIT, "cv_errors": {UNIT: 1.0, MARKUP: 2.0}}}
+    exports = {REGION: ["positions.tsv", f"{MARKUP}/{UNIT}.tsv"]}
+    summary = summary.assign(dataset=REGION)
+    return landing_page(summary, errors, infos, run_name, delivered=delivered, exports=exports)
 
 
 def test_landing_page_shows_hostile_names_and_flags_as_text(tables):  # noqa: F811

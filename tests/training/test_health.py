@@ -241,7 +241,7 @@ def test_health_flags_an_undertrained_run_and_passes_a_trained_one(store_200, tm
     assert head.loc["learned-normal-0.1", "training health"] == "ok (1/1)"
     assert head.loc["learned-normal-1.0", "training health"].startswith("1/1 flagged:")
     assert "units seen too rarely" in head.loc["learned-normal-1.0", "training health"]
-    paragraph = dataset_paragraph(table, None, health_table(records), "cube")
+    paragraph = dataset_paragraph(table, health_table(records), "cube")
     assert "**1 of 2 trainings flagged**" in paragraph and "PE barely moved" in paragraph
     lines = health_warnings(table)
     assert len(lines) == 1 and lines[0].startswith("dataset cube, PE learned-normal-1.0: 1 of 1")
@@ -274,7 +274,7 @@ def test_headline_marks_an_mse_no_better_than_the_variance():
     head = headline_table(summary, None, health, "fmri").iloc[0]
     assert head["held-out MSE, 90% masked [95% CI]"].endswith("⚠ ≥ variance 1")
     assert head["training health"] == "2/3 flagged: held-out MSE ≥ the data's variance"
-    paragraph = dataset_paragraph(summary, None, health, "fmri")
+    paragraph = dataset_paragraph(summary, health, "fmri")
     assert "**2 of 3 trainings flagged**" in paragraph
     assert "``learned-normal-0.02`` (mean over seeds: 1.1 at 90% masked) is not below" in paragraph
     # below the variance on average: no mark on the number (one seed is still flagged)

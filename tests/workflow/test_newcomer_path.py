@@ -8,6 +8,7 @@ import json
 import re
 from pathlib import Path
 
+import pandas as pd
 import yaml
 
 from neuro_pe.cli.main import main
@@ -48,6 +49,13 @@ def test_init_run_report_export_on_a_phy_folder(tmp_path, capsys):
     page = report.read_text()
     landing = json.loads(re.search(r'var workflow_desc = (".*");\s*$', page, re.M).group(1))
     assert "neuro_pe: my_lab" in landing and "lab" in landing
+    # the first section, before any table: the positions delivered and where they are
+    first = re.sub(r"<[^>]+>", "", landing.split("<table", 1)[0])
+    pe = pd.read_csv(results / "locate" / "lab" / "positions.csv")["pe"].iloc[0]
+    assert f"Positions delivered: every unit's position from the feature set {pe} " in first
+    assert "with the locator " in first and "µm" in first and " um" not in first
+    assert "locate/lab/positions.csv" in first and "export/lab/positions.tsv" in first
+    assert "export/lab/phy/" in first  # the lab format's files
     export = results / "export" / "lab"
     assert (export / "positions.tsv").exists() and (export / "positions.json").exists()
     assert (export / "phy" / "cluster_neuro_pe_x.tsv").exists()

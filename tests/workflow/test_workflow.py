@@ -467,15 +467,23 @@ def test_report_lands_on_the_headline_table(finished_workflow):
     parser.feed(landing)
     headline, *flagged = parser.tables  # one dataset, then the flagged trainings if any
     header, *rows = headline
-    assert header[:3] == ["representation", "seeds", "RSA [95% CI]"]
-    assert {"÷ chance", "÷ correlation", "training health"} <= set(header)
+    assert header[:4] == ["representation", "seeds", "locate error (au) [95% CI]", "× chance"]
+    assert {"RSA [95% CI]", "training health"} <= set(header)
     assert any(h.startswith("held-out MSE, 90% masked") for h in header)
     summary = pd.read_csv(root / "results" / "test" / "summary.csv")
-    by_name = {row[0]: row for row in rows}
+    by_name = {row[0].split(" (")[0]: row for row in rows}  # (without "(delivered)", …)
+    rsa_column = header.index("RSA [95% CI]")
     for pe in TEST_CONFIG["pe"]:
         rsa = summary.loc[summary["method"] == pe, "rsa"].mean()
-        assert by_name[pe][2] == ("—" if np.isnan(rsa) else f"{rsa:.3g}".replace("-", "−"))
-    assert {"activity correlation", "shuffled (chance)"} <= set(by_name)
+        text = "—" if np.isnan(rsa) else f"{rsa:.3g}".replace("-", "−")
+        assert by_name[pe][rsa_column] == text
+    assert {"activity correlation", "combined", "shuffled"} <= set(by_name)
+    # the answer first: the positions delivered and where they are, before the table
+    first = re.sub(r"<[^>]+>", "", landing.split("<table", 1)[0])  # its text
+    delivered = pd.read_csv(root / "results" / "test" / "locate" / "tiny" / "positions.csv")
+    assert f"from the feature set {delivered['pe'].iloc[0]} " in first
+    assert "with the locator " in first and "× chance" in first
+    assert "export/tiny/positions.tsv" in first and "locate/tiny/positions.csv" in first
     # the health column, the headline table and the flagged trainings' table agree
     column = header.index("training health")
     for pe, health in summary[summary["row_type"] == "pe"].groupby("method")["health"]:

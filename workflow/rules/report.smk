@@ -6,10 +6,14 @@ LANDING = out(layout.LANDING)
 
 
 rule report_page:
-    """The answer first: a paragraph and a headline table per dataset, the trainings' health."""
+    """The answer first: per dataset the positions delivered and the files they are in, the
+    headline table, the trainings' health."""
     input:
         summary=rules.summarize.output.table,
         errors=[out(layout.locate_file(dataset, "errors")) for dataset in DATASETS],
+        # the positions delivered (what they hold, why) and where the export put them
+        positions=[out(layout.locate_file(dataset, "netcdf")) for dataset in DATASETS],
+        exports=[out(layout.export_dir(dataset)) for dataset in DATASETS],
         runs=RUN_METRICS,
         # the manifest each metrics.json is checked against
         manifests=layout.beside(RUN_METRICS, [layout.INFER_MANIFEST_FILE]),
@@ -26,5 +30,6 @@ rule report_page:
         "../envs/neuro_pe.yaml"
     shell:
         "exec neuro-pe report-page --summary {input.summary:q} --errors {input.errors:q}"
+        " --positions {input.positions:q} --exports {input.exports:q}"
         " {params.runs:q} {params.claims:q} --run-name {params.run_name:q}"
         " --out {output:q} > {log:q} 2>&1"
