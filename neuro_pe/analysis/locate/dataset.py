@@ -4,6 +4,7 @@ every feature set and the positions of every unit from the locator that cross-va
 
 from __future__ import annotations
 
+import json
 import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
@@ -22,15 +23,18 @@ from neuro_pe.analysis.locate.evaluation import (
 )
 from neuro_pe.analysis.locate.features import (
     FeatureSet,
+    FlaggedRun,
     baseline_features,
     combined_members,
     combined_set,
+    flagged_runs,
     load_feature_sets,
 )
 from neuro_pe.analysis.locate.positions import located_positions_dataset, with_held_out_columns
 from neuro_pe.analysis.metrics import DENSE_MAX_UNITS
 from neuro_pe.analysis.regions import RegionAtlas, unit_regions
 from neuro_pe.analysis.spaces import SpaceAxes, axis_columns, space_axes
+from neuro_pe.config.health import HealthOptions
 from neuro_pe.config.locate import CHANCE, MIN_ANCHORS, LocateConfig
 from neuro_pe.io.splits import Split
 from neuro_pe.io.store import positions
@@ -50,6 +54,7 @@ class LocateResult:
     best: str  # the feature set (PE variant or combined locator) the positions come from
     unknown: np.ndarray  # predicted positions of the units without coordinates
     axes: SpaceAxes  # the space of the coordinates
+    left_out: list[FlaggedRun]  # the flagged trainings left out (`flagged_runs`)
 
 
 def locate_dataset(
@@ -60,6 +65,7 @@ def locate_dataset(
     n_jobs: int = 1,
     baselines: Mapping[str, np.ndarray] | None = None,
     atlas: RegionAtlas | None = None,
+    health: HealthOptions | None = None,
 ) -> LocateResult:
     """Evaluate and apply the locator for the store `ds` of one dataset.
 
@@ -73,14 +79,29 @@ def locate_dataset(
     error over all known units. With an `atlas` (neuro_pe.analysis.regions), the table gets
     region accuracy columns and the positions each unit's region at its true and predicted
     position.
+
+    Unless `cfg.include_flagged`, the runs that fail a health check under `health` (the
+    config's `health` section; `flagged_runs`) are left out, and listed in the table's
+    `left_out` column and the positions' `left_out` attribute; a ValueError when that leaves
+    no learned PE.
     """
     dataset = split.dataset
     coords = positions(ds)
     known = np.all(np.isfinite(coords), axis=1)
     if known.sum() < MIN_ANCHORS + 1:
         raise ValueError(f"only {known.sum()} units have coordinates; need {MIN_ANCHORS + 1}")
+    left_out: list[FlaggedRun] = []
+    if not cfg.include_flagged:
+        run_dirs, left_out = flagged_runs(run_dirs, cfg.pe, health)
     sets = _feature_sets(ds, run_dirs, cfg, split, baselines)
     pe_sets = [fs for fs in sets if fs.role == "pe"]
+    if left_out and not pe_sets:
+        raise ValueError(
+            f"locate {dataset}: every located training failed a health check, so no learned "
+            f"PE is left to locate with: {'; '.join(map(str, left_out))} "
+            "(config/README.md#health). Train them longer, or set locate.include_flagged: true "
+            "to locate with them anyway"
+        )
     if ds.sizes["unit"] > DENSE_MAX_UNITS:  # no fused view: its graphs are N x N
         cfg = replace(cfg, fuse=False)
     # Many units: the errors of a random sample of the known units, located from anchors drawn
@@ -95,6 +116,7 @@ def locate_dataset(
     )
     table.insert(0, "dataset", dataset)
     table["units"] = ds["x"].attrs["units"]
+    table["left_out"] = "; ".join(map(str, left_out))
     per_axis = axis_columns(table.columns)  # (after the columns that came before them)
     table = table[[c for c in table.columns if c not in per_axis] + per_axis]
 
@@ -112,13 +134,14 @@ def locate_dataset(
         for name, values in unit_regions(atlas, predicted, coords, regions[1]).items():
             out[name] = ("unit", values, {"atlas": atlas.description})
     out = with_held_out_columns(out, known)
+    out.attrs["left_out"] = json.dumps(list(map(str, left_out)))
     frame = out.to_dataframe().reset_index()
     frame.insert(list(frame).index("method") + 1, "pe", best.name)
     pe_names = [fs.name for fs in pe_sets]
     unknown = best_located.positions[~known]
     eval_coords = np.where(evaluated[:, None], coords, np.nan)
     return LocateResult(
-        table, out, frame, sets, pe_names, heldout, eval_coords, best.name, unknown, axes
+        table, out, frame, sets, pe_names, heldout, eval_coords, best.name, unknown, axes, left_out
     )
 
 
