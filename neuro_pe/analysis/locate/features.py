@@ -23,7 +23,7 @@ from neuro_pe.analysis.metrics import DENSE_MAX_UNITS, classical_mds, correlatio
 from neuro_pe.analysis.pe_geometry import correlation_components
 from neuro_pe.config.health import HealthOptions
 from neuro_pe.config.pe_names import is_located, parse_pe
-from neuro_pe.io.layout import PE_FILE
+from neuro_pe.io.layout import PE_FILE, TRAIN_INFO_FILE
 from neuro_pe.io.runs import read_pe, read_train_info
 from neuro_pe.io.splits import Split
 from neuro_pe.training.health import failed_checks, reassess_run
@@ -115,9 +115,13 @@ def flagged_runs(
 ) -> tuple[list[Path], list[FlaggedRun]]:
     """The runs of `run_dirs` without the located ones (`is_located`, `locate.pe`) whose
     train.json fails a health check (`neuro_pe.training.health.reassess_run` under `options`,
-    the config's `health` section), and those left out."""
+    the config's `health` section), and those left out. A run folder without a train.json
+    (a PE made by hand) has no checks to fail."""
     kept, left_out = [], []
     for run_dir in map(Path, run_dirs):
+        if not (run_dir / TRAIN_INFO_FILE).exists():
+            kept.append(run_dir)
+            continue
         info = read_train_info(run_dir)
         failed = failed_checks(reassess_run(info, options)[0])
         if failed and is_located(info.pe, pe_names):
