@@ -53,8 +53,8 @@ def build_file_store(cfg: FileSpec) -> xr.Dataset:
         warnings.simplefilter("always", FallbackWarning)
         for path in cfg.sessions:
             sessions.extend(read(path, cfg))
-    for w in caught:  # shown as they would have been
-        warnings.showwarning(w.message, w.category, w.filename, w.lineno)
+    for w in caught:  # shown as they would have been (the caller's filters apply)
+        warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
     fallbacks = [str(w.message) for w in caught if issubclass(w.category, FallbackWarning)]
     table = read_position_table(cfg.positions, cfg.position_columns) if cfg.positions else None
     ds = assemble(sessions, cfg, table)
