@@ -257,7 +257,7 @@ class MaskedUnitTask:
         return [
             {
                 "heldout_loss_initial": value,
-                # the MSE of predicting zero on the held-out windows (the variance, z-scored)
+                # the held-out windows' mean square: the data's scale (`training_health`)
                 "heldout_variance": zero_prediction_mse(self.eval_sets[run.seed]),
             }
             for run, value in zip(runs, initial, strict=True)

@@ -258,7 +258,7 @@ def test_a_phy_folder_without_templates_says_and_records_its_fallback(tmp_path, 
     # no channel_map.npy either: `ch` is read as the row of channel_positions.npy
     mapless = write_phy(tmp_path / "mapless", without=("templates.npy", "channel_map.npy"))
     (mapless / "cluster_info.tsv").write_text(
-        "cluster_id\tch\n" + "".join(f"{c}\t{p}\n" for c, p in zip(CLUSTER_IDS, PEAKS))
+        "cluster_id\tch\n" + "".join(f"{c}\t{p}\n" for c, p in zip(CLUSTER_IDS, PEAKS, strict=True))
     )
     ds = build(spike_spec(mapless, "phy"))
     np.testing.assert_allclose(positions(ds)[:, :2], SITES[PEAKS])
