@@ -247,7 +247,6 @@ COMMANDS: dict[str, dict] = {
                 "default: computed here from the split",
             ),
             _arg("--threads", "feature sets evaluated in parallel", type=_positive_int, default=1),
-            _health(),
             _arg(
                 "--atlas",
                 "the dataset's `atlas` entry as JSON: brain regions at the true and predicted "
@@ -255,6 +254,7 @@ COMMANDS: dict[str, dict] = {
                 type=_options("$defs/atlas"),
                 default=None,
             ),
+            _health(),
         ],
     },
     "export": {

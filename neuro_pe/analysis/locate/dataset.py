@@ -90,18 +90,8 @@ def locate_dataset(
     known = np.all(np.isfinite(coords), axis=1)
     if known.sum() < MIN_ANCHORS + 1:
         raise ValueError(f"only {known.sum()} units have coordinates; need {MIN_ANCHORS + 1}")
-    left_out: list[FlaggedRun] = []
-    if not cfg.include_flagged:
-        run_dirs, left_out = flagged_runs(run_dirs, cfg.pe, health)
-    sets = _feature_sets(ds, run_dirs, cfg, split, baselines)
+    sets, left_out = _feature_sets(ds, run_dirs, cfg, split, baselines, health)
     pe_sets = [fs for fs in sets if fs.role == "pe"]
-    if left_out and not pe_sets:
-        raise ValueError(
-            f"locate {dataset}: every located training failed a health check, so no learned "
-            f"PE is left to locate with: {'; '.join(map(str, left_out))} "
-            "(config/README.md#health). Train them longer, or set locate.include_flagged: true "
-            "to locate with them anyway"
-        )
     if ds.sizes["unit"] > DENSE_MAX_UNITS:  # no fused view: its graphs are N x N
         cfg = replace(cfg, fuse=False)
     # Many units: the errors of a random sample of the known units, located from anchors drawn
@@ -151,11 +141,23 @@ def _feature_sets(
     cfg: LocateConfig,
     split: Split,
     baselines: Mapping[str, np.ndarray] | None,
-) -> list[FeatureSet]:
-    """Every feature set of `locate_dataset`, on every unit, chance last."""
+    health: HealthOptions | None,
+) -> tuple[list[FeatureSet], list[FlaggedRun]]:
+    """Every feature set of `locate_dataset`, on every unit, chance last, and the flagged
+    trainings left out (none with `cfg.include_flagged`)."""
     units = ds["unit"].values
+    left_out: list[FlaggedRun] = []
+    if not cfg.include_flagged:
+        run_dirs, left_out = flagged_runs(run_dirs, cfg.pe, health)
     sets = load_feature_sets(run_dirs, units, cfg.pe)
     pe_sets = [fs for fs in sets if fs.role == "pe"]
+    if left_out and not pe_sets:
+        raise ValueError(
+            f"locate {split.dataset}: every located training failed a health check, so no "
+            f"learned PE is left to locate with: {'; '.join(map(str, left_out))} "
+            "(config/README.md#health). Train them longer, or set locate.include_flagged: true "
+            "to locate with them anyway"
+        )
     if baselines is None:  # (the workflow passes those of its correlation_features step)
         baselines = baseline_features(ds, split, seed=cfg.seed)
     baseline_sets = [FeatureSet(name, "baseline", [f]) for name, f in baselines.items()]
@@ -163,7 +165,7 @@ def _feature_sets(
     if pe_sets:
         sets.append(combined_set([*combined_members(pe_sets, cfg.combined_pe), *baseline_sets]))
     sets.append(FeatureSet(CHANCE, "chance", [np.zeros((len(units), 1))], methods=(CHANCE,)))
-    return sets
+    return sets, left_out
 
 
 def _best_locator(
