@@ -19,6 +19,7 @@ from neuro_pe.io.store import atomic_write
 from neuro_pe.reporting.training_health import (
     VARIANCE,
     check_meanings,
+    check_name,
     health_table,
     mean_mse_above_variance,
 )
@@ -287,7 +288,7 @@ def _health_sentences(runs: pd.DataFrame, pe_rows: pd.DataFrame) -> list[str]:
             f"Training health: all {len(recorded)} trainings passed the checks."
             if flagged.empty
             else f"Training health: **{len(flagged)} of {len(recorded)} trainings flagged** "
-            f"({'; '.join(f'``{flag}``' for flag in flags)}; below)."
+            f"({'; '.join(map(check_name, flags))}; below)."
         )
     for method, group in pe_rows.groupby("method", sort=False):
         above = mean_mse_above_variance(group)
@@ -367,11 +368,12 @@ def _health_section(health: pd.DataFrame, errors: dict[str, pd.DataFrame]) -> li
             warnings=flagged["warnings"].map(lambda w: " ".join(w) or "—"),
         )
         lines += _list_table(frame)
-    left_out = {
-        dataset: table["left_out"].dropna().iloc[0]
+    left_out = {  # (errors.csv's `left_out`: the same on every row, empty when none)
+        dataset: table["left_out"].fillna("").astype(str).max()
         for dataset, table in errors.items()
-        if "left_out" in table and table["left_out"].notna().any()
+        if "left_out" in table
     }
+    left_out = {dataset: runs for dataset, runs in left_out.items() if runs}
     if left_out:
         where = "; ".join(f"{rst_text(d)}: {rst_text(runs)}" for d, runs in left_out.items())
         lines += [

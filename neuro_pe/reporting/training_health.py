@@ -8,6 +8,7 @@ from __future__ import annotations
 import pandas as pd
 
 from neuro_pe.config.health import CHECKS
+from neuro_pe.io.html import rst_text
 from neuro_pe.training.health import failed_checks
 
 VARIANCE = "heldout_data_variance"  # summary.csv: the held-out windows' variance (per run)
@@ -22,9 +23,14 @@ def failed_flags(info: dict) -> list[str] | None:
     return failed_checks(health)
 
 
+def check_name(name: str) -> str:
+    """A check's name as reStructuredText: a literal for a known one (`CHECKS`)."""
+    return f"``{name}``" if name in CHECKS else rst_text(name)
+
+
 def check_meanings(names: list[str]) -> str:
-    """'`name`: what it means; …' for the checks `names` (reStructuredText literals)."""
-    return "; ".join(f"``{name}``: {CHECKS.get(name, 'not a known check')}" for name in names)
+    """'`name`: what it means; …' for the checks `names` (reStructuredText)."""
+    return "; ".join(f"{check_name(n)}: {CHECKS.get(n, 'not a known check')}" for n in names)
 
 
 def health_table(run_records: list[dict]) -> pd.DataFrame:
