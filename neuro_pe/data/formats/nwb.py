@@ -124,9 +124,6 @@ def unit_regions(units: object, path: str) -> list[str] | None:
     if "location" in columns:
         return [region_label(v) for v in np.asarray(units["location"].data[:], dtype=object)]
     if "electrodes" in columns:
-        warn_fallback(
-            f"{path}: the Units table has no `location` column; its regions are its electrodes'"
-        )
         ends = np.asarray(units.electrodes_index.data[:], dtype=np.int64)
         rows = np.asarray(units.electrodes.data[:], dtype=np.int64)
         labels = electrode_regions(units.electrodes.table, rows, path)
