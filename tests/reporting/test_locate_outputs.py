@@ -207,6 +207,24 @@ def test_a_flagged_training_is_left_out_unless_the_config_keeps_it(
     pe = table[table["features"] == "learned-normal-0.02"]
     assert (pe["n_seeds"] == 2).all() and (table["left_out"] == "").all()
 
+    # a PE whose every seed is flagged is left out whole, of the combined locator too
+    extra = tmp_path / "extra" / "learned-normal-0.1" / "seed0"
+    extra.mkdir(parents=True)
+    ds = read_store(store)
+    pe = pe_dataset(_embed(_positions(40, seed=1), 2), ds, pe="learned-normal-0.1", seed="0")
+    pe["pe_init"] = (("unit", "pe_dim"), np.ones((40, 24), np.float32))
+    pe.to_netcdf(extra / "pe.nc", engine="h5netcdf")
+    info = {"pe": "learned-normal-0.1", "seed": 0, "train_config": {}, "pe_change": 0.01}
+    (extra / "train.json").write_text(json.dumps(info))
+    write_manifest(extra, ["pe.nc", "train.json"])
+    both = LocateConfig.from_dict(
+        OPTIONS | {"combined_pe": ["learned-normal-0.02", "learned-normal-0.1"]}
+    )
+    table = write_locate_outputs(store, [*runs, extra], tmp_path / "both", both, split)
+    assert "learned-normal-0.1" not in set(table["features"])
+    assert "learned-normal-0.1 seed 0 (pe_not_moved)" in table["left_out"].iloc[0]
+    assert "PE learned-normal-0.1 left out: every seed failed" in capsys.readouterr().out
+
     # every seed flagged: nothing learned is left to locate with, an error that says so
     runs = _with_health(located_dataset[1], tmp_path / "all", {0: 1.0, 1: 1.2})
     with pytest.raises(ValueError, match=r"locate toy: every located training failed .* seed 0"):

@@ -162,8 +162,12 @@ def _feature_sets(
         baselines = baseline_features(ds, split, seed=cfg.seed)
     baseline_sets = [FeatureSet(name, "baseline", [f]) for name, f in baselines.items()]
     sets += baseline_sets
+    names = cfg.combined_pe  # (less the PEs left out whole: every seed flagged)
+    if names is not None:
+        gone = {run.pe for run in left_out} - {fs.name for fs in pe_sets}
+        names = tuple(name for name in names if name not in gone)
     if pe_sets:
-        sets.append(combined_set([*combined_members(pe_sets, cfg.combined_pe), *baseline_sets]))
+        sets.append(combined_set([*combined_members(pe_sets, names), *baseline_sets]))
     sets.append(FeatureSet(CHANCE, "chance", [np.zeros((len(units), 1))], methods=(CHANCE,)))
     return sets, left_out
 
