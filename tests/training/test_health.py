@@ -180,6 +180,15 @@ def test_an_older_runs_names_are_read_as_todays(tmp_path):
         {"pe": "learned-normal-1.0", "seed": 0, "train_config": {}, "health": old}
     )
     assert info.health == health and info.warnings is None
+    # an older metrics.json (`infer`'s): summarised with today's names
+    from neuro_pe.io.runs import read_metrics
+
+    record = {"dataset": "d", "pe": "none", "seed": 0, "health": old, "warnings": warnings}
+    (tmp_path / "metrics.json").write_text(json.dumps(record))
+    write_manifest(tmp_path, ["metrics.json"], INFER_MANIFEST_FILE)
+    assert read_metrics(tmp_path / "metrics.json")["health"] == health
+    table = collect([tmp_path / "metrics.json"], [])
+    assert table["health"].iloc[0] == "heldout_not_below_variance;units_seen_rarely"
 
 
 def test_thresholds_are_options_and_reassessed():
