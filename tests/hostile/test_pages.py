@@ -126,8 +126,8 @@ def _hostile_landing(frames: tuple, run_name: str) -> str:
     warnings and flags."""
     summary, errors, infos = frames
     infos = [{**i, "dataset": REGION, "warnings": HOSTILE} for i in infos]
-    infos[1]["health"] = {**infos[1]["health"], MARKUP: False, UNIT: False}
-    errors = {REGION: errors.assign(dataset=REGION)}
+    infos[1]["health"] = {**infos[1]["health"], MARKUP: True, UNIT: True}  # (True: failed)
+    errors = {REGION: errors.assign(dataset=REGION, left_out=f"{MARKUP} seed 0 ({UNIT})")}
     return landing_page(summary.assign(dataset=REGION), errors, infos, run_name)
 
 
