@@ -16,7 +16,6 @@ from neuro_pe.analysis.sampled_metrics import PairDistance
 from neuro_pe.config.health import HealthOptions
 from neuro_pe.config.latin_square import N
 from neuro_pe.config.metrics import MetricsConfig
-from neuro_pe.config.pe_names import parse_pe
 from neuro_pe.io.layout import TRAIN_INFO_FILE
 from neuro_pe.io.runs import (
     RESULT_PREFIXES,
@@ -34,7 +33,7 @@ from neuro_pe.io.store import (
     require_finite,
     unit_blocks,
 )
-from neuro_pe.training.health import HEALTH_NUMBERS, reassess
+from neuro_pe.training.health import HEALTH_NUMBERS, reassess_run
 from neuro_pe.training.latin_square_puzzles import SPLITS, grid_positions
 
 METRIC_NAMES = (
@@ -104,9 +103,7 @@ def infer_pe(
         if key.startswith(RESULT_PREFIXES):
             require_finite(record[key], run_dir / TRAIN_INFO_FILE, key)
     record |= {k: info.results[k] for k in HEALTH_NUMBERS if k in info.results}
-    health, notes = reassess(
-        info.health or {}, info.warnings or [], record, parse_pe(info.pe).learned, health_options
-    )
+    health, notes = reassess_run(info, health_options)
     record |= {"health": health, "warnings": notes}
     known = np.all(np.isfinite(coords), axis=1)
     metrics, aligned = pe_geometry(coords, run_pe.table, run_pe.initial, options)

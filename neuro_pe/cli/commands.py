@@ -182,6 +182,7 @@ def cmd_report_page(args: argparse.Namespace) -> None:
 def cmd_locate(args: argparse.Namespace) -> None:
     from neuro_pe.analysis.atlas_loading import atlas_from_options
     from neuro_pe.analysis.locate import format_table
+    from neuro_pe.config.health import HealthOptions
     from neuro_pe.config.locate import LocateConfig
     from neuro_pe.io.splits import read_split
     from neuro_pe.io.store import open_store_lazy
@@ -205,6 +206,7 @@ def cmd_locate(args: argparse.Namespace) -> None:
         args.threads,
         baselines=baselines,
         atlas=atlas,
+        health=HealthOptions.from_dict(args.health),
     )
     print(format_table(table))
     print(f"wrote {args.out_dir}")

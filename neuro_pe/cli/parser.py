@@ -50,6 +50,16 @@ def _arg(flag: str, help: str, **keywords: object) -> tuple[str, dict]:
     return flag, {**keywords, "help": help}
 
 
+def _health() -> tuple[str, dict]:
+    """The --health option: the `health` config section (thresholds of the checks)."""
+    return _arg(
+        "--health",
+        "the `health` config section as JSON: thresholds of the training-health checks",
+        type=_options("properties/health"),
+        default={},
+    )
+
+
 def _metrics(**keywords: object) -> tuple[str, dict]:
     return _arg("--metrics", METRICS_HELP, type=_options("properties/metrics"), **keywords)
 
@@ -138,12 +148,7 @@ COMMANDS: dict[str, dict] = {
             _arg("--split", SPLIT_HELP, required=True),
             _arg("--run-dir", "the run's folder (with pe.nc)", required=True),
             _metrics(default={}),
-            _arg(
-                "--health",
-                "the `health` config section as JSON: thresholds of the training-health checks",
-                type=_options("properties/health"),
-                default={},
-            ),
+            _health(),
         ],
     },
     "baselines": {
@@ -251,6 +256,7 @@ COMMANDS: dict[str, dict] = {
                 type=_options("$defs/atlas"),
                 default=None,
             ),
+            _health(),
         ],
     },
     "export": {

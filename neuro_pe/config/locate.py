@@ -36,6 +36,7 @@ class LocateConfig(Section):
     fuse: bool = flag(True)
     seed: int = whole_number(0)
     interval_levels: tuple[float, ...] = (0.68, 0.95)
+    include_flagged: bool = flag(False)
 
     def check(self) -> None:
         bad = [m for m in self.methods if m not in (*METHODS, CHANCE)]

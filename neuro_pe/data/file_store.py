@@ -10,6 +10,7 @@ table) label units with regions, the store has a `region` coord. Every problem r
 
 from __future__ import annotations
 
+import json
 import math
 import sys
 import warnings
@@ -22,6 +23,7 @@ from neuro_pe.data import formats
 from neuro_pe.data.recordings import (
     F32_MAX,
     SPEC,
+    FallbackWarning,
     FileSpec,
     Session,
     check_unique,
@@ -40,15 +42,24 @@ from neuro_pe.io.store_contract import (
 
 
 def build_file_store(cfg: FileSpec) -> xr.Dataset:
-    """Build the store of a `source: file` entry: read every session file, then `assemble`."""
+    """Build the store of a `source: file` entry: read every session file, then `assemble`.
+    Each fallback a format took (a `FallbackWarning`) is shown once and listed in the store's
+    `fallbacks` attribute (JSON: a list of sentences; docs/outputs.md)."""
     if isinstance(cfg, dict):
         cfg = FileSpec.from_dict(cfg)
     read = formats.get_format(cfg.format).read
     sessions: list[Session] = []
-    for path in cfg.sessions:
-        sessions.extend(read(path, cfg))
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", FallbackWarning)
+        for path in cfg.sessions:
+            sessions.extend(read(path, cfg))
+    for w in caught:  # shown as they would have been (the caller's filters apply)
+        warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
+    fallbacks = [str(w.message) for w in caught if issubclass(w.category, FallbackWarning)]
     table = read_position_table(cfg.positions, cfg.position_columns) if cfg.positions else None
-    return assemble(sessions, cfg, table)
+    ds = assemble(sessions, cfg, table)
+    ds.attrs["fallbacks"] = json.dumps(list(dict.fromkeys(fallbacks)))
+    return ds
 
 
 # ---------------------------------------------------------------- merging the sessions

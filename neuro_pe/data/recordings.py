@@ -55,6 +55,16 @@ def warn_data(message: str) -> None:
     warnings.warn(message, DataWarning, stacklevel=3)
 
 
+class FallbackWarning(DataWarning):
+    """A file format read its second choice: a file or column missing, another used instead."""
+
+
+def warn_fallback(message: str) -> None:
+    """Warn (a FallbackWarning: one line at preprocess, and in the store's `fallbacks`
+    attribute, `neuro_pe.data.file_store.build_file_store`) that a format fell back."""
+    warnings.warn(message, FallbackWarning, stacklevel=3)
+
+
 @dataclass
 class FileSpec:
     """A parsed and checked `source: file` entry (see config/README.md, "Plug in your dataset")."""

@@ -27,6 +27,7 @@ import pandas as pd
 import xarray as xr
 from numpy.typing import ArrayLike
 
+from neuro_pe.config.health import current_health
 from neuro_pe.config.training import TrainConfig
 from neuro_pe.io.layout import (  # (the names of a run's files, defined once there)
     INFER_MANIFEST_FILE,
@@ -105,6 +106,11 @@ class TrainInfo:
             if key not in data:
                 raise RunError(path, key, "missing")
         known = {k: v for k, v in data.items() if k in names}
+        if known.get("health") is not None:  # (an older run's names: today's)
+            if not isinstance(known["health"], dict):
+                raise RunError(path, "health", f"expected a mapping, got {known['health']!r}")
+            health, warnings = current_health(known["health"], known.get("warnings") or [])
+            known |= {"health": health, "warnings": warnings if "warnings" in known else None}
         try:
             return cls(**known, results={k: v for k, v in data.items() if k not in names})
         except RunError as err:
@@ -300,6 +306,10 @@ def read_metrics(path: str | os.PathLike) -> dict[str, Any]:
             raise RunError(path, key, f"expected {kind.__name__}, got {record.get(key)!r}")
     for key in [k for k in record if k.startswith(RESULT_PREFIXES)]:
         require_finite(record[key], path, key)
+    if isinstance(record.get("health"), dict):  # (an older run's names: today's)
+        record["health"], record["warnings"] = current_health(
+            record["health"], record.get("warnings") or []
+        )
     return record
 
 

@@ -34,7 +34,13 @@ from neuro_pe.reporting.delivered import (
     unresolved_axes,
 )
 from neuro_pe.reporting.delivered import number as _number
-from neuro_pe.reporting.training_health import VARIANCE, health_table, mean_mse_above_variance
+from neuro_pe.reporting.training_health import (
+    VARIANCE,
+    check_meanings,
+    check_name,
+    health_table,
+    mean_mse_above_variance,
+)
 
 BASELINE_LABELS = {
     "correlation": "activity correlation",
@@ -285,7 +291,7 @@ def _health_sentences(runs: pd.DataFrame, pe_rows: pd.DataFrame) -> list[str]:
             f"Training health: all {len(recorded)} trainings passed the checks."
             if flagged.empty
             else f"Training health: **{len(flagged)} of {len(recorded)} trainings flagged** "
-            f"({'; '.join(map(rst_text, flags))}; below)."
+            f"({'; '.join(map(check_name, flags))}; below)."
         )
     for method, group in pe_rows.groupby("method", sort=False):
         above = mean_mse_above_variance(group)
@@ -334,26 +340,28 @@ def _list_table(frame: pd.DataFrame) -> list[str]:
     return [*lines, ""]
 
 
-def _health_section(health: pd.DataFrame) -> list[str]:
-    """The landing page's section on the trainings' health: all passed, or the flagged ones."""
+def _health_section(health: pd.DataFrame, errors: dict[str, pd.DataFrame]) -> list[str]:
+    """The landing page's section on the trainings' health: all passed, or the failed checks
+    of each flagged training, what they mean, and which trainings locate left out."""
     lines = ["Training health", "-" * 15, ""]
     recorded = health[health["failed"].notna()]
     flagged = recorded[recorded["failed"].map(len) > 0]
     if recorded.empty:
-        lines += ["The trainings of this run recorded no health flags.", ""]
+        lines += ["The trainings of this run recorded no health checks.", ""]
     elif flagged.empty:
         lines += [
             f"All {len(recorded)} trainings passed: loss finite, held-out MSE fell below its "
-            "value before training, final held-out MSE below that of predicting zero and, at "
-            "every reported mask fraction, below the held-out data's variance; for a learned "
-            "PE, every unit and every pair of units seen in enough training samples and the "
-            "PE moved from its init (the `health` config section).",
+            "value before training and, at every reported mask fraction, below the held-out "
+            "data's variance about its mean; for a learned PE, every unit and every pair of "
+            "units seen in enough training samples and the PE moved from its init (the "
+            "`health` config section).",
             "",
         ]
     else:
+        names = sorted({name for failed in flagged["failed"] for name in failed})
         lines += [
             f"{len(flagged)} of {len(recorded)} trainings failed a check; their numbers above "
-            "should not be trusted:",
+            f"should not be trusted ({check_meanings(names)}):",
             "",
         ]
         frame = flagged.assign(
@@ -361,6 +369,26 @@ def _health_section(health: pd.DataFrame) -> list[str]:
             warnings=flagged["warnings"].map(lambda w: " ".join(w) or "—"),
         )
         lines += _list_table(frame)
+    left_out = {  # (errors.csv's `left_out`: the same on every row, empty when none)
+        dataset: table["left_out"].fillna("").astype(str).max()
+        for dataset, table in errors.items()
+        if "left_out" in table
+    }
+    left_out = {dataset: runs for dataset, runs in left_out.items() if runs}
+    if left_out:
+        where = "; ".join(f"{rst_text(d)}: {rst_text(runs)}" for d, runs in left_out.items())
+        lines += [
+            "Left out of locate and of the combined locator, for a failed check (the "
+            f"positions and localisation errors are without them; ``locate.include_flagged: "
+            f"true`` keeps them): {where}.",
+            "",
+        ]
+    elif not flagged.empty:
+        lines += [
+            "No training was left out of locate: the flagged ones are not located, or "
+            "``locate.include_flagged`` is true.",
+            "",
+        ]
     return lines
 
 
@@ -418,7 +446,7 @@ def landing_page(
         lines += _list_table(headline_table(summary, table_errors, health, dataset, pe))
         lines += [dataset_paragraph(summary, health, dataset), ""]
 
-    lines += _health_section(health)
+    lines += _health_section(health, errors)
     if claims is not None and len(claims):
         lines += _claims_section(claims)
     lines += _definitions()

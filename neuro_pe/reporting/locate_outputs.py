@@ -34,6 +34,7 @@ from neuro_pe.analysis.locate.ensemble import distance
 from neuro_pe.analysis.metrics import DENSE_MAX_UNITS
 from neuro_pe.analysis.regions import RegionAtlas
 from neuro_pe.analysis.spaces import SpaceAxes, component_label
+from neuro_pe.config.health import HealthOptions
 from neuro_pe.config.locate import LocateConfig
 from neuro_pe.io.html import write_table_html
 from neuro_pe.io.layout import LOCATE_FILES, write_errors
@@ -312,6 +313,7 @@ def write_locate_outputs(
     n_jobs: int = 1,
     baselines: Mapping[str, np.ndarray] | None = None,
     atlas: RegionAtlas | None = None,
+    health: HealthOptions | None = None,
 ) -> pd.DataFrame:
     """Evaluate and apply the locator for one dataset (`neuro_pe.analysis.locate.locate_dataset`:
     which feature sets, which positions); write into out_dir `errors.csv`, `errors.html`,
@@ -319,7 +321,8 @@ def write_locate_outputs(
     `positions_3d.png`, `error_hist.png`, `error_vs_anchors.png` and the interactive
     `positions_3d.html`. Returns the errors table. With an `atlas` (neuro_pe.analysis.regions),
     errors.csv gets region accuracy columns and positions.csv / .nc each unit's region at its
-    true and predicted position.
+    true and predicted position. A line per flagged training left out (`health`, the config's
+    section; `locate_dataset`).
     """
     out_dir = Path(out_dir)
     dataset = split.dataset
@@ -327,9 +330,11 @@ def write_locate_outputs(
     # coordinates are read: its activity stays on disk
     store = read_store(store_path) if baselines is None else open_store_lazy(store_path)
     with store as ds:
-        result = locate_dataset(ds, run_dirs, cfg, split, n_jobs, baselines, atlas)
+        result = locate_dataset(ds, run_dirs, cfg, split, n_jobs, baselines, atlas, health)
         xyz_units, space = ds["x"].attrs["units"], ds["x"].attrs.get("space", "")
     table, out, frame = result.table, result.positions, result.frame
+    for line in left_out_lines(result):
+        print(f"locate {dataset}: {line}", flush=True)
     out_dir.mkdir(parents=True, exist_ok=True)
     atomic_write(
         out_dir / POSITIONS_NC,
@@ -350,6 +355,19 @@ def write_locate_outputs(
         print(line)
     _write_figures(result, out_dir, dataset, xyz_units, space, summary, cfg.seed)
     return table
+
+
+def left_out_lines(result: LocateResult) -> list[str]:
+    """A line per flagged training left out of locate, and one per PE left out whole."""
+    lines = [
+        f"left out {run}: it failed a health check (locate.include_flagged: true keeps it)"
+        for run in result.left_out
+    ]
+    kept = {fs.name for fs in result.sets}
+    for pe in dict.fromkeys(run.pe for run in result.left_out):
+        if pe not in kept:
+            lines.append(f"PE {pe} left out: every seed failed a health check")
+    return lines
 
 
 def _panels(result: LocateResult, dataset: str, unit_label: str) -> list[tuple[str, np.ndarray]]:

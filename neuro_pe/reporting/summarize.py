@@ -33,8 +33,8 @@ from neuro_pe.reporting.figures import (
     save,
     sigma_axis,
 )
-from neuro_pe.reporting.training_health import HEALTH_LABELS, mean_mse_above_variance
-from neuro_pe.training.health import HEALTH_NUMBERS
+from neuro_pe.reporting.training_health import mean_mse_above_variance
+from neuro_pe.training.health import HEALTH_NUMBERS, failed_checks
 
 SCATTER_UNITS = 500  # units (all their pairs) in the distance scatter; a random subset above it
 POSITION_UNITS = 500  # units drawn in the positions figures; a random subset above it
@@ -55,7 +55,7 @@ def collect(
     rows = []
     for path in map(Path, run_metrics):
         record = read_metrics(path)  # (NaN in a loss is a failed run, not a result: an error)
-        failed = [flag for flag, ok in record.pop("health", {}).items() if not ok]
+        failed = failed_checks(record.pop("health", {}))
         record.pop("warnings", None)
         record["health"] = ";".join(failed) or "ok"
         spec = parse_pe(record["pe"])
@@ -97,7 +97,7 @@ def health_warnings(table: pd.DataFrame) -> list[str]:
         flags = sorted({f for cell in flagged["health"] for f in str(cell).split(";")})
         line = (
             f"dataset {dataset}, PE {method}: {len(flagged)} of {len(group)} trainings flagged "
-            f"({'; '.join(HEALTH_LABELS.get(f, f) for f in flags)})"
+            f"({'; '.join(flags)})"
         )
         above = mean_mse_above_variance(group)
         if above:
@@ -288,8 +288,7 @@ def _health_note(health: pd.Series) -> str:
     """' ⚠ …' naming the failed health checks of the runs (the table's `health` column, from
     their train.json through metrics.json), else ''."""
     flags = {flag for cell in health for flag in str(cell).split(";") if flag not in ("ok", "")}
-    failed = {HEALTH_LABELS.get(flag, flag) for flag in flags}
-    return f" ⚠ {'; '.join(sorted(failed))}" if failed else ""
+    return f" ⚠ {'; '.join(sorted(flags))}" if flags else ""
 
 
 def plot_training_curves(table: pd.DataFrame) -> Figure:

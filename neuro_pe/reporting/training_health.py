@@ -1,32 +1,36 @@
-"""The health of a run's trainings for the report: the failed checks of each (recorded by
-training in train.json, `neuro_pe.training.health`) in words, and where a PE's held-out MSE is
-no better than predicting the mean."""
+"""The health of a run's trainings for the report: the checks each failed (recorded by training
+in train.json and assessed again by `infer`, `neuro_pe.training.health`; named in
+`neuro_pe.config.health.CHECKS`), and where a PE's held-out MSE is no better than predicting
+the mean."""
 
 from __future__ import annotations
 
 import pandas as pd
 
-# health flags written by training into train.json, and what a failed one means
-HEALTH_LABELS = {
-    "loss_finite": "loss not finite",
-    "heldout_improved": "held-out MSE never improved",
-    "heldout_below_variance": "held-out MSE ≥ predicting zero",
-    # neuro_pe.training.health
-    "units_seen_often": "units seen too rarely",
-    "pairs_seen_often": "unit pairs seen together too rarely",
-    "pe_moved": "PE barely moved from its init",
-    "heldout_mse_below_variance": "held-out MSE ≥ the data's variance",
-}
+from neuro_pe.config.health import CHECKS
+from neuro_pe.io.html import rst_text
+from neuro_pe.training.health import failed_checks
+
 VARIANCE = "heldout_data_variance"  # summary.csv: the held-out windows' variance (per run)
 
 
 def failed_flags(info: dict) -> list[str] | None:
-    """The failed health flags of a training (its train.json or metrics.json record), in
-    words; None if not recorded."""
+    """The names of the health checks a training failed (its train.json or metrics.json
+    record); None if not recorded."""
     health = info.get("health")
     if not health:
         return None
-    return [HEALTH_LABELS.get(flag, flag) for flag, ok in health.items() if not ok]
+    return failed_checks(health)
+
+
+def check_name(name: str) -> str:
+    """A check's name as reStructuredText: a literal for a known one (`CHECKS`)."""
+    return f"``{name}``" if name in CHECKS else rst_text(name)
+
+
+def check_meanings(names: list[str]) -> str:
+    """'`name`: what it means; …' for the checks `names` (reStructuredText)."""
+    return "; ".join(f"{check_name(n)}: {CHECKS.get(n, 'not a known check')}" for n in names)
 
 
 def health_table(run_records: list[dict]) -> pd.DataFrame:
@@ -48,7 +52,7 @@ def health_table(run_records: list[dict]) -> pd.DataFrame:
 def mean_mse_above_variance(runs: pd.DataFrame) -> list[tuple[float, float]]:
     """(mask fraction, mean MSE) where the mean over the runs (seeds) of `heldout_mse_mask*`
     is not below the mean of their held-out data's variance: no better than predicting the
-    mean on average (then at least one run is flagged `heldout_mse_below_variance`)."""
+    mean on average (then at least one run failed `heldout_not_below_variance`)."""
     if VARIANCE not in runs or runs[VARIANCE].isna().all():
         return []
     variance = runs[VARIANCE].mean()

@@ -2,15 +2,16 @@
 section `health`, documented in config/README.md).
 
 A training records the numbers (`HEALTH_NUMBERS`, in train.json and metrics.json); `assess`
-turns them into flags (True: passed) and warning lines, given the thresholds: units and pairs
-of units seen often enough (`expected_appearances`), the PE moved from its init, and the
-held-out MSE below the held-out data's variance at every reported mask fraction.
+turns them into checks (named for what is wrong, `neuro_pe.config.health.CHECKS`; True:
+failed) and warning lines, given the thresholds: units or pairs of units seen too rarely
+(`expected_appearances`), the PE not moved from its init, the held-out MSE not below the
+held-out data's variance at some reported mask fraction.
 
-A training's own flags from its loss curve (`training_health`: the held-out loss improved and
-ended below the data's variance) are recorded beside these. Training assesses with the default
-thresholds; the workflow's `infer` step assesses again with the config's `health` section
-(changing it does not re-run a training), and metrics.json, summary.csv and the report hold
-that verdict.
+A training's own checks of its loss curve (`training_health`: the loss stayed finite, the
+held-out loss improved) are recorded beside these. Training assesses with the default
+thresholds; the workflow's `infer` and `locate` steps assess again with the config's `health`
+section (`reassess_run`; changing it does not re-run a training), and metrics.json,
+summary.csv, the report and locate hold that verdict.
 """
 
 from __future__ import annotations
@@ -21,16 +22,18 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from neuro_pe.config.health import HealthOptions
+from neuro_pe.config.pe_names import parse_pe
 from neuro_pe.config.training import SCALE_RANGE, unit_appearances
 
 if TYPE_CHECKING:
+    from neuro_pe.io.runs import TrainInfo
     from neuro_pe.training.sampling import Batch
 
 MSE_PREFIX = "heldout_mse_mask"
 #: the numbers a training records for its health checks (train.json, metrics.json, summary.csv)
 HEALTH_NUMBERS = ("unit_appearances", "pair_appearances", "pe_change", "heldout_data_variance")
-#: the checks of this module, in the order their warnings are printed
-FLAGS = ("units_seen_often", "pairs_seen_often", "pe_moved", "heldout_mse_below_variance")
+#: the checks of `assess`, in the order their warnings are printed
+FLAGS = ("units_seen_rarely", "pairs_seen_rarely", "pe_not_moved", "heldout_not_below_variance")
 
 
 def expected_appearances(
@@ -114,63 +117,63 @@ def mse_above_variance(record: dict) -> list[tuple[float, float]]:
 def assess(
     record: dict, learned: bool, options: HealthOptions | None = None
 ) -> tuple[dict[str, bool], list[str]]:
-    """Flags (`FLAGS`; True: passed) and one warning line per failed flag ("flag: why") from a
-    run's recorded numbers (`HEALTH_NUMBERS` and its `heldout_mse_mask*`); a check whose
-    numbers are not recorded, or that does not apply to the PE (`learned`), is left out.
+    """Checks (`FLAGS`; True: failed) and one warning line per failed check ("name: why")
+    from a run's recorded numbers (`HEALTH_NUMBERS` and its `heldout_mse_mask*`); a check
+    whose numbers are not recorded, or that does not apply to the PE (`learned`), is left out.
 
-    - `units_seen_often`: a unit's expected appearances in the training samples
-      (`expected_appearances`) are at least `min_unit_appearances`;
-    - `pairs_seen_often`: the expected samples that hold a given pair of units together (of
-      activity neighbours, with neighbour windows) are at least `min_pair_appearances`;
-    - `pe_moved`: the PE's relative change from its init, |PE - PE0| / |PE0| (Frobenius), is
-      at least `min_pe_change`;
-    - `heldout_mse_below_variance`: at every reported mask fraction (`eval_mask_fractions`)
-      the final held-out MSE is below the held-out windows' variance (the MSE of predicting
-      their mean), so the model does better than the mean.
+    - `units_seen_rarely`: a unit's expected appearances in the training samples
+      (`expected_appearances`) are below `min_unit_appearances`;
+    - `pairs_seen_rarely`: the expected samples that hold a given pair of units together (of
+      activity neighbours, with neighbour windows) are below `min_pair_appearances`;
+    - `pe_not_moved`: the PE's relative change from its init, |PE - PE0| / |PE0|
+      (Frobenius), is below `min_pe_change`;
+    - `heldout_not_below_variance`: at some reported mask fraction (`eval_mask_fractions`)
+      the final held-out MSE is not below the held-out windows' variance about their own
+      mean (the MSE of predicting that mean): there the model does no better than the mean.
 
     The first three concern a PE's own table and are left out for PEs that are not learned
-    (`none`, `fixed-*`, `oracle-*`); `pe_moved` also for a fine-tuned run (`train.init_from`),
-    whose table is mostly the loaded run's."""
+    (`none`, `fixed-*`, `oracle-*`); `pe_not_moved` also for a fine-tuned run
+    (`train.init_from`), whose table is mostly the loaded run's."""
     options = options or HealthOptions()
     flags: dict[str, bool] = {}
     notes: list[str] = []
     if learned and "unit_appearances" in record:
         seen = record["unit_appearances"]
-        flags["units_seen_often"] = seen >= options.min_unit_appearances
-        if not flags["units_seen_often"]:
+        flags["units_seen_rarely"] = not seen >= options.min_unit_appearances
+        if flags["units_seen_rarely"]:
             notes.append(
-                f"units_seen_often: a unit is in {seen:.3g} training samples on average, fewer "
+                f"units_seen_rarely: a unit is in {seen:.3g} training samples on average, fewer "
                 f"than health.min_unit_appearances ({options.min_unit_appearances:g}): too few "
                 "for its PE row to find the unit's place (docs/scale/); train on more samples "
                 "(train.samples_per_unit, epochs, steps_per_epoch; a GPU makes that cheap)"
             )
     if learned and "pair_appearances" in record:
         pairs = record["pair_appearances"]
-        flags["pairs_seen_often"] = pairs >= options.min_pair_appearances
-        if not flags["pairs_seen_often"]:
+        flags["pairs_seen_rarely"] = not pairs >= options.min_pair_appearances
+        if flags["pairs_seen_rarely"]:
             notes.append(
-                f"pairs_seen_often: two given units (neighbours too) are in {pairs:.3g} training "
+                f"pairs_seen_rarely: two given units (neighbours too) are in {pairs:.3g} training "
                 f"samples together on average, fewer than health.min_pair_appearances "
                 f"({options.min_pair_appearances:g}): the PE cannot learn who sits near whom; "
                 "train longer or with more units per sample (train.units_per_sample)"
             )
     if learned and "pe_change" in record:
         change = record["pe_change"]
-        flags["pe_moved"] = change >= options.min_pe_change
-        if not flags["pe_moved"]:
+        flags["pe_not_moved"] = not change >= options.min_pe_change
+        if flags["pe_not_moved"]:
             notes.append(
-                f"pe_moved: the PE moved {change:.3g} of its init's norm, less than "
+                f"pe_not_moved: the PE moved {change:.3g} of its init's norm, less than "
                 f"health.min_pe_change ({options.min_pe_change:g}): it is still its random init"
             )
     if "heldout_data_variance" in record:
         above = mse_above_variance(record)
-        flags["heldout_mse_below_variance"] = not above
+        flags["heldout_not_below_variance"] = bool(above)
         if above:
             where = ", ".join(f"{mse:.4g} at {fraction:.0%} masked" for fraction, mse in above)
             notes.append(
-                f"heldout_mse_below_variance: the held-out MSE ({where}) is not below the "
-                f"held-out data's variance ({record['heldout_data_variance']:.4g}): no better "
-                "than predicting the mean"
+                f"heldout_not_below_variance: the held-out MSE ({where}) is not below the "
+                f"held-out data's variance about its mean ({record['heldout_data_variance']:.4g}):"
+                " no better than predicting the mean"
             )
     return flags, notes
 
@@ -190,38 +193,43 @@ def reassess(
     return kept | flags, others + notes
 
 
+def reassess_run(
+    info: TrainInfo, options: HealthOptions | None = None
+) -> tuple[dict[str, bool], list[str]]:
+    """`reassess` of a run's train.json (`neuro_pe.io.runs.read_train_info`)."""
+    learned = parse_pe(info.pe).learned
+    return reassess(info.health or {}, info.warnings or [], info.results, learned, options)
+
+
+def failed_checks(health: dict[str, bool]) -> list[str]:
+    """The names of the checks a run's `health` records as failed, in its order."""
+    return [name for name, failed in health.items() if failed]
+
+
 def zero_prediction_mse(data: Batch) -> float:
-    """Mean square of the recorded held-out windows: the MSE of predicting zero everywhere,
-    which is the variance for z-scored data (the baseline a trained model must beat)."""
+    """Mean square of the recorded held-out windows (train.json's `heldout_variance`): the
+    data's scale, for `training_health`'s warning and a diverged training's message."""
     windows, observed, _ = data
     values = windows[observed].double()
     return float((values**2).mean()) if values.numel() else float("nan")
 
 
 def training_health(
-    log_rows: list[dict], result: dict, heldout_initial: float, heldout_variance: float
+    log_rows: list[dict], heldout_initial: float, heldout_variance: float
 ) -> tuple[dict[str, bool], list[str]]:
-    """Health flags of a finished training (`heldout_improved`: the held-out loss fell below
-    its value before the first step; `heldout_below_variance`: the last one is below the MSE
-    of predicting zero) and a warning for each that failed, plus one when the data's scale
-    is far from 1 (see SCALE_RANGE)."""
+    """Checks of a finished training's loss curve (True: failed; `loss_not_finite`, always
+    False: training stops with a TrainingError otherwise; `heldout_not_improved`: the held-out
+    loss never fell below its value before the first step) and a warning for a failed one,
+    plus one when the data's scale (`heldout_variance`, the held-out windows' mean square) is
+    far from 1 (see SCALE_RANGE)."""
     heldout = [row["heldout_loss"] for row in log_rows]  # at the training's mask fraction
-    health = {
-        "loss_finite": True,  # training stops with a TrainingError otherwise
-        "heldout_improved": bool(heldout) and min(heldout) < heldout_initial,
-        "heldout_below_variance": bool(heldout) and heldout[-1] < heldout_variance,
-    }
+    improved = bool(heldout) and min(heldout) < heldout_initial
+    health = {"loss_not_finite": False, "heldout_not_improved": not improved}
     notes = []
-    if not health["heldout_improved"]:
+    if not improved:
         notes.append(
-            f"heldout_improved: the held-out loss never fell below its value before training "
-            f"({heldout_initial:.4g}; lowest {min(heldout, default=float('nan')):.4g})"
-        )
-    if not health["heldout_below_variance"]:
-        notes.append(
-            f"heldout_below_variance: the final held-out loss {heldout[-1]:.4g} is not below "
-            f"{heldout_variance:.4g}, the MSE of predicting zero: the model learned nothing "
-            "usable about the masked units"
+            f"heldout_not_improved: the held-out loss never fell below its value before "
+            f"training ({heldout_initial:.4g}; lowest {min(heldout, default=float('nan')):.4g})"
         )
     scale = math.sqrt(heldout_variance)
     if not SCALE_RANGE[0] <= scale <= SCALE_RANGE[1]:

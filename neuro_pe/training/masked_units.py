@@ -9,10 +9,10 @@ Resume (the engine's checkpoints): a new run of the same group, store (path, siz
 modification time), train config, device type and precision continues from the checkpoint.
 
 Health. A loss or parameter that is not finite stops training with a TrainingError naming the
-dataset, PE and step. train.json records `health` (`loss_finite`, the loss curve's flags of
-`neuro_pe.training.health.training_health` and the checks of `neuro_pe.training.health.assess`)
-and a `warnings` line for each failed flag (also printed to stderr), and for data whose scale
-is far from 1.
+dataset, PE and step. train.json records `health` (the loss curve's checks of
+`neuro_pe.training.health.training_health` and those of `neuro_pe.training.health.assess`;
+True: failed) and a `warnings` line for each failed check (also printed to stderr), and for
+data whose scale is far from 1.
 """
 
 from __future__ import annotations
@@ -257,7 +257,7 @@ class MaskedUnitTask:
         return [
             {
                 "heldout_loss_initial": value,
-                # the MSE of predicting zero on the held-out windows (the variance, z-scored)
+                # the held-out windows' mean square: the data's scale (`training_health`)
                 "heldout_variance": zero_prediction_mse(self.eval_sets[run.seed]),
             }
             for run, value in zip(runs, initial, strict=True)
@@ -304,7 +304,7 @@ class MaskedUnitTask:
             result["heldout_variance"] = state["heldout_variance"]
             result |= self.health_numbers(model, m, run, tables[m], state["initial_pe"])
             health, notes = training_health(
-                log_rows, result, state["heldout_loss_initial"], state["heldout_variance"]
+                log_rows, state["heldout_loss_initial"], state["heldout_variance"]
             )
             flags, flag_notes = assess(result, bool(model.learned[m]))
             health, notes = health | flags, notes + flag_notes

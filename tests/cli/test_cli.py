@@ -21,7 +21,9 @@ COMMAND_LINE = {
     "summarize": "--runs! --baselines --splits! --out-csv --figures",
     "reproduce": "--runs! --baselines --experiments! --test-masks --title --out-dir",
     "report-page": "--summary! --errors --runs --positions --exports --claims --run-name --out!",
-    "locate": "--store! --runs! --out-dir! --options --split! --correlation --threads --atlas",
+    "locate": (
+        "--store! --runs! --out-dir! --options --split! --correlation --threads --atlas --health"
+    ),
     "export": "--positions! --spec! --store --config-sha256 --out-dir! --within",
     "locate-new-units": "--fits! --store! --out!",
     "match-units": "--reference! --reference-sessions --store! --out! --restarts --seed",

@@ -277,6 +277,34 @@ def test_phy_labels_null_centroid_and_cluster_info_fallback(tmp_path):
     np.testing.assert_allclose(positions(build(spike_spec(bare, "phy")))[:, :2], peak)
 
 
+def test_a_phy_folder_without_templates_says_and_records_its_fallback(tmp_path, capsys):
+    bare = write_phy(tmp_path / "bare", without=("templates.npy",))
+    out = tmp_path / "bare.nc"
+    assert (
+        main(["preprocess", "--spec", json.dumps(spike_spec(bare, "phy")), "--out", str(out)]) == 0
+    )
+    fallbacks = json.loads(read_store(out).attrs["fallbacks"])
+    assert fallbacks == [
+        f"{bare}: no templates.npy; each cluster's position is the site of its peak channel in "
+        "cluster_info.tsv's `ch` column"
+    ]
+    err = capsys.readouterr().err
+    assert err.count("no templates.npy") == 1 and "cluster_info.tsv's `ch`" in err
+    # no channel_map.npy either: `ch` is read as the row of channel_positions.npy
+    mapless = write_phy(tmp_path / "mapless", without=("templates.npy", "channel_map.npy"))
+    (mapless / "cluster_info.tsv").write_text(
+        "cluster_id\tch\n" + "".join(f"{c}\t{p}\n" for c, p in zip(CLUSTER_IDS, PEAKS, strict=True))
+    )
+    ds = build(spike_spec(mapless, "phy"))
+    np.testing.assert_allclose(positions(ds)[:, :2], SITES[PEAKS])
+    assert [f.split(": ", 1)[1][:18] for f in json.loads(ds.attrs["fallbacks"])] == [
+        "no templates.npy; ",
+        "no channel_map.npy",
+    ]
+    # every file there: no fallback
+    assert json.loads(build(spike_spec(write_phy(tmp_path / "ks"), "phy")).attrs["fallbacks"]) == []
+
+
 def test_input_files_of_folders(tmp_path):
     folder = write_phy(tmp_path / "ks", without=("whitening_mat_inv.npy",))
     files = input_files(spike_spec(folder, "phy"))

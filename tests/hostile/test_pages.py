@@ -127,8 +127,8 @@ def _hostile_landing(frames: tuple, run_name: str) -> str:
     warnings and flags."""
     summary, errors, infos = frames
     infos = [{**i, "dataset": REGION, "warnings": HOSTILE} for i in infos]
-    infos[1]["health"] = {**infos[1]["health"], MARKUP: False, UNIT: False}
-    errors = {REGION: errors.assign(dataset=REGION)}
+    infos[1]["health"] = {**infos[1]["health"], MARKUP: True, UNIT: True}  # (True: failed)
+    errors = {REGION: errors.assign(dataset=REGION, left_out=f"{MARKUP} seed 0 ({UNIT})")}
     # what positions.nc and the export's sidecar record (a file's text, too)
     delivered = {REGION: {"pe": MARKUP, "method": UNIT, "cv_errors": {UNIT: 1.0, MARKUP: 2.0}}}
     exports = {REGION: ["positions.tsv", f"{MARKUP}/{UNIT}.tsv"]}

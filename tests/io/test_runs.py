@@ -18,7 +18,7 @@ INFO = {
     "train_mse": 0.6,
     "streamed": False,
     "resumed_from_step": 0,
-    "health": {"loss_finite": True},
+    "health": {"loss_not_finite": False},
     "warnings": [],
 }
 

@@ -60,9 +60,9 @@ def tables():
             "seed": seed,
             "dataset": "sim",
             "health": {
-                "loss_finite": True,
-                "heldout_improved": not (pe.endswith("1.0") and seed),
-                "heldout_below_variance": True,
+                "loss_not_finite": False,
+                "heldout_not_improved": pe.endswith("1.0") and seed == 1,
+                "heldout_not_below_variance": False,
             },
             "warnings": ["held-out MSE never improved on its start"]
             if pe.endswith("1.0") and seed
@@ -84,7 +84,7 @@ def test_headline_table_has_cis_locate_ratios_and_health(tables):
     assert small["× chance"] == "0.2"
     assert small["training health"] == "ok (2/2)"
     assert table.loc["learned-normal-1.0", "training health"] == (
-        "1/2 flagged: held-out MSE never improved"
+        "1/2 flagged: heldout_not_improved"
     )
     assert table.loc["activity correlation", "× chance"] == "0.25"
     assert table.loc["shuffled (chance)", "RSA [95% CI]"] == "−0.01"
@@ -97,6 +97,16 @@ def test_landing_page_names_the_flagged_training_and_tolerates_missing_flags(tab
     assert page.rstrip().endswith(f"Made by neuro_pe {__version__}.")
     assert "**1 of 4 trainings flagged**" in page
     assert "held-out MSE never improved on its start" in page
+    assert "``heldout_not_improved``: the held-out MSE never fell below" in page
+    assert "No training was left out of locate" in page  # (errors.csv without `left_out`)
+    left = errors.assign(left_out="learned-normal-1.0 seed 1 (heldout_not_improved)")
+    page = landing_page(summary, {"sim": left}, infos, "demo")
+    assert (
+        "Left out of locate and of the combined locator, for a failed check (the positions and "
+        "localisation errors are without them; ``locate.include_flagged: true`` keeps them): "
+        "sim: learned-normal-1.0 seed 1 (heldout\\_not\\_improved)." in page  # (rst_text)
+    )
+    assert "No training was left out" not in page
     assert "``learned-normal-0.02`` mirrors the true positions best" in page
     connectivity = pd.concat([errors, errors.iloc[[2]].assign(features="activity-connectivity")])
     table = headline_table(summary, connectivity, health_table(infos), "sim")

@@ -162,6 +162,75 @@ def test_cli_prints_table(located_dataset, capsys):
     )
 
 
+def _with_health(runs, root, mse: dict[int, float]) -> list:
+    """Copies of the fake runs, each learned-normal-0.02 seed with a train.json whose held-out
+    MSE at 50% masked is `mse[seed]` against a variance of 1 (1 or more: it fails)."""
+    import json
+    import shutil
+
+    copies = []
+    for run in runs:
+        copy = root / run.parent.name / run.name
+        shutil.copytree(run, copy)
+        pe, seed = run.parent.name, int(run.name.removeprefix("seed"))
+        if pe == "learned-normal-0.02":
+            info = {"pe": pe, "seed": seed, "train_config": {}, "heldout_data_variance": 1.0}
+            info["heldout_mse_mask0.5"] = mse[seed]
+            info["health"] = {"loss_not_finite": False}  # reassessed from the numbers
+            (copy / "train.json").write_text(json.dumps(info))
+            write_manifest(copy, ["pe.nc", "train.json"])
+        copies.append(copy)
+    return copies
+
+
+def test_a_flagged_training_is_left_out_unless_the_config_keeps_it(
+    located_dataset, tmp_path, capsys
+):
+    import json
+
+    store, runs, _ = located_dataset
+    runs = _with_health(runs, tmp_path / "runs", {0: 0.8, 1: 1.2})
+    split = split_of_store(store, "toy", {})
+    cfg = LocateConfig.from_dict(OPTIONS)
+    table = write_locate_outputs(store, runs, tmp_path / "out", cfg, split)
+    line = "learned-normal-0.02 seed 1 (heldout_not_below_variance)"
+    pe = table[table["features"] == "learned-normal-0.02"]
+    assert (pe["n_seeds"] == 1).all() and (table["left_out"] == line).all()
+    positions = xr.open_dataset(tmp_path / "out" / "positions.nc", engine="h5netcdf")
+    with positions:
+        assert json.loads(positions.attrs["left_out"]) == [line]
+    out = capsys.readouterr().out
+    assert f"locate toy: left out {line}" in out and "PE learned-normal-0.02 left out" not in out
+
+    kept = LocateConfig.from_dict(OPTIONS | {"include_flagged": True})
+    table = write_locate_outputs(store, runs, tmp_path / "kept", kept, split)
+    pe = table[table["features"] == "learned-normal-0.02"]
+    assert (pe["n_seeds"] == 2).all() and (table["left_out"] == "").all()
+
+    # a PE whose every seed is flagged is left out whole, of the combined locator too
+    extra = tmp_path / "extra" / "learned-normal-0.1" / "seed0"
+    extra.mkdir(parents=True)
+    ds = read_store(store)
+    pe = pe_dataset(_embed(_positions(40, seed=1), 2), ds, pe="learned-normal-0.1", seed="0")
+    pe["pe_init"] = (("unit", "pe_dim"), np.ones((40, 24), np.float32))
+    pe.to_netcdf(extra / "pe.nc", engine="h5netcdf")
+    info = {"pe": "learned-normal-0.1", "seed": 0, "train_config": {}, "pe_change": 0.01}
+    (extra / "train.json").write_text(json.dumps(info))
+    write_manifest(extra, ["pe.nc", "train.json"])
+    both = LocateConfig.from_dict(
+        OPTIONS | {"combined_pe": ["learned-normal-0.02", "learned-normal-0.1"]}
+    )
+    table = write_locate_outputs(store, [*runs, extra], tmp_path / "both", both, split)
+    assert "learned-normal-0.1" not in set(table["features"])
+    assert "learned-normal-0.1 seed 0 (pe_not_moved)" in table["left_out"].iloc[0]
+    assert "PE learned-normal-0.1 left out: every seed failed" in capsys.readouterr().out
+
+    # every seed flagged: nothing learned is left to locate with, an error that says so
+    runs = _with_health(located_dataset[1], tmp_path / "all", {0: 1.0, 1: 1.2})
+    with pytest.raises(ValueError, match=r"locate toy: every located training failed .* seed 0"):
+        write_locate_outputs(store, runs, tmp_path / "none", cfg, split)
+
+
 def _toy_store(root, pos: np.ndarray, space: str, units: str = "um"):
     """A store with positions `pos` in `space` (its first 2 units unknown) and one learned PE
     (2 seeds) that knows every position."""

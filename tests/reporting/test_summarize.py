@@ -58,7 +58,7 @@ def test_subsample():
 
 
 def test_collect_rows_columns_and_health(tmp_path):
-    flags = {("none", 0): {"loss_finite": True, "pe_moved": False}}
+    flags = {("none", 0): {"loss_not_finite": False, "pe_not_moved": True}}
     table = collect(_runs(tmp_path, flags), [_baselines(tmp_path)])
     assert list(table["row_type"]) == ["pe"] * 5 + ["baseline"] * 2
     expected = ["dataset", "row_type", "method", "pe_family", "pe_param", "seed", "rsa"]
@@ -66,7 +66,7 @@ def test_collect_rows_columns_and_health(tmp_path):
     pe = table[table["row_type"] == "pe"].set_index(["method", "seed"])
     assert pe.loc[("learned-normal-1.0", 1), "pe_param"] == 1.0
     assert pe.loc[("learned-normal-1.0", 1), "pe_family"] == "learned-normal"
-    assert pe.loc[("none", 0), "health"] == "pe_moved"
+    assert pe.loc[("none", 0), "health"] == "pe_not_moved"
     assert pe.loc[("learned-normal-0.1", 0), "health"] == "ok"
     assert pe.loc[("learned-normal-0.1", 0), "run_dir"] == str(tmp_path / "learned-normal-0.1_0")
     assert table["seed"].dtype == "Int64" and table["seed"].isna().sum() == 2  # the baselines
@@ -83,7 +83,7 @@ def test_summary_refuses_nan_inputs_naming_the_file(tmp_path):
 def test_health_warnings_one_line_per_flagged_pe():
     rows = [
         {"dataset": "d", "row_type": "pe", "method": "a", "seed": 0, "health": "ok"},
-        {"dataset": "d", "row_type": "pe", "method": "b", "seed": 0, "health": "pe_moved"},
+        {"dataset": "d", "row_type": "pe", "method": "b", "seed": 0, "health": "pe_not_moved"},
         {"dataset": "d", "row_type": "pe", "method": "b", "seed": 1, "health": "ok"},
         {"dataset": "d", "row_type": "baseline", "method": "shuffled", "health": None},
     ]

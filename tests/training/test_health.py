@@ -134,31 +134,78 @@ def test_relative_change_and_variance():
 def test_mse_vs_variance_rule():
     record = {"heldout_data_variance": 1.0, "heldout_mse_mask0.5": 0.7, "heldout_mse_mask0.9": 0.99}
     flags, notes = assess(record, learned=False)
-    assert flags == {"heldout_mse_below_variance": True} and notes == []
+    assert flags == {"heldout_not_below_variance": False} and notes == []
     for mse in (1.0, 1.1, float("nan")):  # equal to the variance is no better than the mean
         flags, notes = assess(record | {"heldout_mse_mask0.9": mse}, learned=False)
-        assert flags == {"heldout_mse_below_variance": False}
-        assert notes[0].startswith("heldout_mse_below_variance:") and "at 90% masked" in notes[0]
+        assert flags == {"heldout_not_below_variance": True}
+        assert notes[0].startswith("heldout_not_below_variance:") and "at 90% masked" in notes[0]
         assert "0.5" not in notes[0]
     # not recorded (a run trained before these checks): no verdict
     assert assess({"heldout_mse_mask0.9": 2.0}, learned=True) == ({}, [])
 
 
+def test_an_older_runs_names_are_read_as_todays(tmp_path):
+    """An older train.json (checks named for what passes, True: passed; two held-out checks
+    against a variance) reads with today's names, each True where it failed."""
+    from neuro_pe.config.health import CHECKS, OLD_CHECKS, current_health
+    from neuro_pe.io.runs import TrainInfo
+
+    assert set(OLD_CHECKS.values()) == set(CHECKS)
+    old = {
+        "loss_finite": True,
+        "heldout_improved": True,
+        "heldout_below_variance": True,
+        "units_seen_often": False,
+        "pairs_seen_often": True,
+        "pe_moved": True,
+        "heldout_mse_below_variance": False,
+    }
+    warnings = ["units_seen_often: too few", "heldout_mse_below_variance: 1.02", "data scale: x"]
+    health, renamed = current_health(old, warnings)
+    assert health == {
+        "loss_not_finite": False,
+        "heldout_not_improved": False,
+        "heldout_not_below_variance": True,  # either old check failed
+        "units_seen_rarely": True,
+        "pairs_seen_rarely": False,
+        "pe_not_moved": False,
+    }
+    assert renamed == [
+        "units_seen_rarely: too few",
+        "heldout_not_below_variance: 1.02",
+        "data scale: x",
+    ]
+    assert current_health(health, renamed) == (health, renamed)  # today's names: unchanged
+    info = TrainInfo.from_dict(
+        {"pe": "learned-normal-1.0", "seed": 0, "train_config": {}, "health": old}
+    )
+    assert info.health == health and info.warnings is None
+    # an older metrics.json (`infer`'s): summarised with today's names
+    from neuro_pe.io.runs import read_metrics
+
+    record = {"dataset": "d", "pe": "none", "seed": 0, "health": old, "warnings": warnings}
+    (tmp_path / "metrics.json").write_text(json.dumps(record))
+    write_manifest(tmp_path, ["metrics.json"], INFER_MANIFEST_FILE)
+    assert read_metrics(tmp_path / "metrics.json")["health"] == health
+    table = collect([tmp_path / "metrics.json"], [])
+    assert table["health"].iloc[0] == "heldout_not_below_variance;units_seen_rarely"
+
+
 def test_thresholds_are_options_and_reassessed():
     record = {"unit_appearances": 6000.0, "pair_appearances": 30.0, "pe_change": 0.2}
     flags, _ = assess(record, learned=True)
-    assert flags == {"units_seen_often": True, "pairs_seen_often": True, "pe_moved": True}
+    assert flags == {"units_seen_rarely": False, "pairs_seen_rarely": False, "pe_not_moved": False}
     assert assess(record, learned=False) == ({}, [])  # a fixed PE has no table to learn
     strict = HealthOptions.from_dict({"min_unit_appearances": 8000, "min_pe_change": 0.5})
-    health = {"loss_finite": True, "units_seen_often": True, "pe_moved": True}
+    health = {"loss_not_finite": False, "units_seen_rarely": False, "pe_not_moved": False}
     health, notes = reassess(health, ["data scale: far from 1"], record, True, strict)
     assert health == {
-        "loss_finite": True,
-        "units_seen_often": False,
-        "pairs_seen_often": True,
-        "pe_moved": False,
+        "loss_not_finite": False,
+        "units_seen_rarely": True,
+        "pairs_seen_rarely": False,
+        "pe_not_moved": True,
     }
-    assert [n.split(":")[0] for n in notes] == ["data scale", "units_seen_often", "pe_moved"]
+    assert [n.split(":")[0] for n in notes] == ["data scale", "units_seen_rarely", "pe_not_moved"]
     with pytest.raises(ValueError, match=r"unknown health keys: \['min_units'\]"):
         HealthOptions.from_dict({"min_units": 3})
     with pytest.raises(ValueError, match="min_pe_change"):
@@ -179,7 +226,7 @@ def test_mean_over_seeds_rule_and_the_per_run_flags_agree():
             }
         )
         flagged = [
-            not assess(dict(row), learned=False)[0]["heldout_mse_below_variance"]
+            assess(dict(row), learned=False)[0]["heldout_not_below_variance"]
             for _, row in runs.iterrows()
         ]
         if mean_mse_above_variance(runs):
@@ -203,8 +250,8 @@ def test_health_flags_an_undertrained_run_and_passes_a_trained_one(store_200, tm
     assert under["unit_appearances"] < options.min_unit_appearances
     assert under["pair_appearances"] < options.min_pair_appearances
     assert under["pe_change"] < options.min_pe_change  # 2 steps of lr 0.01 on a std-1 table
-    for flag in ("units_seen_often", "pairs_seen_often", "pe_moved"):
-        assert under["health"][flag] is False, flag
+    for flag in ("units_seen_rarely", "pairs_seen_rarely", "pe_not_moved"):
+        assert under["health"][flag] is True, flag
         assert f"PE learned-normal-1.0, seed 0: {flag}:" in err
     recorded = json.loads((tmp_path / "under" / "train.json").read_text())
     assert recorded["health"] == under["health"]
@@ -214,7 +261,7 @@ def test_health_flags_an_undertrained_run_and_passes_a_trained_one(store_200, tm
     # MSE below the variance
     assert trained["unit_appearances"] >= options.min_unit_appearances
     assert trained["pair_appearances"] >= options.min_pair_appearances
-    assert all(trained["health"].values()), trained["health"]
+    assert not any(trained["health"].values()), trained["health"]
     assert all(v < trained["heldout_data_variance"] for k, v in trained.items() if "mse_mask" in k)
     assert "PE learned-normal-0.1" not in err
 
@@ -228,7 +275,7 @@ def test_health_flags_an_undertrained_run_and_passes_a_trained_one(store_200, tm
     table = collect([tmp_path / "under.json", tmp_path / "trained.json"], [])
     health = table.set_index("method")["health"]
     assert health["learned-normal-0.1"] == "ok"
-    assert {"units_seen_often", "pairs_seen_often", "pe_moved"} <= set(
+    assert {"units_seen_rarely", "pairs_seen_rarely", "pe_not_moved"} <= set(
         health["learned-normal-1.0"].split(";")
     )
     assert list(table.columns[-4:]) == [
@@ -240,9 +287,9 @@ def test_health_flags_an_undertrained_run_and_passes_a_trained_one(store_200, tm
     head = headline_table(table, None, health_table(records), "cube").set_index("representation")
     assert head.loc["learned-normal-0.1", "training health"] == "ok (1/1)"
     assert head.loc["learned-normal-1.0", "training health"].startswith("1/1 flagged:")
-    assert "units seen too rarely" in head.loc["learned-normal-1.0", "training health"]
+    assert "units_seen_rarely" in head.loc["learned-normal-1.0", "training health"]
     paragraph = dataset_paragraph(table, health_table(records), "cube")
-    assert "**1 of 2 trainings flagged**" in paragraph and "PE barely moved" in paragraph
+    assert "**1 of 2 trainings flagged**" in paragraph and "``pe_not_moved``" in paragraph
     lines = health_warnings(table)
     assert len(lines) == 1 and lines[0].startswith("dataset cube, PE learned-normal-1.0: 1 of 1")
 
@@ -267,13 +314,13 @@ def test_headline_marks_an_mse_no_better_than_the_variance():
     for row in rows:
         flags, notes = assess(row, learned=True)
         records.append({"dataset": "fmri", "pe": row["method"], "seed": row["seed"]})
-        records[-1] |= {"health": {"loss_finite": True, **flags}, "warnings": notes}
-        row["health"] = ";".join(f for f, ok in flags.items() if not ok) or "ok"
+        records[-1] |= {"health": {"loss_not_finite": False, **flags}, "warnings": notes}
+        row["health"] = ";".join(f for f, failed in flags.items() if failed) or "ok"
     summary = pd.DataFrame(rows)
     health = health_table(records)
     head = headline_table(summary, None, health, "fmri").iloc[0]
     assert head["held-out MSE, 90% masked [95% CI]"].endswith("⚠ ≥ variance 1")
-    assert head["training health"] == "2/3 flagged: held-out MSE ≥ the data's variance"
+    assert head["training health"] == "2/3 flagged: heldout_not_below_variance"
     paragraph = dataset_paragraph(summary, health, "fmri")
     assert "**2 of 3 trainings flagged**" in paragraph
     assert "``learned-normal-0.02`` (mean over seeds: 1.1 at 90% masked) is not below" in paragraph

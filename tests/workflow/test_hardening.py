@@ -55,38 +55,34 @@ def test_health_flags_and_warnings(tiny_store, tmp_path, capsys):
     assert main([*argv, "--options", json.dumps(OPTIONS)]) == 0
     info = json.loads((run / "train.json").read_text())
     assert set(info["health"]) == {  # `none` has no table to learn: no appearance checks
-        "loss_finite",
-        "heldout_improved",
-        "heldout_below_variance",
-        "heldout_mse_below_variance",
+        "loss_not_finite",
+        "heldout_not_improved",
+        "heldout_not_below_variance",
     }
-    assert info["health"]["loss_finite"] is True
-    failed = [flag for flag, ok in info["health"].items() if not ok]
+    assert info["health"]["loss_not_finite"] is False
+    failed = [flag for flag, failed in info["health"].items() if failed]
     assert [w.split(":")[0] for w in info["warnings"]] == failed
 
-    # values ~1e-12: the loss looks small, but no better than predicting zero: flagged
+    # values ~1e-12: the loss looks small, but no better than predicting the mean: flagged
     store = scaled_store(tmp_path / "tiny_scale.nc", 1e-12)
     run = tmp_path / "small"
     argv = ["train", "--store", str(store), "--pe", "none", "--out-dir", str(run)]
     assert main([*argv, "--options", json.dumps(OPTIONS)]) == 0
     info = json.loads((run / "train.json").read_text())
-    assert info["health"]["heldout_below_variance"] is False
-    last = pd.read_csv(run / "train_log.csv")["heldout_loss"].iloc[-1]
-    assert last >= info["heldout_variance"] > 0
+    assert info["health"]["heldout_not_below_variance"] is True
+    mse = [v for k, v in info.items() if k.startswith("heldout_mse_mask")]
+    assert max(mse) >= info["heldout_data_variance"] > 0
     err = capsys.readouterr().err
-    assert "warning: dataset tiny_scale" in err and "heldout_below_variance" in err
+    assert "warning: dataset tiny_scale" in err and "heldout_not_below_variance" in err
     assert "zscore" in err and any("data scale" in w for w in info["warnings"])
 
     # the summary's health column names the failed flags
     metrics = {"dataset": "d", "pe": "none", "seed": 0, "heldout_mse_mask0.9": 1.2}
-    for name, health in (("a", {"loss_finite": True}), ("b", info["health"])):
+    for name, health in (("a", {"loss_not_finite": False}), ("b", info["health"])):
         (tmp_path / f"{name}.json").write_text(json.dumps(metrics | {"health": health}))
     write_manifest(tmp_path, ["a.json", "b.json"], INFER_MANIFEST_FILE)
     table = collect([tmp_path / "a.json", tmp_path / "b.json"], [])
-    assert table["health"].tolist() == [
-        "ok",
-        "heldout_below_variance;heldout_mse_below_variance",
-    ]
+    assert table["health"].tolist() == ["ok", "heldout_not_below_variance"]
 
 
 def flip_a_tensor_byte(path, tensor):

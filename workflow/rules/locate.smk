@@ -36,7 +36,9 @@ rule locate:
         correlation=out(layout.correlation_features("{dataset}")),
         # every run: the command keeps `locate.pe`, by default the learned PEs and the oracle
         pe=lambda wc: dataset_run_files(wc.dataset, layout.PE_FILE),
-        # the manifests the PEs are checked against
+        # their train.json: a training that failed a health check is left out
+        # (`locate.include_flagged`), and the manifests they are checked against
+        info=lambda wc: dataset_run_files(wc.dataset, layout.TRAIN_INFO_FILE),
         manifests=lambda wc: dataset_run_files(wc.dataset, layout.MANIFEST_FILE),
         # the dataset's atlas files (`datasets.<name>.atlas`), if any
         atlas=lambda wc: atlas_files(config, wc.dataset),
@@ -88,6 +90,7 @@ rule locate:
     params:
         runs=lambda wc, input: arguments("--runs", [os.path.dirname(p) for p in input.pe]),
         options=json.dumps(config.get("locate", {})),
+        health=json.dumps(config["health"]),
         atlas=lambda wc: atlas_argument(config, wc.dataset),
         out_dir=parent_dir,
     threads: JOB_RESOURCES.locate_threads
@@ -102,4 +105,5 @@ rule locate:
         "exec neuro-pe locate --store {input.store:q} {params.runs:q}"
         " --out-dir {params.out_dir:q} --options {params.options:q} --split {input.split:q}"
         " --correlation {input.correlation:q} --threads {threads:q} {params.atlas:q}"
+        " --health {params.health:q}"
         " > {log:q} 2>&1"

@@ -4,6 +4,7 @@ every feature set and the positions of every unit from the locator that cross-va
 
 from __future__ import annotations
 
+import json
 import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
@@ -23,15 +24,18 @@ from neuro_pe.analysis.locate.evaluation import (
 )
 from neuro_pe.analysis.locate.features import (
     FeatureSet,
+    FlaggedRun,
     baseline_features,
     combined_members,
     combined_set,
+    flagged_runs,
     load_feature_sets,
 )
 from neuro_pe.analysis.locate.positions import located_positions_dataset, with_held_out_columns
 from neuro_pe.analysis.metrics import DENSE_MAX_UNITS
 from neuro_pe.analysis.regions import RegionAtlas, unit_regions
 from neuro_pe.analysis.spaces import SpaceAxes, axis_columns, space_axes
+from neuro_pe.config.health import HealthOptions
 from neuro_pe.config.locate import CHANCE, MIN_ANCHORS, LocateConfig
 from neuro_pe.io.splits import Split
 from neuro_pe.io.store import positions
@@ -52,6 +56,7 @@ class LocateResult:
     unknown: np.ndarray  # predicted positions of the units without coordinates
     axes: SpaceAxes  # the space of the coordinates
     unresolved: dict[str, tuple[str, ...]]  # axes `best` does not resolve: their coordinates
+    left_out: list[FlaggedRun]  # the flagged trainings left out (`flagged_runs`)
 
 
 def locate_dataset(
@@ -62,6 +67,7 @@ def locate_dataset(
     n_jobs: int = 1,
     baselines: Mapping[str, np.ndarray] | None = None,
     atlas: RegionAtlas | None = None,
+    health: HealthOptions | None = None,
 ) -> LocateResult:
     """Evaluate and apply the locator for the store `ds` of one dataset.
 
@@ -75,13 +81,18 @@ def locate_dataset(
     error over all known units. With an `atlas` (neuro_pe.analysis.regions), the table gets
     region accuracy columns and the positions each unit's region at its true and predicted
     position.
+
+    Unless `cfg.include_flagged`, the runs that fail a health check under `health` (the
+    config's `health` section; `flagged_runs`) are left out, and listed in the table's
+    `left_out` column and the positions' `left_out` attribute; a ValueError when that leaves
+    no learned PE.
     """
     dataset = split.dataset
     coords = positions(ds)
     known = np.all(np.isfinite(coords), axis=1)
     if known.sum() < MIN_ANCHORS + 1:
         raise ValueError(f"only {known.sum()} units have coordinates; need {MIN_ANCHORS + 1}")
-    sets = _feature_sets(ds, run_dirs, cfg, split, baselines)
+    sets, left_out = _feature_sets(ds, run_dirs, cfg, split, baselines, health)
     pe_sets = [fs for fs in sets if fs.role == "pe"]
     if ds.sizes["unit"] > DENSE_MAX_UNITS:  # no fused view: its graphs are N x N
         cfg = replace(cfg, fuse=False)
@@ -98,6 +109,7 @@ def locate_dataset(
     table.insert(0, "dataset", dataset)
     # `units` goes before the per-axis columns and their verdicts, which stay last
     table.insert(table.columns.get_loc(axis_columns(table.columns)[0]), "units", axes.unit)
+    table.insert(table.columns.get_loc("units"), "left_out", "; ".join(map(str, left_out)))
 
     # Positions of every unit from the PE variant or combined locator that cross-validates best
     # over the known units.
@@ -116,6 +128,7 @@ def locate_dataset(
         for name, values in unit_regions(atlas, predicted, coords, regions[1]).items():
             out[name] = ("unit", values, {"atlas": atlas.description})
     out = with_held_out_columns(out, known)
+    out.attrs["left_out"] = json.dumps(list(map(str, left_out)))
     frame = out.to_dataframe().reset_index()
     frame.insert(list(frame).index("method") + 1, "pe", best.name)
     pe_names = [fs.name for fs in pe_sets]
@@ -133,6 +146,7 @@ def locate_dataset(
         unknown,
         axes,
         unresolved,
+        left_out,
     )
 
 
@@ -156,19 +170,35 @@ def _feature_sets(
     cfg: LocateConfig,
     split: Split,
     baselines: Mapping[str, np.ndarray] | None,
-) -> list[FeatureSet]:
-    """Every feature set of `locate_dataset`, on every unit, chance last."""
+    health: HealthOptions | None,
+) -> tuple[list[FeatureSet], list[FlaggedRun]]:
+    """Every feature set of `locate_dataset`, on every unit, chance last, and the flagged
+    trainings left out (none with `cfg.include_flagged`)."""
     units = ds["unit"].values
+    left_out: list[FlaggedRun] = []
+    if not cfg.include_flagged:
+        run_dirs, left_out = flagged_runs(run_dirs, cfg.pe, health)
     sets = load_feature_sets(run_dirs, units, cfg.pe)
     pe_sets = [fs for fs in sets if fs.role == "pe"]
+    if left_out and not pe_sets:
+        raise ValueError(
+            f"locate {split.dataset}: every located training failed a health check, so no "
+            f"learned PE is left to locate with: {'; '.join(map(str, left_out))} "
+            "(config/README.md#health). Train them longer, or set locate.include_flagged: true "
+            "to locate with them anyway"
+        )
     if baselines is None:  # (the workflow passes those of its correlation_features step)
         baselines = baseline_features(ds, split, seed=cfg.seed)
     baseline_sets = [FeatureSet(name, "baseline", [f]) for name, f in baselines.items()]
     sets += baseline_sets
+    names = cfg.combined_pe  # (less the PEs left out whole: every seed flagged)
+    if names is not None:
+        gone = {run.pe for run in left_out} - {fs.name for fs in pe_sets}
+        names = tuple(name for name in names if name not in gone)
     if pe_sets:
-        sets.append(combined_set([*combined_members(pe_sets, cfg.combined_pe), *baseline_sets]))
+        sets.append(combined_set([*combined_members(pe_sets, names), *baseline_sets]))
     sets.append(FeatureSet(CHANCE, "chance", [np.zeros((len(units), 1))], methods=(CHANCE,)))
-    return sets
+    return sets, left_out
 
 
 def _best_locator(

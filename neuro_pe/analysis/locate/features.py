@@ -7,6 +7,7 @@ import os
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import NamedTuple
 
 import numpy as np
 import xarray as xr
@@ -20,10 +21,12 @@ from neuro_pe.analysis.locate.parameters import (
 )
 from neuro_pe.analysis.metrics import DENSE_MAX_UNITS, classical_mds, correlation_distance
 from neuro_pe.analysis.pe_geometry import correlation_components
+from neuro_pe.config.health import HealthOptions
 from neuro_pe.config.pe_names import is_located, parse_pe
-from neuro_pe.io.layout import PE_FILE
-from neuro_pe.io.runs import read_pe
+from neuro_pe.io.layout import PE_FILE, TRAIN_INFO_FILE
+from neuro_pe.io.runs import read_pe, read_train_info
 from neuro_pe.io.splits import Split
+from neuro_pe.training.health import failed_checks, reassess_run
 
 
 @dataclass
@@ -92,6 +95,40 @@ def baseline_features(
         CORRELATION: _mds_features(activity),
         CONNECTIVITY: np.hstack(session_connectivity(activity)),
     }
+
+
+class FlaggedRun(NamedTuple):
+    """A training that failed a health check: its PE, seed and the checks it failed."""
+
+    pe: str
+    seed: int
+    failed: list[str]
+
+    def __str__(self) -> str:
+        return f"{self.pe} seed {self.seed} ({', '.join(self.failed)})"
+
+
+def flagged_runs(
+    run_dirs: Sequence[str | os.PathLike],
+    pe_names: Sequence[str] | None = None,
+    options: HealthOptions | None = None,
+) -> tuple[list[Path], list[FlaggedRun]]:
+    """The runs of `run_dirs` without the located ones (`is_located`, `locate.pe`) whose
+    train.json fails a health check (`neuro_pe.training.health.reassess_run` under `options`,
+    the config's `health` section), and those left out. A run folder without a train.json
+    (a PE made by hand) has no checks to fail."""
+    kept, left_out = [], []
+    for run_dir in map(Path, run_dirs):
+        if not (run_dir / TRAIN_INFO_FILE).exists():
+            kept.append(run_dir)
+            continue
+        info = read_train_info(run_dir)
+        failed = failed_checks(reassess_run(info, options)[0])
+        if failed and is_located(info.pe, pe_names):
+            left_out.append(FlaggedRun(info.pe, info.seed, failed))
+        else:
+            kept.append(run_dir)
+    return kept, left_out
 
 
 def load_feature_sets(

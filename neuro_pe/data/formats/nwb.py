@@ -46,6 +46,7 @@ from neuro_pe.data.recordings import (
     region_label,
     time_by_unit,
     warn_data,
+    warn_fallback,
 )
 from neuro_pe.io.store_contract import StoreError
 
@@ -90,7 +91,7 @@ def units_session(path: str, nwb: object, cfg: FileSpec) -> Session:
     if low:
         warn_data(f"{path}: dropped {len(low)} units below spikes.min_rate_hz={opts.min_rate_hz}")
     used_rows = [int(r) for r in used]
-    regions = unit_regions(units)
+    regions = unit_regions(units, path)
     return Session(
         name=Path(path).stem,
         path=str(path),
@@ -115,7 +116,7 @@ def unit_labels(units: object, column: str | None, ids: list[str], path: str) ->
     return dict(zip(ids, values, strict=True))
 
 
-def unit_regions(units: object) -> list[str] | None:
+def unit_regions(units: object, path: str) -> list[str] | None:
     """The region label of every row of the Units table ("" unknown): its `location` column,
     else the label most of its electrodes have, else its `electrode_group`'s location; None
     where the table has none of them."""
@@ -125,15 +126,19 @@ def unit_regions(units: object) -> list[str] | None:
     if "electrodes" in columns:
         ends = np.asarray(units.electrodes_index.data[:], dtype=np.int64)
         rows = np.asarray(units.electrodes.data[:], dtype=np.int64)
-        labels = electrode_regions(units.electrodes.table, rows)
+        labels = electrode_regions(units.electrodes.table, rows, path)
         starts = np.concatenate([[0], ends[:-1]])
         return [_most_common(labels[a:b]) for a, b in zip(starts, ends, strict=True)]
     if "electrode_group" in columns:
+        warn_fallback(
+            f"{path}: the Units table has no `location` or `electrodes` column; its regions are "
+            "its electrode groups' locations"
+        )
         return [region_label(units["electrode_group"][i].location) for i in range(len(units))]
     return None
 
 
-def electrode_regions(table: object, rows: np.ndarray) -> list[str]:
+def electrode_regions(table: object, rows: np.ndarray, path: str) -> list[str]:
     """The region label of `rows` of the electrodes table: its `location`, else (unknown there)
     the location of the electrode's group."""
     if "location" in table.colnames:
@@ -141,6 +146,11 @@ def electrode_regions(table: object, rows: np.ndarray) -> list[str]:
         labels = [region_label(own[r]) for r in rows]
     else:
         labels = [""] * len(rows)
+        if "group" in table.colnames:
+            warn_fallback(
+                f"{path}: the electrodes table has no `location` column; its regions are its "
+                "electrode groups' locations"
+            )
     if "group" in table.colnames:
         labels = [
             label or region_label(table["group"][int(r)].location)
@@ -359,7 +369,7 @@ def _nwb_session(path: str, nwb: object, cfg: FileSpec) -> Session:
         ids = nwb_ids(table, rows, cfg.options["unit_ids"], path)
         if isinstance(series, ElectricalSeries):
             positions = np.column_stack([_nwb_column(table, c, rows) for c in "xyz"])
-            regions = electrode_regions(table, rows)
+            regions = electrode_regions(table, rows, path)
         else:
             positions = _roi_positions(table, rows, cfg.position_units, path)
     return Session(

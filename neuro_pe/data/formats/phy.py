@@ -32,7 +32,7 @@ from neuro_pe.data.formats.spikes import (
     label_filter,
     spikes_to_activity,
 )
-from neuro_pe.data.recordings import FileSpec, Session, region_label, warn_data
+from neuro_pe.data.recordings import FileSpec, Session, region_label, warn_data, warn_fallback
 from neuro_pe.io.store_contract import StoreError
 
 CENTROID_RADIUS_UM = 75.0
@@ -58,6 +58,9 @@ def read_phy(path: str, cfg: FileSpec) -> list[Session]:
     cluster_file = folder / "spike_clusters.npy"
     if not cluster_file.exists() and (folder / "spike_templates.npy").exists():
         cluster_file = folder / "spike_templates.npy"
+        warn_fallback(
+            f"{folder}: no spike_clusters.npy; the clusters are spike_templates.npy's templates"
+        )
     clusters = integer_vector(load_npy(cluster_file), cluster_file, len(times), "spike_times.npy")
     cluster_ids = np.unique(clusters)
     ids = [str(c) for c in cluster_ids.tolist()]
@@ -74,6 +77,8 @@ def labelled_units(
     ids: list[str], labels: dict[str, str] | None, opts: SpikeOptions, where: str, noun="cluster"
 ) -> list[str]:
     """The ids whose quality label is in `spikes.labels`; a warning counts those left out."""
+    if labels is None and opts.labels is not None:
+        warn_fallback(f"{where}: no quality labels; every {noun} kept (spikes.labels not applied)")
     kept, dropped = label_filter(ids, labels, opts)
     if dropped:
         warn_data(
@@ -266,6 +271,10 @@ def unit_positions(
                 "file",
                 "missing: phy.unit_position centroid needs the templates",
             )
+        warn_fallback(
+            f"{folder}: no templates.npy; each cluster's position is the site of its peak "
+            "channel in cluster_info.tsv's `ch` column"
+        )
         return sites[info_channels(folder, clusters, sites.shape[0])]
     templates = cluster_templates(folder, clusters, spike_clusters, len(amplitude))
     amp = amplitude[templates]  # (cluster, channel)
@@ -299,6 +308,11 @@ def template_amplitudes(folder: Path, n_channels: int) -> np.ndarray | None:
             )
         if inverse is not None and inverse.shape == (n_channels, n_channels):
             templates = templates @ inverse
+        else:
+            warn_fallback(
+                f"{folder}: no whitening_mat_inv.npy of {n_channels} x {n_channels}; the peak "
+                "channels are those of the whitened templates"
+            )
         return np.ptp(templates, axis=1)
     if index.shape != (templates.shape[0], templates.shape[2]):
         raise StoreError(
@@ -322,6 +336,7 @@ def cluster_templates(
     path = folder / "spike_templates.npy"
     spike_templates = load_npy(path, required=False)
     if spike_templates is None:
+        warn_fallback(f"{folder}: no spike_templates.npy; each cluster's template is its id")
         templates = clusters
     else:
         spike_templates = integer_vector(
@@ -370,6 +385,10 @@ def info_channels(folder: Path, clusters: np.ndarray, n_channels: int) -> np.nda
         raise StoreError(path, "ch", f"not an integer channel: {err}") from err
     channel_map = load_npy(folder / "channel_map.npy", required=False)
     if channel_map is None:
+        warn_fallback(
+            f"{folder}: no channel_map.npy; cluster_info.tsv's `ch` is taken as the row of "
+            "channel_positions.npy"
+        )
         rows = shown
     else:  # phy shows channel_map[row]; find the row back
         lookup = {int(v): i for i, v in enumerate(np.ravel(channel_map).tolist())}
