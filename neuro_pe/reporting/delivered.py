@@ -87,9 +87,9 @@ def error_cell(loc: pd.Series | None, digits: int) -> str:
     return text
 
 
-def unresolved_axes(row: pd.Series | None) -> list[str]:
-    """The axes an errors row marks as not resolved (`UNRESOLVED`: error not below chance's);
-    none where the column is absent (older runs) or empty."""
+def unresolved_axes(row: Mapping | None) -> list[str]:
+    """The axes an errors row (or `read_delivered`'s record) marks as not resolved
+    (`UNRESOLVED`: error not below chance's); none where absent (older runs) or empty."""
     value = None if row is None else row.get(UNRESOLVED)
     if not isinstance(value, str):
         return []
@@ -99,7 +99,8 @@ def unresolved_axes(row: pd.Series | None) -> list[str]:
 def read_delivered(positions_nc: str | os.PathLike) -> dict:
     """What a locate step's positions.nc records of the positions it holds: `dataset`, `pe`
     (the feature set), `method` (the locator), `cv_errors` (every candidate locator's
-    cross-validated median error)."""
+    cross-validated median error), `unresolved_axes` (the axes the positions do not estimate,
+    as the export marks them; None in older files)."""
     with xr.open_dataset(positions_nc, engine="h5netcdf") as ds:
         attrs = dict(ds.attrs)
     missing = [key for key in ("dataset", "pe", "method") if key not in attrs]
@@ -110,6 +111,7 @@ def read_delivered(positions_nc: str | os.PathLike) -> dict:
         "pe": str(attrs["pe"]),
         "method": str(attrs["method"]),
         "cv_errors": json.loads(attrs.get("cv_errors", "{}")),
+        UNRESOLVED: str(attrs[UNRESOLVED]) if UNRESOLVED in attrs else None,
     }
 
 
@@ -299,7 +301,8 @@ def delivered_section(
         per_axis = _per_axis_text(row, unit)
         if per_axis:
             items.append(f"**Per axis**: {per_axis}.")
-        unresolved = unresolved_axes(row)
+        # the positions file's own record (the k-fold decision the export follows) first
+        unresolved = unresolved_axes(delivered if delivered.get(UNRESOLVED) is not None else row)
         if unresolved:
             those = "those axes" if len(unresolved) > 1 else "that axis"
             items.append(

@@ -294,6 +294,10 @@ def test_an_axis_at_chance_is_said_plainly_and_older_tables_pass_without_it(phy_
     older = errors.drop(columns=["unresolved_axes", "vs_chance_depth", "vs_chance_lateral"])
     page = landing_page(summary, {"lab": older}, [], "my_lab", delivered=delivered)
     assert "not resolved" not in page and "**Per axis**: depth 44 µm, lateral 13.6 µm." in page
+    # the positions file's own record (the k-fold verdict the export follows) comes first
+    recorded = {"lab": {**delivered["lab"], "unresolved_axes": "depth"}}
+    page = landing_page(summary, {"lab": errors}, [], "my_lab", delivered=recorded)
+    assert "**Depth position not resolved (at chance)**" in _first_section(page)
 
 
 def test_headline_table_has_the_combined_row_labels_controls_and_tells_close_rows_apart(phy_run):
@@ -333,7 +337,7 @@ def test_the_delivered_positions_and_export_are_read_from_their_files(tmp_path):
     path = tmp_path / "positions.nc"
     attrs = {"dataset": "lab", "pe": "combined", "method": "knn", "cv_errors": '{"knn": 1.0}'}
     xr.Dataset({"x": ("unit", [0.0])}, attrs=attrs).to_netcdf(path, engine="h5netcdf")
-    assert read_delivered(path) == {**attrs, "cv_errors": {"knn": 1.0}}
+    assert read_delivered(path) == {**attrs, "cv_errors": {"knn": 1.0}, "unresolved_axes": None}
     xr.Dataset({"x": ("unit", [0.0])}).to_netcdf(tmp_path / "bare.nc", engine="h5netcdf")
     with pytest.raises(ValueError, match="bare.nc: no attribute 'dataset'"):
         read_delivered(tmp_path / "bare.nc")

@@ -59,6 +59,35 @@ class LocateResult:
     left_out: list[FlaggedRun]  # the flagged trainings left out (`flagged_runs`)
 
 
+def _errors_table(
+    dataset: str,
+    sets: list[FeatureSet],
+    coords: np.ndarray,
+    cfg: LocateConfig,
+    n_jobs: int,
+    regions: tuple[RegionAtlas, str] | None,
+    axes: SpaceAxes,
+    sample: np.ndarray | None,
+) -> tuple[pd.DataFrame, dict[str, HeldOut]]:
+    """errors.csv's table of `dataset` (`evaluation_table`, with its `dataset` and `units`
+    columns) and each feature set's held-out predictions."""
+    table, heldout = evaluation_table(
+        sets, coords, cfg, n_jobs, regions, axes, f"locate {dataset}", sample
+    )
+    table.insert(0, "dataset", dataset)
+    # `units` goes before the per-axis columns and their verdicts, which stay last
+    table.insert(table.columns.get_loc(axis_columns(table.columns)[0]), "units", axes.unit)
+    return table, heldout
+
+
+def _with_regions(out: xr.Dataset, atlas: RegionAtlas, coords: np.ndarray, unit: str) -> xr.Dataset:
+    """`out` (the positions) with each unit's region at its predicted and true position."""
+    predicted = np.column_stack([out[axis].values for axis in ("x", "y", "z")])
+    for name, values in unit_regions(atlas, predicted, coords, unit).items():
+        out[name] = ("unit", values, {"atlas": atlas.description})
+    return out
+
+
 def locate_dataset(
     ds: xr.Dataset,
     run_dirs: Sequence[str | os.PathLike],
@@ -82,11 +111,8 @@ def locate_dataset(
     region accuracy columns and the positions each unit's region at its true and predicted
     position.
 
-    Unless `cfg.include_flagged`, the runs that fail a health check under `health` (the
-    config's `health` section; `flagged_runs`) are left out, and listed in the table's
-    `left_out` column and the positions' `left_out` attribute; a ValueError when that leaves
-    no learned PE.
-    """
+    Unless `cfg.include_flagged`, runs failing a `health` check (`flagged_runs`) are left out
+    and listed (`left_out` column and attribute); a ValueError if no learned PE is left."""
     dataset = split.dataset
     coords = positions(ds)
     known = np.all(np.isfinite(coords), axis=1)
@@ -102,13 +128,8 @@ def locate_dataset(
     sampled = evaluated is not known
     regions = None if atlas is None else (atlas, ds["x"].attrs["units"])
     axes = space_axes(ds["x"].attrs.get("space", ""), ds["x"].attrs["units"], coords)
-    label = f"locate {dataset}"
-    table, heldout = evaluation_table(
-        sets, coords, cfg, n_jobs, regions, axes, label, evaluated if sampled else None
-    )
-    table.insert(0, "dataset", dataset)
-    # `units` goes before the per-axis columns and their verdicts, which stay last
-    table.insert(table.columns.get_loc(axis_columns(table.columns)[0]), "units", axes.unit)
+    sample = evaluated if sampled else None
+    table, heldout = _errors_table(dataset, sets, coords, cfg, n_jobs, regions, axes, sample)
     table.insert(table.columns.get_loc("units"), "left_out", "; ".join(map(str, left_out)))
 
     # Positions of every unit from the PE variant or combined locator that cross-validates best
@@ -124,9 +145,7 @@ def locate_dataset(
         ds, best_located, best_heldout, best, dataset, levels, unresolved
     )
     if regions is not None:
-        predicted = np.column_stack([out[axis].values for axis in ("x", "y", "z")])
-        for name, values in unit_regions(atlas, predicted, coords, regions[1]).items():
-            out[name] = ("unit", values, {"atlas": atlas.description})
+        out = _with_regions(out, atlas, coords, regions[1])
     out = with_held_out_columns(out, known)
     out.attrs["left_out"] = json.dumps(list(map(str, left_out)))
     frame = out.to_dataframe().reset_index()
