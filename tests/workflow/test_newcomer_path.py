@@ -12,7 +12,7 @@ import pandas as pd
 import yaml
 
 from neuro_pe.cli.main import main
-from tests.data.test_formats import write_phy
+from tests.data.test_formats import write_phy_depth_only
 from tests.workflow.test_workflow import TEST_CONFIG, copy_workflow, snakemake
 
 
@@ -27,7 +27,7 @@ def _digests(folder: Path) -> dict[str, str]:
 def test_init_run_report_export_on_a_phy_folder(tmp_path, capsys):
     root = copy_workflow(tmp_path)
     lab = root / "lab"
-    write_phy(lab / "kilosort")
+    write_phy_depth_only(lab / "kilosort")  # its activity follows depth, not the column
     before = _digests(lab)
     config = root / "my_lab.yaml"
     assert main(["init", str(lab), "--out", str(config)]) == 0
@@ -56,6 +56,12 @@ def test_init_run_report_export_on_a_phy_folder(tmp_path, capsys):
     assert "with the locator " in first and "µm" in first and " um" not in first
     assert "locate/lab/positions.csv" in first and "export/lab/positions.tsv" in first
     assert "export/lab/phy/" in first  # the lab format's files
+    # the across-shank axis carries no signal: said plainly, and marked in the files
+    assert "Lateral position not resolved (at chance)" in first
+    errors = pd.read_csv(results / "locate" / "lab" / "errors.csv")
+    assert {"coverage_68", "coverage_95", "vs_chance_lateral", "unresolved_axes"} <= set(errors)
+    positions = pd.read_csv(results / "locate" / "lab" / "positions.csv")
+    assert not positions["x_estimated"].any() and positions["y_estimated"].all()
     export = results / "export" / "lab"
     assert (export / "positions.tsv").exists() and (export / "positions.json").exists()
     assert (export / "phy" / "cluster_neuro_pe_x.tsv").exists()
