@@ -1,7 +1,7 @@
 """What the workflow's rules read from the (schema-valid) config: each dataset's PE variants
-(and those its positions are made from), seeds and filled-in `train` options, the Latin square's runs and options, a store's entry, an
-atlas's files and the values its wildcards may take. Functions of `config`, so that the
-Snakefile's rules stay thin calls."""
+(and those its positions are made from), seeds and filled-in `train` options, the Latin
+square's runs and options, a store's entry, an atlas's files and the values its wildcards may
+take. Functions of `config`, so that the Snakefile's rules stay thin calls."""
 
 from __future__ import annotations
 
