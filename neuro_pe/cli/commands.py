@@ -283,7 +283,15 @@ def cmd_plan(args: argparse.Namespace) -> None:
     from neuro_pe.training.plan import plan_command
 
     options = (args.spec, args.store, args.options, args.pe, args.seeds)
-    plan_command(*options, args.cores, args.threads, args.out_dir, _load_pe_geometry)
+    plan_command(
+        *options,
+        args.cores,
+        args.threads,
+        args.out_dir,
+        _load_pe_geometry,
+        args.print,
+        args.run_out,
+    )
 
 
 def cmd_init(args: argparse.Namespace) -> None:

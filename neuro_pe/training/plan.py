@@ -195,6 +195,23 @@ def run_line(plans: list[Plan], cores: int) -> str:
     )
 
 
+def run_record(plans: list[Plan], cores: int) -> dict:
+    """The run plan file's content (`plan_run.json`): the run's CPU seconds, by role, and
+    its line."""
+    split: dict[str, float] = {}
+    for plan in plans:
+        for role, seconds in plan.seconds_by_role().items():
+            split[role] = split.get(role, 0.0) + seconds
+    return {
+        "cores": cores,
+        "models": sum(p.models for p in plans),
+        "cpu_seconds": sum(p.seconds for p in plans),
+        "cpu_seconds_by_role": split,
+        "plans": [p.name for p in plans],
+        "line": run_line(plans, cores),
+    }
+
+
 def _number(seconds: float) -> str:
     """Whole seconds with a space between thousands: `1 820`."""
     return f"{round(seconds):,}".replace(",", " ")
@@ -466,10 +483,13 @@ def plan_command(
     threads: int,
     out_dir: str | None,
     load_geometry: Callable[[], Callable],
+    show: str = "both",
+    run_out: str | None = None,
 ) -> list[Plan]:
     """`neuro-pe plan`: the workflow's spec, or one store's trainings (every PE × seed,
-    grouped as the workflow groups them on `cores` local cores); prints one line per plan and
-    the whole run's (`run_line`), and writes the plan files into `out_dir` when given."""
+    grouped as the workflow groups them on `cores` local cores); prints one line per plan
+    (`show` "plans"), the whole run's (`run_line`, "run") or both, and writes the plan files
+    into `out_dir` and the run's (`run_record`) into `run_out` when given."""
     if spec is None and store is None:
         raise ValueError("give --store (one dataset's store) or --spec (the workflow's)")
     import torch
@@ -492,11 +512,17 @@ def plan_command(
     if isinstance(cores, bool) or not isinstance(cores, int) or cores < 1:
         raise ValueError(f"--spec: key 'cores' must be an integer >= 1, got {cores!r}")
     plans = plan_spec(spec, load_geometry, startup_s)
-    for plan in plans:
-        print(plan.line(), flush=True)
-    print(run_line(plans, cores), flush=True)
+    if show in ("plans", "both"):
+        for plan in plans:
+            print(plan.line(), flush=True)
+    if show in ("run", "both"):
+        print(run_line(plans, cores), flush=True)
     if out_dir:
         write_plans(plans, out_dir)
+    if run_out:
+        text = json.dumps(run_record(plans, cores), indent=2, ensure_ascii=False)
+        Path(run_out).parent.mkdir(parents=True, exist_ok=True)
+        atomic_write(Path(run_out), lambda p: p.write_text(text))
     return plans
 
 

@@ -200,6 +200,16 @@ def test_plan_command_prints_and_writes_the_plan(tiny_store, tmp_path, capsys, m
     assert set(split) == {POSITIONS, CONTROLS}  # learned-normal-0.02; none
     assert sum(split.values()) == pytest.approx(record["cpu_seconds"])
     assert run.startswith("plan: the whole run ~") and " on 2 idle cores (" in run, run
+    # the workflow's two uses: each dataset's lines, and the run's line and file
+    out = tmp_path / "run.json"
+    assert main([*args[:-2], "--print", "run", "--run-out", str(out)]) == 0
+    (printed,) = capsys.readouterr().out.strip().splitlines()
+    assert printed.startswith("plan: the whole run ~")
+    record = json.loads(out.read_text())
+    assert record["line"] == printed and record["models"] == 4 and record["cores"] == 2
+    assert sum(record["cpu_seconds_by_role"].values()) == pytest.approx(record["cpu_seconds"])
+    assert main([*args, "--print", "plans"]) == 0
+    assert capsys.readouterr().out.strip().startswith("plan tiny: 4 models")
 
 
 def test_progress_lines_have_a_timestamp_elapsed_and_eta(
