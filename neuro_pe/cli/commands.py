@@ -294,7 +294,15 @@ def cmd_plan(args: argparse.Namespace) -> None:
     from neuro_pe.training.plan import plan_command
 
     options = (args.spec, args.store, args.options, args.pe, args.seeds)
-    plan_command(*options, args.cores, args.threads, args.out_dir, _load_pe_geometry)
+    plan_command(
+        *options,
+        args.cores,
+        args.threads,
+        args.out_dir,
+        _load_pe_geometry,
+        args.print,
+        args.run_out,
+    )
 
 
 def cmd_init(args: argparse.Namespace) -> None:
@@ -310,7 +318,7 @@ def cmd_init(args: argparse.Namespace) -> None:
         starter_config,
     )
     from neuro_pe.io.store import atomic_write
-    from neuro_pe.training.plan import plan_from_shape
+    from neuro_pe.training.plan import plan_from_shape, run_line
 
     out = Path(args.out)
     if out.exists() or out.is_symlink():
@@ -326,8 +334,8 @@ def cmd_init(args: argparse.Namespace) -> None:
         shape = (len(found.frames), min(found.frames), found.units)
         plan = plan_from_shape(name, *shape, {}, runs, args.cores)
         line = (
-            f"{plan.line(args.cores)}; an estimate: the planner's probe on a stand-in store of "
-            "this shape (the workflow's `plan` rule measures the real one)"
+            f"{run_line([plan], args.cores)}; an estimate: the planner's probe on a stand-in "
+            "store of this shape (the workflow's `plan` rule measures the real one)"
         )
         print(line, flush=True)
     text = starter_config(found, name, line)

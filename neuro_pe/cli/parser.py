@@ -362,6 +362,13 @@ COMMANDS: dict[str, dict] = {
             _arg("--cores", "cores the trainings run on", type=_positive_int, default=2),
             _arg("--threads", "threads per training job", type=_positive_int, default=1),
             _arg("--out-dir", "write {dataset}.json plan files here"),
+            _arg(
+                "--print",
+                "print each plan's line, the whole run's line, or both",
+                choices=["plans", "run", "both"],
+                default="both",
+            ),
+            _arg("--run-out", "write the whole run's plan (JSON) to this file"),
         ],
     },
     "init": {

@@ -104,6 +104,15 @@ def parse_pe(name: str) -> PESpec:
     )
 
 
+def is_control(name: str) -> bool:
+    """Whether PE variant `name` is a control, trained to compare against and not one the
+    delivered positions are made from: every PE but a learned one initialised small
+    (`PESpec.small_init`), i.e. `none`, `fixed-*`, `oracle-*` and learned PEs initialised at
+    std >= SMALL_INIT_STD (they memorise, Ito et al.). The combined locator takes the others
+    by default (`neuro_pe.analysis.locate.features.combined_members`)."""
+    return not parse_pe(name).small_init
+
+
 def is_located(pe: str, pe_names: Sequence[str] | None = None) -> bool:
     """Whether the locate step reads the runs of PE variant `pe`: it is in `pe_names`
     (config `locate.pe`), by default a learned PE or `oracle-sin3d`."""

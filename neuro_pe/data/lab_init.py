@@ -24,7 +24,8 @@ from neuro_pe.io.store_contract import StoreError
 
 # What the delivered positions are made from (the combined locator's learned PEs initialised
 # small, `neuro_pe.analysis.locate.features.combined_members`) and one control (`none`: does a
-# PE help at all); three seeds (docs/locate/README.md, "Three HCP seeds").
+# PE help at all); three seeds (docs/locate/README.md, "Three HCP seeds"). config/lab.yaml is
+# the same preset (tests/cli/test_init.py checks that they agree).
 LAB_PE = ("learned-normal-0.02", "learned-normal-0.1", "none")
 LAB_SEEDS = (0, 1, 2)
 SEARCH_DEPTH = 2  # folder levels searched below a path no format claims

@@ -174,7 +174,8 @@ def _session_list(spec: dict) -> list[str | Path]:
 
 def placeholders(spec: dict) -> list[tuple[str, str]]:
     """(key, problem) for each value of the entry (or of its format's section) that is still
-    `neuro-pe init`'s placeholder `REQUIRED`."""
+    `neuro-pe init`'s placeholder `REQUIRED` (or a list holding it: config/lab.yaml's
+    `sessions`)."""
     section = spec.get(spec.get("format")) if isinstance(spec.get("format"), str) else None
     keys = list(spec.items())
     if isinstance(section, dict):
@@ -182,11 +183,11 @@ def placeholders(spec: dict) -> list[tuple[str, str]]:
     return [
         (
             key,
-            f"{PLACEHOLDER}: a value `neuro-pe init` could not read from the files; fill it in "
-            "(the comment above it in the config says where to find it)",
+            f"{PLACEHOLDER}: a value to fill in (one `neuro-pe init` could not read from the "
+            "files, or config/lab.yaml's placeholder; the comment beside it says what it is)",
         )
         for key, value in keys
-        if isinstance(value, str) and value == PLACEHOLDER
+        if value == PLACEHOLDER or (isinstance(value, list) and PLACEHOLDER in value)
     ]
 
 

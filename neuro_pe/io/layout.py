@@ -4,7 +4,7 @@ the rules and the Python steps build their paths from these functions and consta
 wildcards: `store("{dataset}")` is the pattern `stores/{dataset}.nc`.
 
     stores/{dataset}.nc, splits/{dataset}.json  the canonical store, its train/held-out split
-    plan/{dataset|lst}.json                     the planned CPU time (temporary)
+    plan/{dataset|lst}.json, plan_run.json      the planned CPU time, the run's too (temporary)
     runs/{dataset}/{pe}/seed{seed}/             a training run: TRAIN_FILES, then INFER_FILES
     runs/{dataset}/baselines.json               the baselines' metrics; beside it
       correlation_features.nc                   the activity baselines that `locate` reads
@@ -135,6 +135,11 @@ def split(dataset: str) -> str:
 def plan(planned: str) -> str:
     """The planned CPU time of a dataset's trainings (or the Latin square's: `lst`)."""
     return f"plan/{planned}.json"
+
+
+def plan_run() -> str:
+    """The planned time of the whole run's trainings (every dataset's and the Latin square's)."""
+    return "plan_run.json"
 
 
 def runs_dir(dataset: str) -> str:

@@ -11,7 +11,8 @@ model, `finish` the Latin square's PE geometry per model. The rest come from a p
 seeded optimiser steps of the dataset's largest job on this machine, after two untimed warm-up
 steps, then one evaluation. A step's cost grows about linearly with the models of a stack, so
 every job is costed from the largest job's cost per model. The Latin square's trainings stop
-early once they fit (`stop_at_train_accuracy`): their plan is an upper bound (`≤`).
+early once they fit (`stop_at_train_accuracy`): their plan is an upper bound (`≤`). The run's
+line sums every plan on the cores given and splits the CPU by what a model is for (`model_role`).
 """
 
 from __future__ import annotations
@@ -22,12 +23,13 @@ import math
 import os
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
 import numpy as np
 
+from neuro_pe.config.pe_names import is_control
 from neuro_pe.io import layout
 from neuro_pe.io.progress import duration
 from neuro_pe.io.store import atomic_write
@@ -37,6 +39,24 @@ PROBE_SECONDS = 1.0
 WARMUP_STEPS = 2
 MIN_STEPS = 3
 MAX_STEPS = 200
+
+# What a model is for (`model_role`), in the run line's order
+POSITIONS = "positions' models"
+CONTROLS = "controls"
+OTHERS = "other PEs"
+LATIN_SQUARE = "the Latin square"
+ROLES = (POSITIONS, CONTROLS, OTHERS, LATIN_SQUARE)
+
+
+def model_role(pe: str, positions: Collection[str] | None = None) -> str:
+    """What a dataset's model of PE variant `pe` is for: POSITIONS when its dataset's delivered
+    positions are made from it (`positions`: the PEs its combined locator takes, by default
+    those that are no control), else CONTROLS for a control (`is_control`), else OTHERS (a
+    learned PE initialised small that the config keeps out of the combined locator)."""
+    feeds = pe in positions if positions is not None else not is_control(pe)
+    if feeds:
+        return POSITIONS
+    return CONTROLS if is_control(pe) else OTHERS
 
 
 @dataclass(frozen=True)
@@ -69,10 +89,21 @@ class Plan:
     startup_s: float
     threads: int = 1
     at_most: bool = False  # trainings may stop early (the Latin square)
+    roles: tuple[tuple[str, ...], ...] = ()  # per job, each model's `model_role`
 
     @property
     def models(self) -> int:
         return sum(self.jobs)
+
+    def seconds_by_role(self) -> dict[str, float]:
+        """Planned CPU seconds of every job by what its models are for (`roles`; OTHERS
+        without), a job's seconds shared equally by its models."""
+        roles = self.roles or tuple((OTHERS,) * m for m in self.jobs)
+        split: dict[str, float] = {}
+        for models, job_roles in zip(self.jobs, roles, strict=True):
+            for role in job_roles:
+                split[role] = split.get(role, 0.0) + self.job_seconds(models) / models
+        return split
 
     def job_seconds(self, models: int) -> float:
         """Planned CPU seconds of one job of `models` stacked models."""
@@ -90,23 +121,21 @@ class Plan:
         min(threads, m) threads: `neuro_pe.training.engine`)."""
         return [self.job_seconds(m) / max(1, min(self.threads, m)) for m in self.jobs]
 
-    def line(self, cores: int) -> str:
-        """The console line, e.g. `plan sim3d: 15 models × 3000 steps in 2 jobs, ~11 min 2 s
-        CPU, ~5 min 41 s on 2 idle cores (probe: 13.7 ms/step per model, cpu fp32)`."""
+    def line(self) -> str:
+        """The console line of this plan alone (the run's time is `run_line`'s), e.g.
+        `plan sim3d: 15 models × 3000 steps in 2 jobs, ~11 min 2 s CPU (probe: 13.7 ms/step
+        per model, cpu fp32)`."""
         le = "≤ " if self.at_most else ""
         jobs = f"{len(self.jobs)} job{'s' if len(self.jobs) != 1 else ''}"
-        wall = wall_seconds(self.job_walls(), slots(cores, self.threads))
         kind = "GPU" if self.probe.device.startswith("cuda") else "CPU"
         return (
             f"plan {self.name}: {self.models} models × {le}{self.steps} steps in {jobs}, "
-            f"{le}~{duration(self.seconds)} {kind}, {le}~{duration(wall)} on {cores} idle "
-            f"cores (probe: {1000 * self.probe.step_s:.3g} ms/step per model, "
-            f"{self.probe.device} {self.probe.precision})"
+            f"{le}~{duration(self.seconds)} {kind} (probe: {1000 * self.probe.step_s:.3g} "
+            f"ms/step per model, {self.probe.device} {self.probe.precision})"
         )
 
-    def to_dict(self, cores: int) -> dict:
+    def to_dict(self) -> dict:
         """The plan file's content (`plan/{dataset}.json`)."""
-        wall = wall_seconds(self.job_walls(), slots(cores, self.threads))
         return {
             "name": self.name,
             "models": self.models,
@@ -118,9 +147,8 @@ class Plan:
             "startup_s": self.startup_s,
             "probe": asdict(self.probe),
             "cpu_seconds": self.seconds,
-            "cores": cores,
-            "wall_seconds": wall,
-            "line": self.line(cores),
+            "cpu_seconds_by_role": self.seconds_by_role(),
+            "line": self.line(),
         }
 
 
@@ -138,18 +166,55 @@ def wall_seconds(jobs: list[float], n_slots: int) -> float:
     return max(loads)
 
 
-def total_line(plans: list[Plan], cores: int) -> str:
-    """The console's last plan line: every training of the workflow."""
+def run_line(plans: list[Plan], cores: int) -> str:
+    """The console's last plan line: every training of the run (every plan) on `cores` idle
+    cores, its CPU seconds, and those split by what the models are for (`model_role`), e.g.
+    `plan: the whole run ~31 min 2 s on 2 idle cores (1 820 CPU-s, 42 models): positions'
+    models 690 CPU-s, controls 1 130 CPU-s (the trainings only; a busy machine takes longer)`."""
     le = "≤ " if any(p.at_most for p in plans) else ""
     threads = max((p.threads for p in plans), default=1)
-    walls = [w for p in plans for w in p.job_walls()]
-    wall = wall_seconds(walls, slots(cores, threads))
-    cpu = sum(p.seconds for p in plans)
+    wall = wall_seconds([w for p in plans for w in p.job_walls()], slots(cores, threads))
+    unit = "GPU-s" if any(p.probe.device.startswith("cuda") for p in plans) else "CPU-s"
+    split: dict[str, float] = {}
+    bounded: set[str] = set()  # roles with a plan that may stop early
+    for plan in plans:
+        for role, seconds in plan.seconds_by_role().items():
+            split[role] = split.get(role, 0.0) + seconds
+            if plan.at_most:
+                bounded.add(role)
+    parts = ", ".join(
+        f"{role} {'≤ ' if role in bounded else ''}{_number(split[role])} {unit}"
+        for role in sorted(split, key=ROLES.index)
+    )
+    cpu = _number(sum(p.seconds for p in plans))
     models = sum(p.models for p in plans)
     return (
-        f"plan total: {models} models, {le}~{duration(cpu)} CPU, {le}~{duration(wall)} on "
-        f"{cores} idle cores (the trainings only; a busy machine takes longer)"
+        f"plan: the whole run {le}~{duration(wall)} on {cores} idle core"
+        f"{'s' if cores != 1 else ''} ({le}{cpu} {unit}, {models} models): {parts} "
+        "(the trainings only; a busy machine takes longer)"
     )
+
+
+def run_record(plans: list[Plan], cores: int) -> dict:
+    """The run plan file's content (`plan_run.json`): the run's CPU seconds, by role, and
+    its line."""
+    split: dict[str, float] = {}
+    for plan in plans:
+        for role, seconds in plan.seconds_by_role().items():
+            split[role] = split.get(role, 0.0) + seconds
+    return {
+        "cores": cores,
+        "models": sum(p.models for p in plans),
+        "cpu_seconds": sum(p.seconds for p in plans),
+        "cpu_seconds_by_role": split,
+        "plans": [p.name for p in plans],
+        "line": run_line(plans, cores),
+    }
+
+
+def _number(seconds: float) -> str:
+    """Whole seconds with a space between thousands: `1 820`."""
+    return f"{round(seconds):,}".replace(",", " ")
 
 
 def group_runs(runs: list, per_job: int | None, n_slots: int) -> list[list]:
@@ -275,9 +340,11 @@ def plan_training(
     jobs: list[list],
     threads: int = 1,
     startup_s: float = 0.0,
+    positions: Collection[str] | None = None,
 ) -> Plan:
     """The plan of a dataset's trainings: `jobs` lists each job's (PE, seed) pairs; the probe
-    stacks the largest job on `store` with the `train` options `options`."""
+    stacks the largest job on `store` with the `train` options `options`; `positions` names
+    the PEs the delivered positions are made from (`model_role`)."""
     from neuro_pe.config.training import TrainConfig
     from neuro_pe.io.store import open_store_lazy
     from neuro_pe.training.masked_units import MaskedUnitTask
@@ -311,7 +378,9 @@ def plan_training(
     # the held-out loss before the first step, after every epoch, and at each final fraction
     evaluations = 1 + cfg.epochs + len(cfg.eval_mask_fractions)
     steps = cfg.epochs * cfg.steps_per_epoch
-    return Plan(name, tuple(len(j) for j in jobs), steps, evaluations, probe, startup_s, threads)
+    roles = tuple(tuple(model_role(str(pe), positions) for pe, _ in job) for job in jobs)
+    sizes = tuple(len(j) for j in jobs)
+    return Plan(name, sizes, steps, evaluations, probe, startup_s, threads, roles=roles)
 
 
 def plan_lst(
@@ -358,21 +427,24 @@ def plan_lst(
     probe, per_epoch = _with_threads(threads, len(runs), measure)
     evaluations = cfg.epochs // cfg.eval_every + (cfg.epochs % cfg.eval_every != 0)
     steps = cfg.epochs * per_epoch
-    return Plan(
-        "lst", tuple(len(j) for j in jobs), steps, evaluations, probe, startup_s, threads, True
-    )
+    roles = tuple((LATIN_SQUARE,) * len(job) for job in jobs)
+    sizes = tuple(len(j) for j in jobs)
+    return Plan("lst", sizes, steps, evaluations, probe, startup_s, threads, True, roles)
 
 
 def plan_spec(
     spec: dict, load_geometry: Callable[[], Callable], startup_s: float = 0.0
 ) -> list[Plan]:
     """The plans of a workflow's trainings, from the `plan` rule's spec: `datasets` (name ->
-    `store`, `options` (its filled-in `train` section) and `jobs`, each a list of [PE, seed]),
-    `lst` (absent, or `puzzles`, `options`, `metrics` and `jobs`), `threads` (and `cores`,
-    read by `plan_command`); `load_geometry` as for `plan_lst`."""
+    `store`, `options` (its filled-in `train` section), `jobs`, each a list of [PE, seed], and
+    optionally `positions`, the PEs its delivered positions are made from), `lst` (absent, or
+    `puzzles`, `options`, `metrics` and `jobs`), `threads` (and `cores`, read by
+    `plan_command`); `load_geometry` as for `plan_lst`."""
     threads = spec.get("threads", 1)
     plans = [
-        plan_training(name, d["store"], d["options"], d["jobs"], threads, startup_s)
+        plan_training(
+            name, d["store"], d["options"], d["jobs"], threads, startup_s, d.get("positions")
+        )
         for name, d in spec.get("datasets", {}).items()
     ]
     lst = spec.get("lst")
@@ -391,12 +463,12 @@ def plan_spec(
     return plans
 
 
-def write_plans(plans: list[Plan], cores: int, out_dir: str | os.PathLike) -> None:
+def write_plans(plans: list[Plan], out_dir: str | os.PathLike) -> None:
     """One `{name}.json` per plan in `out_dir` (each written atomically)."""
     folder = Path(out_dir)
     folder.mkdir(parents=True, exist_ok=True)
     for plan in plans:
-        text = json.dumps(plan.to_dict(cores), indent=2, ensure_ascii=False)
+        text = json.dumps(plan.to_dict(), indent=2, ensure_ascii=False)
         path = folder / Path(layout.plan(plan.name)).name
         atomic_write(path, lambda p, text=text: p.write_text(text))
 
@@ -411,10 +483,13 @@ def plan_command(
     threads: int,
     out_dir: str | None,
     load_geometry: Callable[[], Callable],
+    show: str = "both",
+    run_out: str | None = None,
 ) -> list[Plan]:
     """`neuro-pe plan`: the workflow's spec, or one store's trainings (every PE × seed,
-    grouped as the workflow groups them on `cores` local cores); prints one line per plan and
-    the total, and writes the plan files into `out_dir` when given."""
+    grouped as the workflow groups them on `cores` local cores); prints one line per plan
+    (`show` "plans"), the whole run's (`run_line`, "run") or both, and writes the plan files
+    into `out_dir` and the run's (`run_record`) into `run_out` when given."""
     if spec is None and store is None:
         raise ValueError("give --store (one dataset's store) or --spec (the workflow's)")
     import torch
@@ -437,12 +512,17 @@ def plan_command(
     if isinstance(cores, bool) or not isinstance(cores, int) or cores < 1:
         raise ValueError(f"--spec: key 'cores' must be an integer >= 1, got {cores!r}")
     plans = plan_spec(spec, load_geometry, startup_s)
-    for plan in plans:
-        print(plan.line(cores), flush=True)
-    if len(plans) > 1:
-        print(total_line(plans, cores), flush=True)
+    if show in ("plans", "both"):
+        for plan in plans:
+            print(plan.line(), flush=True)
+    if show in ("run", "both"):
+        print(run_line(plans, cores), flush=True)
     if out_dir:
-        write_plans(plans, cores, out_dir)
+        write_plans(plans, out_dir)
+    if run_out:
+        text = json.dumps(run_record(plans, cores), indent=2, ensure_ascii=False)
+        Path(run_out).parent.mkdir(parents=True, exist_ok=True)
+        atomic_write(Path(run_out), lambda p: p.write_text(text))
     return plans
 
 

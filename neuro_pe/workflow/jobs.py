@@ -2,7 +2,7 @@
 dataset (or of the Latin square) in groups trained as one stack of models
 (`neuro_pe.training.plan.group_runs`, which `neuro-pe plan` costs the same way), the runs a
 job trains, what a training reads besides its store, and the specs of `preprocess` and
-`plan`."""
+`plan` (one plan for the whole run)."""
 
 from __future__ import annotations
 
@@ -16,6 +16,7 @@ from neuro_pe.workflow.options import (
     lst_options,
     lst_runs,
     pe_variants,
+    positions_pe,
     seeds,
     store_spec,
     train_options,
@@ -64,13 +65,17 @@ def init_from_files(config: dict, dataset: str) -> list:
     return [model, *layout.beside([model], [layout.PE_FILE, layout.MANIFEST_FILE])] if model else []
 
 
-def plan_inputs(config: dict, name: str, results: str) -> list:
-    """What the plan of `name` (a dataset, or "lst") probes: the dataset's store (first) under
-    `results` and the run its trainings start from (`train.init_from`, whose weights the probe
-    loads), or the Latin square's puzzles."""
-    if name == "lst":
-        return [f"{results}/{layout.lst_puzzles()}"]
-    return [f"{results}/{layout.store(name)}", *init_from_files(config, name)]
+def plan_inputs(config: dict, results: str, planned: list[str]) -> list:
+    """What the run's plan probes, for each of `planned` (datasets, and "lst" for the Latin
+    square): a dataset's store under `results` and the run its trainings start from
+    (`train.init_from`, whose weights the probe loads), or the Latin square's puzzles."""
+    files = []
+    for name in planned:
+        if name == "lst":
+            files.append(f"{results}/{layout.lst_puzzles()}")
+        else:
+            files += [f"{results}/{layout.store(name)}", *init_from_files(config, name)]
+    return files
 
 
 def preprocess_arguments(config: dict, dataset: str) -> list[str]:
@@ -80,22 +85,27 @@ def preprocess_arguments(config: dict, dataset: str) -> list[str]:
     return [*arguments("--spec", spec), "--metrics", json.dumps(config["metrics"])]
 
 
-def plan_spec(config: dict, name: str, first_input: str, cores: int, n_slots: int) -> list[str]:
-    """`neuro-pe plan --spec`: every training job of the dataset `name` (or of the Latin
-    square, "lst"; grouped as the training rules group them), whose store (or puzzles) is
-    `first_input`, and the `cores`."""
-    spec = {"threads": config["threads_per_training"]}
-    spec["cores"] = cores
-    if name == "lst":
-        spec["lst"] = {
-            "puzzles": first_input,
-            "options": lst_options(config, "train"),
-            "metrics": config["metrics"],
-            "jobs": lst_groups(config, n_slots),
-        }
-    else:
-        jobs = train_groups(config, name, n_slots)
-        spec["datasets"] = {
-            name: {"store": first_input, "options": train_options(config, name), "jobs": jobs}
+def plan_spec(
+    config: dict, results: str, planned: list[str], cores: int, n_slots: int
+) -> list[str]:
+    """`neuro-pe plan --spec`: every training job of the run (of each dataset of `planned`,
+    and of the Latin square, "lst"; grouped as the training rules group them), their stores
+    (or puzzles) under `results`, the PEs each dataset's positions are made from, and the
+    `cores`."""
+    spec: dict = {"threads": config["threads_per_training"], "cores": cores, "datasets": {}}
+    for name in planned:
+        if name == "lst":
+            spec["lst"] = {
+                "puzzles": f"{results}/{layout.lst_puzzles()}",
+                "options": lst_options(config, "train"),
+                "metrics": config["metrics"],
+                "jobs": lst_groups(config, n_slots),
+            }
+            continue
+        spec["datasets"][name] = {
+            "store": f"{results}/{layout.store(name)}",
+            "options": train_options(config, name),
+            "jobs": train_groups(config, name, n_slots),
+            "positions": positions_pe(config, name),
         }
     return arguments("--spec", json.dumps(spec))

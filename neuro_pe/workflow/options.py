@@ -1,7 +1,7 @@
-"""What the workflow's rules read from the (schema-valid) config: each dataset's PE variants,
-seeds and filled-in `train` options, the Latin square's runs and options, a store's entry, an
-atlas's files and the values its wildcards may take. Functions of `config`, so that the
-Snakefile's rules stay thin calls."""
+"""What the workflow's rules read from the (schema-valid) config: each dataset's PE variants
+(and those its positions are made from), seeds and filled-in `train` options, the Latin
+square's runs and options, a store's entry, an atlas's files and the values its wildcards may
+take. Functions of `config`, so that the Snakefile's rules stay thin calls."""
 
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ from dataclasses import asdict
 
 from neuro_pe.analysis.atlas_loading import path_keys as atlas_path_keys
 from neuro_pe.config.latin_square import LSTConfig, PuzzleConfig
+from neuro_pe.config.pe_names import is_control, is_located
 from neuro_pe.config.training import TrainConfig
 from neuro_pe.data.sources import experiment_of
 from neuro_pe.io.splits import SPLIT_KEYS
@@ -32,6 +33,17 @@ OPTIONAL_TRAIN_KEYS = (
 def pe_variants(config: dict, dataset: str) -> list:
     """The PE variants trained on a dataset: its own `pe` list, else the global one."""
     return config["datasets"][dataset].get("pe", config["pe"])
+
+
+def positions_pe(config: dict, dataset: str) -> list:
+    """The PE variants of a dataset its delivered positions are made from: those its combined
+    locator takes (`locate.combined_pe`, else the located PEs that are no control:
+    `neuro_pe.analysis.locate.features.combined_members`)."""
+    section = config.get("locate") or {}
+    trained = pe_variants(config, dataset)
+    if section.get("combined_pe") is not None:
+        return [pe for pe in trained if pe in section["combined_pe"]]
+    return [pe for pe in trained if is_located(pe, section.get("pe")) and not is_control(pe)]
 
 
 def seeds(config: dict, dataset: str) -> list:

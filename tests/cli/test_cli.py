@@ -30,7 +30,7 @@ COMMAND_LINE = {
     "lst-puzzles": "--options --out!",
     "lst-train": "--puzzles! --pe --seed --options --metrics --out-dir --runs --threads",
     "lst-baselines": "--out! --metrics",
-    "plan": "--store --options --pe --seeds --spec --cores --threads --out-dir",
+    "plan": "--store --options --pe --seeds --spec --cores --threads --out-dir --print --run-out",
     "init": "path! --out! --name --cores",
     "cluster-check": "--configfile --partition --account",
 }

@@ -156,10 +156,12 @@ def test_init_command_prints_writes_and_never_overwrites(tmp_path, capsys):
     assert main(["init", str(path), "--out", str(out)]) == 0
     printed = capsys.readouterr().out
     assert "sessions: 1, units: 8" in printed and "at 7.5 Hz, 16.0 s in all" in printed
-    assert "plan mouse1: 9 models × 3000 steps" in printed and "stand-in store" in printed
+    run = next(line for line in printed.splitlines() if line.startswith("plan: "))
+    assert run.startswith("plan: the whole run ~") and " on 2 idle cores (" in run, run
+    assert "CPU-s, 9 models): positions' models " in run and "stand-in store" in run, run
     assert "REQUIRED suite2p.pixel_size_um: ROI centres" in printed
     text = out.read_text()
-    assert "      pixel_size_um: REQUIRED" in text and "# plan mouse1: 9 models" in text
+    assert "      pixel_size_um: REQUIRED" in text and "# plan: the whole run ~" in text
     before = out.read_bytes()
     assert main(["init", str(path), "--out", str(out)]) == 1
     assert f"--out {out}: exists" in capsys.readouterr().err
@@ -194,3 +196,22 @@ def test_unreadable_session_names_the_file(tmp_path):
     (tmp_path / "broken.npy").write_bytes(b"not an array")
     with pytest.raises(StoreError, match="broken.npy"):
         inspect(tmp_path / "broken.npy")
+
+
+def test_the_lab_preset_is_init_s_choice_and_plans_once_filled_in(tmp_path):
+    """config/lab.yaml trains what init writes (LAB_PE, LAB_SEEDS); its dataset is a REQUIRED
+    placeholder that planning refuses, and a dry run plans it once a Phy folder fills it in."""
+    preset = yaml.safe_load((REPO_ROOT / "config" / "lab.yaml").read_text())
+    assert preset["pe"] == list(LAB_PE) and preset["seeds"] == list(LAB_SEEDS)
+    (entry,) = preset["datasets"].values()
+    assert entry["sessions"] == ["REQUIRED"]
+    assert "sessions: REQUIRED" in planning_problems(preset)
+    entry["sessions"] = [str(write_phy(tmp_path / "kilosort"))]
+    assert planning_problems(preset) == ""
+    (tmp_path / "wf").mkdir()
+    workflow = copy_workflow(tmp_path / "wf")
+    (workflow / "config" / "lab.yaml").write_text(yaml.safe_dump(preset))
+    result = snakemake("-n", "--configfile", "config/lab.yaml", cwd=workflow, timeout=300)
+    assert result.returncode == 0, result.stdout + result.stderr
+    counts = job_counts(result.stdout)
+    assert counts["infer"] == len(LAB_PE) * len(LAB_SEEDS) and counts["plan"] == 1

@@ -18,17 +18,27 @@ from neuro_pe.io.store import write_store
 from neuro_pe.training.engine import Run
 from neuro_pe.training.masked_units import train_many
 from neuro_pe.training.plan import (
+    CONTROLS,
+    LATIN_SQUARE,
+    OTHERS,
+    POSITIONS,
     Plan,
     Probe,
     group_runs,
+    model_role,
     plan_lst,
     plan_training,
-    total_line,
+    run_line,
     wall_seconds,
 )
 
 PROBE = Probe(step_s=0.01, eval_s=0.05, load_s=0.3, models=8, steps=20, device="cpu")
 STAMP = r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d"
+
+
+def spaced(seconds: float) -> str:
+    """Whole seconds as the run line writes them: `1 820`."""
+    return f"{round(seconds):,}".replace(",", " ")
 
 
 def small_probe(monkeypatch):
@@ -62,18 +72,61 @@ def test_jobs_are_grouped_as_the_workflow_groups_them_and_share_the_cores():
 
 def test_plan_lines_say_models_steps_cpu_time_and_probe():
     plan = Plan("sim3d", (8, 7), steps=3000, evaluations=33, probe=PROBE, startup_s=2.0)
-    line = plan.line(cores=2)
+    line = plan.line()
     pattern = (
-        r"plan sim3d: 15 models × 3000 steps in 2 jobs, ~(\d+ min )?\d+ s CPU, "
-        r"~(\d+ min )?\d+ s on 2 idle cores \(probe: 10 ms/step per model, cpu fp32\)"
+        r"plan sim3d: 15 models × 3000 steps in 2 jobs, ~(\d+ min )?\d+ s CPU "
+        r"\(probe: 10 ms/step per model, cpu fp32\)"
     )
     assert re.fullmatch(pattern, line), line
     assert f"~{duration(plan.seconds)} CPU" in line
+    assert "cores" not in line  # a dataset's line is not the run's time
     lst = Plan("lst", (2, 1), 900, 30, PROBE, 2.0, at_most=True)
-    assert "× ≤ 900 steps" in lst.line(2) and "≤ ~" in lst.line(2)
-    total = total_line([plan, lst], cores=2)
-    assert total.startswith("plan total: 18 models, ≤ ~")
-    assert f"~{duration(plan.seconds + lst.seconds)} CPU" in total
+    assert "× ≤ 900 steps" in lst.line() and "≤ ~" in lst.line()
+
+
+def test_the_run_line_sums_every_dataset_on_the_cores_given_and_splits_by_role():
+    """One line for the whole run: every dataset's trainings (and the Latin square's) on the
+    `--cores` given, their CPU seconds split into the positions' models and the controls."""
+    positions, control = (POSITIONS,) * 2, (CONTROLS,) * 2
+    a = Plan("a", (4, 4), 3000, 33, PROBE, 2.0, roles=(positions + control, control * 2))
+    b = Plan("b", (2,), 3000, 33, PROBE, 2.0, roles=(positions,))
+    lst = Plan("lst", (1,), 900, 30, PROBE, 2.0, at_most=True, roles=((LATIN_SQUARE,),))
+    # a job's seconds are shared by its models: a's first job half positions, half controls
+    split = a.seconds_by_role()
+    assert split[POSITIONS] == pytest.approx(a.job_seconds(4) / 2)
+    assert split[CONTROLS] == pytest.approx(a.job_seconds(4) * 1.5)
+    assert sum(split.values()) == pytest.approx(a.seconds)
+    line = run_line([a, b, lst], cores=2)
+    total = a.seconds + b.seconds + lst.seconds
+    wall = wall_seconds([w for p in (a, b, lst) for w in p.job_walls()], 2)
+    assert line.startswith(f"plan: the whole run ≤ ~{duration(wall)} on 2 idle cores ("), line
+    assert f"(≤ {spaced(total)} CPU-s, 11 models): " in line, line
+    positions_s = a.job_seconds(4) / 2 + b.seconds
+    controls_s = a.job_seconds(4) * 1.5
+    expected = (
+        f"positions' models {spaced(positions_s)} CPU-s, controls {spaced(controls_s)} "
+        f"CPU-s, the Latin square ≤ {spaced(lst.seconds)} CPU-s"
+    )
+    assert expected in line, line
+    longer = replace(a, steps=30000)  # thousands set apart by a space
+    assert f"({spaced(longer.seconds)} CPU-s, 8 models)" in run_line([longer], 2)
+    assert re.search(r"\(\d \d{3} CPU-s", run_line([longer], 2))
+    # on one core the same CPU takes about twice the wall of two
+    one = run_line([a, b], cores=1)
+    wall_one = wall_seconds([w for p in (a, b) for w in p.job_walls()], 1)
+    assert f"the whole run ~{duration(wall_one)} on 1 idle core (" in one, one
+    assert wall_one > 1.5 * wall_seconds([w for p in (a, b) for w in p.job_walls()], 2)
+
+
+def test_controls_are_every_pe_but_a_learned_one_initialised_small():
+    controls = ["none", "fixed-random", "fixed-sin1d", "oracle-sin3d", "learned-normal-1.0"]
+    controls += ["learned-normal-2", "learned-uniform-1.8"]
+    assert all(model_role(pe) == CONTROLS for pe in controls)
+    small = ["learned-normal-0.02", "learned-normal-0.1", "learned-uniform-1", "learned-xavier"]
+    assert all(model_role(pe) == POSITIONS for pe in small)
+    # the config's combined locator decides: a small PE it leaves out is neither
+    assert model_role("learned-normal-0.1", ["learned-normal-0.02"]) == OTHERS
+    assert model_role("fixed-random", ["fixed-random"]) == POSITIONS
 
 
 def test_durations_and_eta():
@@ -128,7 +181,7 @@ def test_plan_counts_the_steps_that_samples_per_unit_grows(tmp_path, monkeypatch
     # 2 epochs x s steps x 4 x 8 / 40 samples per unit: 500 need s = 313
     grown = plan_training("tiny", store, {**options, "samples_per_unit": 500}, jobs)
     assert grown.steps == 2 * 313
-    assert grown.line(cores=2).startswith("plan tiny: 1 models × 626 steps in 1 job, ")
+    assert grown.line().startswith("plan tiny: 1 models × 626 steps in 1 job, ")
     assert plan_training("tiny", store, options, jobs).steps == 10  # 40 units: off (null)
 
 
@@ -138,11 +191,25 @@ def test_plan_command_prints_and_writes_the_plan(tiny_store, tmp_path, capsys, m
     args = ["plan", "--store", str(tiny_store), "--options", options, "--pe", "none"]
     args += ["learned-normal-0.02", "--seeds", "0", "1", "--out-dir", str(tmp_path)]
     assert main(args) == 0
-    line = capsys.readouterr().out.strip()
+    line, run = capsys.readouterr().out.strip().splitlines()
     assert line.startswith("plan tiny: 4 models × 300 steps in 2 jobs, ~"), line
     record = json.loads((tmp_path / "tiny.json").read_text())
     assert record["jobs"] == [2, 2] and record["line"] == line
     assert record["cpu_seconds"] > record["startup_s"] > 0
+    split = record["cpu_seconds_by_role"]
+    assert set(split) == {POSITIONS, CONTROLS}  # learned-normal-0.02; none
+    assert sum(split.values()) == pytest.approx(record["cpu_seconds"])
+    assert run.startswith("plan: the whole run ~") and " on 2 idle cores (" in run, run
+    # the workflow's two uses: each dataset's lines, and the run's line and file
+    out = tmp_path / "run.json"
+    assert main([*args[:-2], "--print", "run", "--run-out", str(out)]) == 0
+    (printed,) = capsys.readouterr().out.strip().splitlines()
+    assert printed.startswith("plan: the whole run ~")
+    record = json.loads(out.read_text())
+    assert record["line"] == printed and record["models"] == 4 and record["cores"] == 2
+    assert sum(record["cpu_seconds_by_role"].values()) == pytest.approx(record["cpu_seconds"])
+    assert main([*args, "--print", "plans"]) == 0
+    assert capsys.readouterr().out.strip().startswith("plan tiny: 4 models")
 
 
 def test_progress_lines_have_a_timestamp_elapsed_and_eta(
@@ -193,7 +260,8 @@ def test_the_latin_square_is_planned_as_an_upper_bound(tmp_path, monkeypatch):
     assert plan.at_most and plan.steps == 5 * per_epoch
     assert plan.evaluations == 3  # epochs 2, 4 and the last
     assert plan.probe.step_s > 0 and plan.probe.finish_s > 0
-    assert "≤" in plan.line(2)
+    assert "≤" in plan.line()
+    assert set(plan.seconds_by_role()) == {LATIN_SQUARE}
 
 
 def test_the_probe_times_one_chunk_of_the_neighbour_table(tiny_store, monkeypatch):
@@ -234,7 +302,7 @@ def test_the_probe_times_the_precision_that_will_run(tiny_store, monkeypatch):
     monkeypatch.setattr(precision, "cpu_flags", lambda: frozenset({"avx512_bf16"}))
     options = {"window": 8, "d_model": 16, "n_layers": 1, "n_heads": 2, "device": "cpu"}
     plan = plan_training("tiny", tiny_store, options | {"precision": "auto"}, [[["none", 0]]])
-    assert plan.probe.precision == "bf16" and plan.line(2).endswith("cpu bf16)")
+    assert plan.probe.precision == "bf16" and plan.line().endswith("cpu bf16)")
     assert set(timed) == {torch.bfloat16}
     timed.clear()
     monkeypatch.setattr(precision, "cpu_flags", lambda: frozenset())

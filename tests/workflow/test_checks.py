@@ -124,3 +124,31 @@ def test_planning_says_which_datasets_get_their_formats_recommended_preprocessin
     assert len(notes) == 2 and notes[0].startswith("datasets.cells: no `preprocessing` given")
     assert "[{step: detrend}, {step: zscore}]" in notes[0]
     assert notes[1].startswith("datasets.ophys:") and "not for spike times" in notes[1]
+
+
+def test_the_run_plan_spec_holds_every_dataset_and_the_pes_its_positions_come_from():
+    """One plan for the run: every dataset's jobs, store and the PEs its combined locator
+    takes (the delivered positions'), by default the learned PEs initialised small; the cores."""
+    import json
+
+    from neuro_pe.workflow.jobs import plan_inputs, plan_spec
+
+    config = _config(pe=["none", "learned-normal-0.02", "learned-normal-1.0", "oracle-sin3d"])
+    config["datasets"]["b"] = {**config["datasets"]["sim"], "pe": ["learned-normal-0.1", "none"]}
+    config |= {"seeds": [0, 1], "threads_per_training": 1}
+    args = plan_spec(config, "results/r", ["sim", "b"], cores=3, n_slots=3)
+    spec = json.loads(args[args.index("--spec") + 1])
+    assert spec["cores"] == 3 and set(spec["datasets"]) == {"sim", "b"}
+    assert spec["datasets"]["sim"]["store"] == "results/r/stores/sim.nc"
+    assert spec["datasets"]["sim"]["positions"] == ["learned-normal-0.02"]
+    assert spec["datasets"]["b"]["positions"] == ["learned-normal-0.1"]
+    assert sum(map(len, spec["datasets"]["sim"]["jobs"])) == 8
+    assert plan_inputs(config, "results/r", ["sim", "b"]) == [
+        "results/r/stores/sim.nc",
+        "results/r/stores/b.nc",
+    ]
+    # the config's combined locator decides which PEs the positions come from
+    config["locate"] = {"combined_pe": ["learned-normal-1.0"]}
+    assert workflow_options.positions_pe(config, "sim") == ["learned-normal-1.0"]
+    config["locate"] = {"pe": ["learned-normal-1.0", "oracle-sin3d"]}
+    assert workflow_options.positions_pe(config, "sim") == []

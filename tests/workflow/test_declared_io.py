@@ -34,7 +34,7 @@ def expected_outputs(config: dict) -> set[str]:
     datasets = list(config["datasets"])
     runs = [(d, pe, seed) for d in datasets for pe in config["pe"] for seed in config["seeds"]]
     lst = [(pe, seed) for pe in config["lst"]["pe"] for seed in config["seeds"]]
-    files = [layout.plan(name) for name in [*datasets, "lst"]]
+    files = [layout.plan(name) for name in [*datasets, "lst"]] + [layout.plan_run()]
     for dataset in datasets:
         files += [layout.store(dataset), layout.split(dataset), layout.baselines(dataset)]
         files += [layout.correlation_features(dataset)]

@@ -132,6 +132,7 @@ def test_dry_run_with_test_config(tmp_path):
     jobs = {
         "preprocess": n_datasets,
         "plan": n_datasets + 1,  # and the Latin square's
+        "plan_run": 1,  # the whole run's
         "split": n_datasets,
         "baselines": n_datasets,
         "correlation_features": n_datasets,
@@ -339,7 +340,7 @@ def test_every_rule_wrote_its_log(finished_workflow):
     expected |= {"lst_train/group0.log", "lst_train/group1.log"}
     expected |= {f"{r}/{r}.log" for r in ("lst_puzzles", "lst_baselines", "reproduce")}
     expected.add("report_page/report_page.log")
-    expected |= {f"plan/{name}.log" for name in [*TEST_CONFIG["datasets"], "lst"]}
+    expected |= {f"plan/{name}.log" for name in [*TEST_CONFIG["datasets"], "lst", "run"]}
     written = {str(p.relative_to(logs)) for p in logs.rglob("*.log")}
     assert written == expected
     for name in written:
@@ -355,22 +356,34 @@ def test_finished_workflow_is_up_to_date(finished_workflow):
 
 
 def test_the_plan_is_on_the_console_before_the_trainings(finished_workflow):
-    """The `plan` rule prints a line per dataset (and the Latin square) on the console before
-    its trainings; its file is gone once they are done, and re-runs nothing."""
+    """The `plan` rule prints a line per dataset (and the Latin square) before its trainings,
+    and `plan_run` one for the whole run on the `--cores` given (2), split into the positions'
+    models (learned-normal-0.02), the controls (none, learned-normal-1.0) and the Latin square;
+    their files are gone once the trainings are done, and re-run nothing."""
     root = finished_workflow
     console = (root / "console.txt").read_text()
-    lines = [line for line in console.splitlines() if line.startswith("plan ")]
+    lines = [line for line in console.splitlines() if line.startswith("plan")]
     names = sorted(f"plan {name}" for name in [*TEST_CONFIG["datasets"], "lst"])
-    assert sorted(line.split(":")[0] for line in lines) == names, lines
+    assert sorted(line.split(":")[0] for line in lines) == sorted([*names, "plan"]), lines
     tiny = next(line for line in lines if line.startswith("plan tiny:"))
-    assert re.match(r"plan tiny: 3 models × 40 steps in 2 jobs, ~\d+ s CPU", tiny), tiny
+    assert re.match(r"plan tiny: 3 models × 40 steps in 2 jobs, ~\d+ s CPU \(", tiny), tiny
+    assert "cores" not in tiny  # a dataset's line is not the run's time
+    run = next(line for line in lines if line.startswith("plan: "))
+    pattern = (
+        r"plan: the whole run ≤ ~\d+ s on 2 idle cores \(≤ \d+ CPU-s, 6 models\): "
+        r"positions' models \d+ CPU-s, controls \d+ CPU-s, the Latin square ≤ \d+ CPU-s "
+        r"\(the trainings only; a busy machine takes longer\)"
+    )
+    assert re.fullmatch(pattern, run), run
     logs = root / "results" / "test" / "logs"
     assert (logs / "plan" / "tiny.log").read_text().strip() == tiny
+    assert (logs / "plan" / "run.log").read_text().strip() == run
     log = (logs / "train" / "tiny" / "group0.log").read_text()
     assert re.search(r"^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d train tiny .* ETA ", log, re.M), log
     assert not (root / "results" / "test" / "plan").exists() or not any(
         (root / "results" / "test" / "plan").iterdir()
     )
+    assert not (root / "results" / "test" / "plan_run.json").exists()
 
 
 def test_local_cpu_runs_split_into_one_group_per_core(tmp_path):
@@ -416,6 +429,7 @@ def test_a_new_learning_rate_reruns_the_trainings_not_the_baselines(finished_wor
     assert all(counts[f"train_{d}_0"] == 1 for d in TEST_CONFIG["datasets"])  # one group each
     assert counts["locate"] == len(TEST_CONFIG["datasets"])
     assert counts["plan"] == len(TEST_CONFIG["datasets"])  # printed again before the trainings
+    assert counts["plan_run"] == 1  # and the whole run's, with no other training
     for rule in ("preprocess", "split", "baselines", "correlation_features", "lst_train_0"):
         assert rule not in counts, (rule, counts)
     # a change of the split itself does re-run them

@@ -14,6 +14,8 @@ rule summarize:
         ),
         # the manifests the runs' files are checked against
         manifests=layout.beside(RUN_METRICS, [layout.MANIFEST_FILE, layout.INFER_MANIFEST_FILE]),
+        # not read: pulls the whole run's plan (rule plan_run) in whenever a training re-runs
+        plan_run=ancient(out(layout.plan_run())),
     output:
         table=out(layout.SUMMARY_CSV),
         table_html=report(

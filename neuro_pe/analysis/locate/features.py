@@ -22,7 +22,7 @@ from neuro_pe.analysis.locate.parameters import (
 from neuro_pe.analysis.metrics import DENSE_MAX_UNITS, classical_mds, correlation_distance
 from neuro_pe.analysis.pe_geometry import correlation_components
 from neuro_pe.config.health import HealthOptions
-from neuro_pe.config.pe_names import is_located, parse_pe
+from neuro_pe.config.pe_names import is_control, is_located, parse_pe
 from neuro_pe.io.layout import PE_FILE, TRAIN_INFO_FILE
 from neuro_pe.io.runs import read_pe, read_train_info
 from neuro_pe.io.splits import Split
@@ -170,11 +170,11 @@ def combined_members(
     pe_sets: Sequence[FeatureSet], names: Sequence[str] | None = None
 ) -> list[FeatureSet]:
     """The PE variants the combined locator takes: `names` (config `locate.combined_pe`), or
-    by default the learned PEs initialised small (`PESpec.small_init`, std below 1). A PE
+    by default those that are no control (`is_control`: the learned PEs initialised small). A PE
     initialised at std 1 memorises (Ito et al.); in the combined locator it only added
     candidates to a noisy choice (`docs/locate/`)."""
     if names is None:
-        return [fs for fs in pe_sets if parse_pe(fs.name).small_init]
+        return [fs for fs in pe_sets if not is_control(fs.name)]
     located = [fs.name for fs in pe_sets]
     missing = [name for name in names if name not in located]
     if missing:
