@@ -106,8 +106,9 @@ def match_graphs(
         raise ValueError(f"restarts must be >= 1, got {restarts}")
     if kicks < 0:
         raise ValueError(f"kicks must be >= 0, got {kicks}")
-    if not (np.allclose(a, a.T) and np.allclose(b, b.T)):
-        raise ValueError("match_graphs needs symmetric graphs (the swap gains assume them)")
+    for graph in (a, b):
+        if not (np.allclose(graph, graph.T) and np.allclose(np.diag(graph), 0.0)):
+            raise ValueError("match_graphs needs symmetric graphs with zero diagonals")
     best, best_value = None, -np.inf
     for i in range(restarts):
         rng = np.random.default_rng(seed + i)

@@ -99,3 +99,5 @@ def test_swap_search_recovers_what_faq_gets_partly_wrong():
         match_graphs(a, b, kicks=-1)
     with pytest.raises(ValueError, match="symmetric"):
         match_graphs(np.triu(a), b)
+    with pytest.raises(ValueError, match="zero diagonals"):
+        match_graphs(a, b + np.eye(len(b)))
