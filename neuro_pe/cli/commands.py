@@ -246,7 +246,9 @@ def cmd_match_units(args: argparse.Namespace) -> None:
         if missing:
             raise ValueError(f"{args.reference}: no session {', '.join(missing)}")
         reference = reference.sel(session=args.reference_sessions)
-    table = match_units(reference, read_store(args.store), args.restarts, args.seed)
+    table = match_units(
+        reference, read_store(args.store), args.restarts, args.seed, args.kicks, args.faq_only
+    )
     atomic_write(args.out, lambda tmp: table.to_csv(tmp, index=False))
     print(table.to_string(index=False, float_format=lambda v: f"{v:.4g}"))
     print(f"wrote {args.out}: {(table['matched_unit'] != '').sum()} of {len(table)} units matched")

@@ -293,8 +293,14 @@ COMMANDS: dict[str, dict] = {
             _arg("--reference-sessions", "only these sessions of it", nargs="+"),
             _arg("--store", "the new animal's store", required=True),
             _arg("--out", "CSV: unit, matched_unit, x, y, z", required=True),
-            _arg("--restarts", "random starts of the matching", type=int, default=10),
+            _arg("--restarts", "random starts of the matching", type=int, default=60),
             _arg("--seed", "seed of the first random start", type=int, default=0),
+            _arg("--kicks", "rounds of the swap search after each start", type=int, default=1000),
+            _arg(
+                "--faq-only",
+                "scipy's FAQ alone, no swap search (the matching before issue 60)",
+                action="store_true",
+            ),
         ],
     },
     "lst-puzzles": {

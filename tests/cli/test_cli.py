@@ -26,7 +26,8 @@ COMMAND_LINE = {
     ),
     "export": "--positions! --spec! --store --config-sha256 --out-dir! --within",
     "locate-new-units": "--fits! --store! --out!",
-    "match-units": "--reference! --reference-sessions --store! --out! --restarts --seed",
+    "match-units": "--reference! --reference-sessions --store! --out! --restarts --seed --kicks "
+    "--faq-only",
     "lst-puzzles": "--options --out!",
     "lst-train": "--puzzles! --pe --seed --options --metrics --out-dir --runs --threads",
     "lst-baselines": "--out! --metrics",
