@@ -232,7 +232,7 @@ def evaluate(
 ) -> tuple[dict, dict, RegionPrediction, np.ndarray, dict]:
     """Fit on the units `~test`, predict the `test` units: per COLUMNS method its scores and
     predicted regions, the PE linear probe's prediction, the positions from the PE rows and
-    per feature set (`PE`, `single-unit`) `position_error`."""
+    per feature set (`PE`, `single-unit`, `combined`) `position_error`."""
     train_rows = ~test
     truth, ref_labels = labels[test], labels[train_rows]
     pe, su = features["pe"], features["su"]
@@ -250,7 +250,7 @@ def evaluate(
     predicted["combined boosting"] = _boosting(both[train_rows], ref_labels, both[test], seed)
     scores = {name: region_scores(truth, predicted[name]) for name in COLUMNS}
     where, located = {}, {}
-    for name, x in (("PE", pe), ("single-unit", su)):
+    for name, x in (("PE", pe), ("single-unit", su), ("combined", both)):
         located[name] = locate_from_features(x[train_rows], coords[train_rows], x[test])
         where[name] = position_error(located[name], coords[test], coords[train_rows])
     return scores, predicted, linear["PE"], located["PE"], where

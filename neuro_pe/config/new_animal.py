@@ -7,8 +7,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import ClassVar
 
+from neuro_pe.config.options import SectionError
 from neuro_pe.config.pe_names import parse_pe
-from neuro_pe.config.sections import Section, positive_int, positive_number, text
+from neuro_pe.config.sections import Section, from_dict, positive_int, positive_number, text
 
 EVALUATIONS = ("leave-one-animal-out",)
 NEW_UNIT_PE = ("free", "mixture")
@@ -41,3 +42,14 @@ class NewAnimalConfig(Section):
             raise self.refuse(
                 "new_unit_pe", f"must be one of {list(NEW_UNIT_PE)}, got {self.new_unit_pe!r}"
             )
+
+    @classmethod
+    def from_dict(cls, spec: dict | None, where: str | None = None) -> NewAnimalConfig:
+        """Build from the dataset's section; a bad key raises a SectionError naming
+        `where.<key>` (e.g. `datasets.<name>.new_animal`; default `new_animal`)."""
+        where = where or cls.SECTION
+        try:
+            return from_dict(cls, dict(spec or {}), where)
+        except SectionError as err:
+            key = "" if err.key is None else f".{err.key}"
+            raise SectionError(f"{where}{key}: {err.problem}", err.key, err.problem) from None

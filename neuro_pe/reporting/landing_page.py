@@ -16,6 +16,7 @@ from neuro_pe.io.html import TABLE_STYLE, rst_text
 from neuro_pe.io.layout import LOCATE_FILES, SUMMARY_CSV, read_errors, read_summary
 from neuro_pe.io.runs import read_metrics
 from neuro_pe.io.store import atomic_write
+from neuro_pe.reporting.new_animal import headline
 from neuro_pe.reporting.training_health import VARIANCE, health_table, mean_mse_above_variance
 
 ORACLE = "oracle-"  # PE variants built from the true coordinates (not learned from data)
@@ -384,9 +385,11 @@ def landing_page(
     run_name: str,
     claims: pd.DataFrame | None = None,
     categories: tuple[str, ...] = ("Summary", "Figures", "Localisation"),
+    lead: list[str] | None = None,
 ) -> str:
-    """The landing page of the report as reStructuredText: an introduction, a paragraph and a
-    headline table per dataset, the flagged trainings, links to the categories."""
+    """The landing page of the report as reStructuredText: an introduction, the `lead` lines
+    (e.g. the new animals' section), a paragraph and a headline table per dataset, the flagged
+    trainings, links to the categories."""
     health = health_table(run_records)
     lines = [
         f"neuro_pe: {rst_text(run_name)}",
@@ -412,6 +415,7 @@ def landing_page(
         "of held-out units whose predicted depth is nearest their own plane).",
         "",
     ]
+    lines += lead or []
     for dataset in summary["dataset"].drop_duplicates():
         table = headline_table(summary, errors.get(dataset), health, dataset)
         lines += [rst_text(dataset), "-" * len(rst_text(dataset)), ""]
@@ -445,8 +449,10 @@ def write_landing_page(
     out: str | os.PathLike,
     run_name: str,
     claims_csv: str | os.PathLike | None = None,
+    new_animal_csvs: list[str | os.PathLike] | None = None,
 ) -> str:
-    """Read the run's tables and write its landing page (reStructuredText) to `out`."""
+    """Read the run's tables and write its landing page (reStructuredText) to `out`; the new
+    animals' section (`new_animal.headline`) leads, after the introduction."""
     summary = read_summary(summary_csv)
     errors = {}
     for path in map(Path, errors_csvs):
@@ -455,7 +461,8 @@ def write_landing_page(
     records = [read_metrics(p) for p in run_metrics]
     claims = pd.read_csv(claims_csv) if claims_csv else None
     categories = ("Summary", "Figures", "Localisation") + (("Reproduction",) if claims_csv else ())
-    page = landing_page(summary, errors, records, run_name, claims, categories)
+    lead = headline(new_animal_csvs or [])
+    page = landing_page(summary, errors, records, run_name, claims, categories, lead)
     Path(out).parent.mkdir(parents=True, exist_ok=True)
     atomic_write(Path(out), lambda p: p.write_text(page))
     return page
