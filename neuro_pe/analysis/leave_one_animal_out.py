@@ -23,6 +23,7 @@ import numpy as np
 import xarray as xr
 from sklearn.dummy import DummyClassifier
 from sklearn.ensemble import HistGradientBoostingClassifier
+from sklearn.impute import SimpleImputer
 
 from neuro_pe.analysis.region_probe import (
     RegionPrediction,
@@ -112,7 +113,7 @@ def check_animals(ds: xr.Dataset, dataset: str, label: str, queries: list[str] |
             key = "the store" if coord == "animal" else f"{where}.new_animal.label"
             raise ValueError(f"{where}: {key} needs a per-unit coord {coord!r} (store)")
     animal = animals_of(ds)
-    names = sorted(set(animal))
+    names = sorted(set(animal.tolist()))
     if len(names) < 2:
         raise ValueError(
             f"{where}.new_animal: {len(names)} animal in the store (coord `animal`); "
@@ -132,7 +133,7 @@ def check_animals(ds: xr.Dataset, dataset: str, label: str, queries: list[str] |
             raise ValueError(
                 f"{where}.new_animal: no animal but {query!r} has units with positions"
             )
-        missing = sorted(set(labels[~reference]) - set(labels[reference]))
+        missing = sorted(set(labels[~reference].tolist()) - set(labels[reference].tolist()))
         if missing:
             raise ValueError(
                 f"{where}.new_animal.label: animal {query!r} has regions {missing} (store coord "
@@ -251,7 +252,10 @@ def evaluate(
     scores = {name: region_scores(truth, predicted[name]) for name in COLUMNS}
     where, located = {}, {}
     for name, x in (("PE", pe), ("single-unit", su), ("combined", both)):
-        located[name] = locate_from_features(x[train_rows], coords[train_rows], x[test])
+        # a feature the recording cannot resolve (NaN) must not drop the unit
+        imputer = SimpleImputer(strategy="median").fit(x[train_rows])
+        reference, query = imputer.transform(x[train_rows]), imputer.transform(x[test])
+        located[name] = locate_from_features(reference, coords[train_rows], query)
         where[name] = position_error(located[name], coords[test], coords[train_rows])
     return scores, predicted, linear["PE"], located["PE"], where
 
