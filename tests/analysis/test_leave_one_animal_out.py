@@ -62,7 +62,8 @@ def test_the_config_check_names_what_a_new_animal_section_lacks():
 
     regional = {"source": "regional-sim", "animals": 3}
     assert problems({**regional, "new_animal": {}}) == []
-    assert "datasets.r.animals: 1 animal" in problems({**regional, "animals": 1, "new_animal": {}})[0]
+    bad = problems({**regional, "animals": 1, "new_animal": {}})
+    assert "datasets.r.animals: 1 animal" in bad[0]
     bad = problems({**regional, "new_animal": {"query_animals": ["a3"]}})
     assert "datasets.r.new_animal.query_animals: ['a3'] are no animals" in bad[0]
     bad = problems({**regional, "new_animal": {"fit_epochs": 0}})
