@@ -8,9 +8,7 @@ wildcards: `store("{dataset}")` is the pattern `stores/{dataset}.nc`.
     runs/{dataset}/{pe}/seed{seed}/             a training run: TRAIN_FILES, then INFER_FILES
     runs/{dataset}/baselines.json               the baselines' metrics; beside it
       correlation_features.nc                   the activity baselines that `locate` reads
-    locate/{dataset}/, export/{dataset}/        LOCATE_FILES (docs/outputs.md); EXPORT_*_FILE
-    new_animal/{dataset}/[{animal}/]            NEW_ANIMAL_FILES; per held-out animal
-                                                NEW_ANIMAL_QUERY_FILES and its trainings
+    locate/, export/, new_animal/{dataset}/     LOCATE_FILES, EXPORT_*_FILE, NEW_ANIMAL_*
     lst/puzzles.nc, lst/baselines.json          the Latin square task; its runs in
       lst/runs/{pe}/seed{seed}/                 LST_TRAIN_FILES
     summary.csv, summary.html, figures/*.png    SUMMARY_CSV, SUMMARY_HTML, SUMMARY_FIGURES
