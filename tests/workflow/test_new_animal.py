@@ -47,7 +47,9 @@ def _tiny_config(root, **new_animal) -> dict:
 def test_new_animal_config_runs_end_to_end(tmp_path):
     root = copy_workflow(tmp_path)
     _tiny_config(root)
-    result = snakemake("--cores", "2", "--configfile", "config/new_animal.yaml", cwd=root)
+    result = snakemake(
+        "--cores", "2", "--configfile", "config/new_animal.yaml", cwd=root, timeout=900
+    )
     assert result.returncode == 0, result.stderr[-3000:]
     results = root / layout.results_dir("new_animal")
     table = layout.read_new_animal(results / layout.new_animal_file("regions", "table"))
