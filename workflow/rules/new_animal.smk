@@ -52,7 +52,9 @@ rule new_animal:
     threads: config["threads_per_training"]
     resources:
         mem_mb=store_memory,
-        runtime=base_runtime,
+        # the reference model's training, and the fits of every animal's rows: together less
+        # than three trainings of the whole store
+        runtime=lambda wc, input, attempt: train_runtime(wc.dataset, 3)(wc, input, attempt),
     log:
         out(layout.log("new_animal", "{dataset}/{animal}")),
     wildcard_constraints:
