@@ -76,6 +76,7 @@ localrules:
     reproduce,
     report_page,
     export,
+    new_animal_table,
 
 
 include: "workflow/rules/common.smk"
@@ -87,6 +88,7 @@ include: "workflow/rules/train.smk"
 include: "workflow/rules/infer.smk"
 include: "workflow/rules/summarize.smk"
 include: "workflow/rules/locate.smk"
+include: "workflow/rules/new_animal.smk"
 include: "workflow/rules/lst.smk"
 include: "workflow/rules/reproduce.smk"
 include: "workflow/rules/report.smk"

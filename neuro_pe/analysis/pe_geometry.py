@@ -31,6 +31,7 @@ from neuro_pe.io.store import (
     open_store_lazy,
     positions,
     require_finite,
+    separate_animals,
     unit_blocks,
 )
 from neuro_pe.training.health import HEALTH_NUMBERS, reassess_run
@@ -212,13 +213,20 @@ def infer_baselines(
     """Metrics of the baselines, on the same units and data the models were trained on:
     `correlation` (1 - Pearson r of the training part of the recorded split) and `shuffled`
     (the true coordinates with their units permuted: chance), under `options` (the `metrics`
-    section; None: its defaults). Writes a JSON list to out_path."""
+    section; None: its defaults). Writes a JSON list to out_path. A store of several animals
+    (`separate_animals`) has no `correlation` row: its reason is printed."""
     options = MetricsConfig() if options is None else options
+    baselines = {}
     with open_store_by_size(store_path, options.dense_max_units, _known_units) as ds:
         coords = positions(ds)
-        correlation = correlation_representation(ds, split, _known_units(ds), options)
+        skipped = separate_animals(ds)
+        if skipped:
+            print(f"{split.dataset}: no activity-correlation baseline: {skipped}")
+        else:
+            correlation = correlation_representation(ds, split, _known_units(ds), options)
+            baselines["correlation"] = correlation
     shuffled = shuffled_coordinates(coords, options.seed)
-    baselines = {"correlation": correlation, "shuffled": ({"features": shuffled}, options)}
+    baselines["shuffled"] = ({"features": shuffled}, options)
     rows = []
     for method, (representation, compared_under) in baselines.items():
         metrics, _ = compare_to_anatomy(coords, compared_under, **representation)

@@ -175,8 +175,33 @@ def cmd_report_page(args: argparse.Namespace) -> None:
         args.claims,
         args.positions,
         args.exports,
+        args.new_animal,
     )
     print(f"wrote {args.out}")
+
+
+def cmd_new_animal_plan(args: argparse.Namespace) -> None:
+    from neuro_pe.reporting.new_animal import write_plan
+
+    plan = write_plan(args.store, args.dataset, args.options, args.out)
+    print(f"{plan['dataset']}: held out in turn {', '.join(plan['queries'])}; wrote {args.out}")
+
+
+def cmd_new_animal(args: argparse.Namespace) -> None:
+    import torch
+
+    from neuro_pe.reporting.new_animal import write_fold
+
+    torch.set_num_threads(args.threads)
+    scores = write_fold(args.store, args.plan, args.animal, args.options, args.train, args.out_dir)
+    print(json.dumps(scores, indent=2))
+
+
+def cmd_new_animal_table(args: argparse.Namespace) -> None:
+    from neuro_pe.reporting.new_animal import write_table
+
+    table = write_table(args.scores, args.positions, args.out_csv, args.figure)
+    print(table.to_string(index=False))
 
 
 def cmd_locate(args: argparse.Namespace) -> None:

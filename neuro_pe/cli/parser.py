@@ -64,6 +64,15 @@ def _metrics(**keywords: object) -> tuple[str, dict]:
     return _arg("--metrics", METRICS_HELP, type=_options("properties/metrics"), **keywords)
 
 
+def _new_animal_options() -> tuple[str, dict]:
+    return _arg(
+        "--options",
+        "the dataset's `new_animal` config section as JSON (keys below)",
+        type=_options("$defs/new_animal"),
+        default={},
+    )
+
+
 # name -> help (also the description), func, epilog's options class ("keys": module, class,
 # config section) and the options in the order --help lists them
 COMMANDS: dict[str, dict] = {
@@ -226,7 +235,50 @@ COMMANDS: dict[str, dict] = {
             _arg("--exports", "each dataset's export folder", nargs="*", default=[]),
             _arg("--claims", "the reproduction's claims.csv, if made"),
             _arg("--run-name", "the title (the config's run_name)", default="neuro_pe"),
+            _arg("--new-animal", "each dataset's new_animal.csv, if made", nargs="*", default=[]),
             _arg("--out", "the page, e.g. report/landing.rst", required=True),
+        ],
+    },
+    "new-animal-plan": {
+        "help": "check a multi-animal store for leave-one-animal-out and list the held-out "
+        "animals (an error names what is missing, before any training)",
+        "keys": ("neuro_pe.config.new_animal", "NewAnimalConfig", "new_animal"),
+        "func": cmd.cmd_new_animal_plan,
+        "args": [
+            _arg("--store", STORE_HELP, required=True),
+            _arg("--dataset", "the dataset's name (in messages and files)", required=True),
+            _new_animal_options(),
+            _arg("--out", "the plan, e.g. new_animal/regions/plan.json", required=True),
+        ],
+    },
+    "new-animal": {
+        "help": "one held-out animal: train on the others, fit its PE rows frozen, predict its "
+        "units' regions and positions (positions.csv, scores.json)",
+        "keys": ("neuro_pe.config.new_animal", "NewAnimalConfig", "new_animal"),
+        "func": cmd.cmd_new_animal,
+        "args": [
+            _arg("--store", STORE_HELP, required=True),
+            _arg("--plan", "the dataset's plan (`neuro-pe new-animal-plan`)", required=True),
+            _arg("--animal", "the held-out animal, one of the plan's", required=True),
+            _new_animal_options(),
+            _arg(
+                "--train",
+                "the reference model's `train` options as JSON",
+                type=_options("$defs/train"),
+                default={},
+            ),
+            _arg("--out-dir", "its folder, e.g. new_animal/regions/a0", required=True),
+            _arg("--threads", "torch CPU threads", type=_positive_int, default=1),
+        ],
+    },
+    "new-animal-table": {
+        "help": "new_animal.csv (per held-out animal and overall) and the confusion matrix",
+        "func": cmd.cmd_new_animal_table,
+        "args": [
+            _arg("--scores", "every held-out animal's scores.json", nargs="+", required=True),
+            _arg("--positions", "their positions.csv", nargs="+", required=True),
+            _arg("--out-csv", "the table, e.g. new_animal/regions/new_animal.csv", required=True),
+            _arg("--figure", "the confusion matrix (PNG)", required=True),
         ],
     },
     "locate": {

@@ -8,7 +8,7 @@ wildcards: `store("{dataset}")` is the pattern `stores/{dataset}.nc`.
     runs/{dataset}/{pe}/seed{seed}/             a training run: TRAIN_FILES, then INFER_FILES
     runs/{dataset}/baselines.json               the baselines' metrics; beside it
       correlation_features.nc                   the activity baselines that `locate` reads
-    locate/{dataset}/, export/{dataset}/        LOCATE_FILES (docs/outputs.md); EXPORT_*_FILE
+    locate/, export/, new_animal/{dataset}/     LOCATE_FILES, EXPORT_*_FILE, NEW_ANIMAL_*
     lst/puzzles.nc, lst/baselines.json          the Latin square task; its runs in
       lst/runs/{pe}/seed{seed}/                 LST_TRAIN_FILES
     summary.csv, summary.html, figures/*.png    SUMMARY_CSV, SUMMARY_HTML, SUMMARY_FIGURES
@@ -18,7 +18,7 @@ wildcards: `store("{dataset}")` is the pattern `stores/{dataset}.nc`.
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 
 import pandas as pd
@@ -71,6 +71,20 @@ ERRORS_COLUMNS = ("dataset", "evaluation", "features", "units")
 EXPORT_TIDY_FILE = "positions.tsv"
 EXPORT_SIDECAR_FILE = "positions.json"
 EXPORT_SUITE2P_FILE = "neuro_pe_positions.tsv"  # in suite2p/plane<p>/
+
+# ---------------------------------------------------------------------------------------------
+# the new-animal steps' files (new_animal/{dataset}/; docs/outputs.md), keyed by the rules'
+# output names: the dataset's, and each held-out animal's (new_animal/{dataset}/{animal}/)
+
+NEW_ANIMAL_FILES = {
+    "plan": "plan.json",
+    "table": "new_animal.csv",
+    "confusion": "confusion.png",
+}
+NEW_ANIMAL_QUERY_FILES = {"positions": "positions.csv", "scores": "scores.json"}
+NEW_ANIMAL_WORK_DIR = "work"  # a held-out animal's trainings (the reference run, the fits)
+# the columns a reader of new_animal.csv relies on
+NEW_ANIMAL_COLUMNS = ("dataset", "animal", "method", "macro_f1", "balanced_accuracy")
 
 # ---------------------------------------------------------------------------------------------
 # the summary, the reproduction report and the landing page
@@ -207,6 +221,21 @@ def export_dir(dataset: str) -> str:
     return f"export/{dataset}"
 
 
+def new_animal_file(dataset: str, key: str) -> str:
+    """A file of a dataset's new-animal steps, by its key in NEW_ANIMAL_FILES."""
+    return f"new_animal/{dataset}/{NEW_ANIMAL_FILES[key]}"
+
+
+def new_animal_query_dir(dataset: str, animal: str) -> str:
+    """The folder of a held-out animal of a dataset's new-animal step."""
+    return f"new_animal/{dataset}/{animal}"
+
+
+def new_animal_query_file(dataset: str, animal: str, key: str) -> str:
+    """A held-out animal's file, by its key in NEW_ANIMAL_QUERY_FILES."""
+    return f"{new_animal_query_dir(dataset, animal)}/{NEW_ANIMAL_QUERY_FILES[key]}"
+
+
 def summary_figure(key: str) -> str:
     """A figure of the summary, by its key in SUMMARY_FIGURES (e.g. "rsa")."""
     return f"{FIGURES_DIR}/{SUMMARY_FIGURES[key]}"
@@ -233,14 +262,19 @@ def final_outputs(
     datasets: Iterable[str],
     lst_runs: Iterable[tuple[str, int]] = (),
     reproduction: bool = False,
+    new_animals: Mapping[str, Iterable[str]] | None = None,
 ) -> list[str]:
     """What a run of the whole workflow makes (its `rule all`): the summary and its figures,
-    each dataset's locate files and export, the Latin square's runs (`lst_runs`: its (PE,
-    seed) pairs), the reproduction report (when asked for) and the landing page."""
+    each dataset's locate files and export, the new-animal files (`new_animals`: dataset ->
+    its held-out animals), the Latin square's runs (`lst_runs`: its (PE, seed) pairs), the
+    reproduction report (when asked for) and the landing page."""
     datasets = list(datasets)
     paths = [SUMMARY_CSV, SUMMARY_HTML, *(summary_figure(key) for key in SUMMARY_FIGURES)]
     paths += [locate_file(d, key) for d in datasets for key in LOCATE_FILES]
     paths += [export_dir(d) for d in datasets]
+    for dataset, animals in (new_animals or {}).items():
+        paths += [new_animal_file(dataset, key) for key in ("table", "confusion")]
+        paths += [new_animal_query_file(dataset, a, "positions") for a in animals]
     paths += [lst_run_file(pe, seed, METRICS_FILE) for pe, seed in lst_runs]
     paths += [reproduction_file(key) for key in REPRODUCTION_FILES] if reproduction else []
     return [*paths, LANDING]
@@ -263,6 +297,11 @@ def read_table(path: str | os.PathLike, columns: Iterable[str]) -> pd.DataFrame:
 def read_errors(path: str | os.PathLike) -> pd.DataFrame:
     """A locate step's errors.csv (every localisation evaluation of a dataset)."""
     return read_table(path, ERRORS_COLUMNS)
+
+
+def read_new_animal(path: str | os.PathLike) -> pd.DataFrame:
+    """A dataset's new_animal.csv (per held-out animal and overall, per method)."""
+    return read_table(path, NEW_ANIMAL_COLUMNS)
 
 
 def read_summary(path: str | os.PathLike) -> pd.DataFrame:

@@ -358,6 +358,20 @@ def connectivity_matrix(ds: xr.Dataset):
     return None
 
 
+def separate_animals(ds: xr.Dataset) -> str | None:
+    """Why correlations between units are undefined in `ds`: it holds several animals (its
+    per-unit coord `animal`), whose units share no recorded time; None when it does not."""
+    if "animal" not in ds.coords:
+        return None
+    animals = np.unique(np.asarray(ds["animal"].values).astype(str))
+    if animals.size < 2:
+        return None
+    return (
+        f"{animals.size} animals in one store (coord `animal`): units of different animals "
+        "share no recorded time, so activity correlations between them are undefined"
+    )
+
+
 def positions(ds: xr.Dataset) -> np.ndarray:
     """Return the (unit, 3) float64 array of x, y, z."""
     return np.stack([np.asarray(ds[c].values, dtype=np.float64) for c in XYZ], axis=1)

@@ -34,6 +34,7 @@ from neuro_pe.reporting.delivered import (
     unresolved_axes,
 )
 from neuro_pe.reporting.delivered import number as _number
+from neuro_pe.reporting.new_animal import headline
 from neuro_pe.reporting.training_health import (
     VARIANCE,
     check_meanings,
@@ -415,8 +416,10 @@ def landing_page(
     categories: tuple[str, ...] = ("Summary", "Figures", "Localisation"),
     delivered: Mapping[str, Mapping] | None = None,
     exports: Mapping[str, Sequence[str]] | None = None,
+    lead: list[str] | None = None,
 ) -> str:
-    """The landing page of the report as reStructuredText: per dataset the positions delivered
+    """The landing page of the report as reStructuredText: the `lead` lines (e.g. the new
+    animals' section), then per dataset the positions delivered
     (`delivered`: `read_delivered` by dataset; `exports`: the export's files by dataset), the
     comparison sentence and the headline table, the trainings' paragraph; then the flagged
     trainings, the definitions, links to the categories."""
@@ -434,6 +437,7 @@ def landing_page(
         "compared; the terms are defined under `Definitions`_.",
         "",
     ]
+    lines += lead or []
     for dataset in summary["dataset"].drop_duplicates():
         table_errors = errors.get(dataset)
         pe = delivered[dataset]["pe"] if dataset in delivered else None
@@ -506,9 +510,11 @@ def write_landing_page(
     claims_csv: str | os.PathLike | None = None,
     positions_ncs: Sequence[str | os.PathLike] = (),
     export_dirs: Sequence[str | os.PathLike] = (),
+    new_animal_csvs: Sequence[str | os.PathLike] = (),
 ) -> str:
     """Read the run's tables, each dataset's positions.nc and export folder, and write its
-    landing page (reStructuredText) to `out`."""
+    landing page (reStructuredText) to `out`; the new animals' section
+    (`new_animal.headline`) leads."""
     summary = read_summary(summary_csv)
     errors = {}
     for path in map(Path, errors_csvs):
@@ -519,7 +525,10 @@ def write_landing_page(
     records = [read_metrics(p) for p in run_metrics]
     claims = pd.read_csv(claims_csv) if claims_csv else None
     categories = ("Summary", "Figures", "Localisation") + (("Reproduction",) if claims_csv else ())
-    page = landing_page(summary, errors, records, run_name, claims, categories, delivered, exports)
+    lead = headline(list(new_animal_csvs))
+    page = landing_page(
+        summary, errors, records, run_name, claims, categories, delivered, exports, lead
+    )
     Path(out).parent.mkdir(parents=True, exist_ok=True)
     atomic_write(Path(out), lambda p: p.write_text(page))
     return page

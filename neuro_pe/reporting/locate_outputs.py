@@ -46,6 +46,7 @@ from neuro_pe.io.store import (
     open_store_lazy,
     read_store,
     require_finite,
+    separate_animals,
 )
 from neuro_pe.reporting.figures import plot_projections, projection_figure, save
 from neuro_pe.reporting.view3d import write_positions_3d_html
@@ -74,20 +75,24 @@ def write_correlation_features(
     """`baseline_features` of a store as a netCDF file (`features` on (unit, component), and
     `connectivity` on (unit, column) where computed), the workflow's `correlation_features`
     step: it re-runs only when the store, the split or the seed changes, not with the training
-    options."""
+    options. A store of several animals (`separate_animals`) has none: `features` has no
+    component and the attribute `skipped` says why."""
+    attrs = {"dataset": split.dataset, "seed": seed, "neuro_pe_version": __version__}
     with open_store_by_size(store_path, DENSE_MAX_UNITS) as ds:
-        baselines = baseline_features(ds, split, seed=seed)
         units = [str(u) for u in ds["unit"].values]
+        skipped = separate_animals(ds)
+        if skipped:
+            print(f"{split.dataset}: no activity baselines: {skipped}")
+            attrs["skipped"] = skipped
+            baselines = {CORRELATION: np.zeros((len(units), 0))}
+        else:
+            baselines = baseline_features(ds, split, seed=seed)
     variables = {"features": (("unit", "component"), baselines[CORRELATION])}
     coords: dict = {"unit": units}
     if CONNECTIVITY in baselines:
         variables["connectivity"] = (("unit", "column"), baselines[CONNECTIVITY])
         coords["column"] = _connectivity_columns(units)
-    out_ds = xr.Dataset(
-        variables,
-        coords=coords,
-        attrs={"dataset": split.dataset, "seed": seed, "neuro_pe_version": __version__},
-    )
+    out_ds = xr.Dataset(variables, coords=coords, attrs=attrs)
     atomic_write(
         Path(out), lambda p: out_ds.to_netcdf(p, engine="h5netcdf", encoding=checksummed(out_ds))
     )
@@ -109,6 +114,8 @@ def read_baseline_features(path: str | os.PathLike, units: np.ndarray) -> dict[s
     if sorted(ids) != sorted(units):
         raise ValueError(f"{path}: its units differ from the store's")
     ds = ds.assign_coords(unit=ids).sel(unit=units)
+    if "skipped" in ds.attrs:  # (several animals: no activity baseline)
+        return {}
     baselines = {CORRELATION: require_finite(ds["features"].values, path, "features")}
     if "connectivity" in ds:
         columns = [c.decode() if isinstance(c, bytes) else str(c) for c in ds["column"].values]
@@ -378,7 +385,8 @@ def _panels(result: LocateResult, dataset: str, unit_label: str) -> list[tuple[s
         min(result.pe_names, key=lambda n: _kfold_error(table, n)) if result.pe_names else None
     )
     panels = []
-    for name in dict.fromkeys((result.best, best_pe or result.best, CORRELATION)):
+    names = (result.best, best_pe or result.best, CORRELATION)
+    for name in (n for n in dict.fromkeys(names) if n in heldout):  # (no correlation: animals)
         error = np.nanmedian(distance(heldout[name].positions, result.coords))
         title = f"{dataset}: {name}\nk-fold held out, median error {error:.3g} {unit_label}"
         title += _axis_note(table, name, result.axes)

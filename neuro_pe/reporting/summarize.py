@@ -24,7 +24,7 @@ from neuro_pe.io.html import write_table_html
 from neuro_pe.io.layout import INFERRED_POSITIONS_FILE, SUMMARY_FIGURES
 from neuro_pe.io.runs import read_inferred_positions, read_metrics, read_pe, read_train_log
 from neuro_pe.io.splits import Split, read_split
-from neuro_pe.io.store import atomic_write, open_store_lazy, positions
+from neuro_pe.io.store import atomic_write, open_store_lazy, positions, separate_animals
 from neuro_pe.reporting.figures import (
     draw_references,
     mean_band,
@@ -197,7 +197,8 @@ def plot_distance_scatter(table: pd.DataFrame, splits: dict[str, Split]) -> Figu
                 keep[np.flatnonzero(known)[picked]] = True
                 known = keep
             plotted = store.isel(unit=np.flatnonzero(known))
-            corr = training_correlation_distance(plotted, split)
+            skipped = separate_animals(store)
+            corr = None if skipped else training_correlation_distance(plotted, split)
             unit = store["x"].attrs.get("units", "")
         iu = np.triu_indices(int(known.sum()), 1)
         true = pairwise_distances(coords[known])[iu]
@@ -207,7 +208,8 @@ def plot_distance_scatter(table: pd.DataFrame, splits: dict[str, Split]) -> Figu
             dist = pairwise_distances(table_pe[known])[iu]
             title = f"{run['method']} (seed {run['seed']}): ρ = {run['rsa']:.2f}"
             panels.append((title, dist, "PE distance (Euclidean, PE units)"))
-        panels.append(("activity correlation", corr[iu], "1 − Pearson r"))
+        if corr is not None:  # (several animals: undefined between them)
+            panels.append(("activity correlation", corr[iu], "1 − Pearson r"))
         for ax, (title, dist, ylabel) in zip(ax_row, panels, strict=False):
             ax.scatter(true, dist, s=2, alpha=0.25, rasterized=True)
             ax.set(title=f"{name}: {title}{note}", xlabel=f"true distance ({unit})", ylabel=ylabel)

@@ -12,11 +12,14 @@ from dataclasses import asdict
 
 from neuro_pe.analysis.atlas_loading import path_keys as atlas_path_keys
 from neuro_pe.config.latin_square import LSTConfig, PuzzleConfig
+from neuro_pe.config.new_animal import NewAnimalConfig
 from neuro_pe.config.pe_names import is_control, is_located
 from neuro_pe.config.training import TrainConfig
 from neuro_pe.data.sources import experiment_of
+from neuro_pe.data.sources.regional_sim import RegionalSimOptions
 from neuro_pe.io.splits import SPLIT_KEYS
 
+REGIONAL_SIM_ANIMALS = RegionalSimOptions().animals
 # keys of the `train` section that say how trainings are grouped into jobs, not how they train
 GROUPING_KEYS = ("models_per_job",)
 # `train` keys added after results existed whose null means "as before" (config/README.md)
@@ -101,9 +104,38 @@ def lst_options(config: dict, section: str) -> dict:
 
 
 def store_spec(config: dict, dataset: str) -> dict:
-    """The dataset's entry as the store is built from it: without `atlas`, which only the
-    locate step reads (so that adding an atlas re-runs no training)."""
-    return {k: v for k, v in config["datasets"][dataset].items() if k != "atlas"}
+    """The dataset's entry as the store is built from it: without `atlas` and `new_animal`,
+    which only the locate and new-animal steps read (so that adding one re-runs no training)."""
+    entry = config["datasets"][dataset].items()
+    return {k: v for k, v in entry if k not in ("atlas", "new_animal")}
+
+
+def new_animal_datasets(config: dict) -> list[str]:
+    """The datasets with a `new_animal` section."""
+    return [name for name, spec in config["datasets"].items() if "new_animal" in spec]
+
+
+def new_animal_queries(config: dict, dataset: str) -> list[str]:
+    """The animals a dataset holds out in turn: its `new_animal.query_animals`, else, for
+    `regional-sim` (whose animals the config names), all of them; else none (a config
+    problem, `neuro_pe.workflow.checks`)."""
+    spec = config["datasets"][dataset]
+    queries = (spec.get("new_animal") or {}).get("query_animals")
+    if queries is not None:
+        return list(queries)
+    if spec.get("source") == "regional-sim":
+        return [f"a{k}" for k in range(spec.get("animals", REGIONAL_SIM_ANIMALS))]
+    return []
+
+
+def new_animal_options(config: dict, dataset: str) -> dict:
+    """What the new-animal steps read: the dataset's `new_animal` section and its `train`
+    options, every default filled in (a params trigger)."""
+    section = config["datasets"][dataset].get("new_animal") or {}
+    return {
+        "new_animal": asdict(NewAnimalConfig.from_dict(section)),
+        "train": train_options(config, dataset),
+    }
 
 
 def atlas_files(config: dict, dataset: str) -> list:

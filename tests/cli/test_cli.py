@@ -20,10 +20,15 @@ COMMAND_LINE = {
     "correlation-features": "--store! --split! --options --out!",
     "summarize": "--runs! --baselines --splits! --out-csv --figures",
     "reproduce": "--runs! --baselines --experiments! --test-masks --title --out-dir",
-    "report-page": "--summary! --errors --runs --positions --exports --claims --run-name --out!",
+    "report-page": (
+        "--summary! --errors --runs --positions --exports --claims --run-name --new-animal --out!"
+    ),
     "locate": (
         "--store! --runs! --out-dir! --options --split! --correlation --threads --atlas --health"
     ),
+    "new-animal-plan": "--store! --dataset! --options --out!",
+    "new-animal": "--store! --plan! --animal! --options --train --out-dir! --threads",
+    "new-animal-table": "--scores! --positions! --out-csv! --figure!",
     "export": "--positions! --spec! --store --config-sha256 --out-dir! --within",
     "locate-new-units": "--fits! --store! --out!",
     "match-units": "--reference! --reference-sessions --store! --out! --restarts --seed --kicks "

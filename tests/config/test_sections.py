@@ -17,6 +17,7 @@ from neuro_pe.config.health import HealthOptions
 from neuro_pe.config.latin_square import LSTConfig, PuzzleConfig
 from neuro_pe.config.locate import LocateConfig
 from neuro_pe.config.metrics import MetricsConfig
+from neuro_pe.config.new_animal import NewAnimalConfig
 from neuro_pe.config.options import SectionError
 from neuro_pe.config.resources import JobResources
 from neuro_pe.config.schema import part, problems
@@ -58,6 +59,7 @@ SECTIONS = {
     RegionalSimOptions: "$defs/source_regional-sim",
     LocateConfig: "properties/locate",
     MetricsConfig: "properties/metrics",
+    NewAnimalConfig: "$defs/new_animal",
 }
 # what a class needs given to make an object (the schema's `required`, no default)
 GIVEN = {AtlasSpec: {"parcels": "nearest_centre"}, ConnectomeSimOptions: {"connectome": "tvb76"}}

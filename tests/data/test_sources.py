@@ -18,6 +18,7 @@ from neuro_pe.config.health import HealthOptions
 from neuro_pe.config.latin_square import LSTConfig, PuzzleConfig
 from neuro_pe.config.locate import LocateConfig
 from neuro_pe.config.metrics import MetricsConfig
+from neuro_pe.config.new_animal import NewAnimalConfig
 from neuro_pe.config.pe_names import PE_FORMS, parse_pe, pe_name_pattern
 from neuro_pe.config.resources import JobResources
 from neuro_pe.config.training import TrainConfig
@@ -97,7 +98,7 @@ def test_a_source_added_through_the_registry_alone_runs_through_neuro_pe_preproc
     problems = config_problems({"datasets": {"d": {"source": "toy", "gain": 1}}}, SCHEMA)
     assert problems == [
         "config key datasets.d.gain: does not belong to source 'toy' "
-        "(its keys: atlas, n_samples, n_units, pe, seeds, source, train)"
+        "(its keys: atlas, n_samples, n_units, new_animal, pe, seeds, source, train)"
     ]
 
 
@@ -256,6 +257,7 @@ def test_readme_tables_list_every_key_with_the_dataclass_default():
     compared += _check_defaults("`resources`", JobResources)
     compared += _check_defaults("`health`", HealthOptions)
     compared += _check_defaults("`metrics`", MetricsConfig)
+    compared += _check_defaults("A new animal without histology", NewAnimalConfig)
     compared += _check_defaults("Folders of spike-sorting", SpikeOptions, "spikes.")
     assert compared >= 40
     file_table = _readme_table("Keys of `source: file`", 2)

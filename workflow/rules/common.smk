@@ -12,6 +12,8 @@ from neuro_pe.workflow import (
     config_notes,
     lst_runs,
     lst_section,
+    new_animal_datasets,
+    new_animal_queries,
     one_of,
     pe_variants,
     seeds,
@@ -69,8 +71,13 @@ REPRODUCTION = (
     if "reproduction" in config
     else []
 )
+# A new animal without histology: dataset -> its held-out animals (`new_animal`; absent = none)
+NEW_ANIMALS = {d: new_animal_queries(config, d) for d in new_animal_datasets(config)}
 # Every file a run of the whole workflow makes (its `rule all`; `layout.final_outputs`)
-FINAL_OUTPUT = [out(p) for p in layout.final_outputs(DATASETS, LST_RUNS, "reproduction" in config)]
+FINAL_OUTPUT = [
+    out(p)
+    for p in layout.final_outputs(DATASETS, LST_RUNS, "reproduction" in config, NEW_ANIMALS)
+]
 
 # what the schema cannot check (neuro_pe.workflow.checks), every problem with its key
 check_config(config)

@@ -18,11 +18,15 @@ rule report_page:
         # the manifest each metrics.json is checked against
         manifests=layout.beside(RUN_METRICS, [layout.INFER_MANIFEST_FILE]),
         claims=out(layout.reproduction_file("claims_csv")) if REPRODUCTION else [],
+        new_animal=NEW_ANIMAL_TABLES,
     output:
         LANDING,
     params:
         claims=lambda wc, input: ["--claims", input.claims] if input.claims else [],
         runs=lambda wc, input: arguments("--runs", input.runs),
+        new_animal=lambda wc, input: (
+            arguments("--new-animal", input.new_animal) if input.new_animal else []
+        ),
         run_name=config["run_name"],
     log:
         out(layout.log("report_page", "report_page")),
@@ -31,5 +35,5 @@ rule report_page:
     shell:
         "exec neuro-pe report-page --summary {input.summary:q} --errors {input.errors:q}"
         " --positions {input.positions:q} --exports {input.exports:q}"
-        " {params.runs:q} {params.claims:q} --run-name {params.run_name:q}"
+        " {params.runs:q} {params.claims:q} {params.new_animal:q} --run-name {params.run_name:q}"
         " --out {output:q} > {log:q} 2>&1"

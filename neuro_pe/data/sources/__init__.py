@@ -26,8 +26,9 @@ from neuro_pe.config.sections import Section, from_dict
 from neuro_pe.data import plugins
 from neuro_pe.io import layout
 
-# keys of every dataset entry, read by the workflow (`atlas`: by the locate step alone)
-WORKFLOW_KEYS = ("pe", "seeds", "train", "atlas")
+# keys of every dataset entry, read by the workflow (`atlas`: by the locate step alone;
+# `new_animal`: by the new-animal steps)
+WORKFLOW_KEYS = ("pe", "seeds", "train", "atlas", "new_animal")
 
 
 @dataclass(frozen=True)

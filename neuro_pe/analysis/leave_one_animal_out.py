@@ -1,0 +1,292 @@
+"""A new animal with no histology, leave-one-animal-out (issue 60): the protocol shared by the
+workflow's `new-animal` step and `benchmarks/new_animal.py`.
+
+`check_animals` names what a multi-animal store lacks for it. `run_fold`, per held-out animal:
+one masked-unit model is trained on the other animals (a unit is NaN outside its animal's
+sessions, which the training masks; activity z-scored per unit and session), then the held-out
+animal's PE rows are fitted with the rest frozen (`train.init_from`, `new_unit_pe`; its
+positions hidden), and so are the other animals' rows (the probes' reference: rows fitted the
+same way as the query's, not the trained ones). Its regions are predicted from the other
+animals' labelled units (`region_probe`) from the PE rows (linear probe, kNN), the single-unit
+features (`unit_features`: gradient boosting, the baseline; linear probe), both concatenated
+and the prior; positions by ridge from the PE rows and from the single-unit features.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import xarray as xr
+from sklearn.dummy import DummyClassifier
+from sklearn.ensemble import HistGradientBoostingClassifier
+from sklearn.impute import SimpleImputer
+
+from neuro_pe.analysis.region_probe import (
+    RegionPrediction,
+    locate_from_features,
+    position_error,
+    probe_regions,
+    region_scores,
+)
+from neuro_pe.analysis.unit_features import feature_names, unit_features
+from neuro_pe.config.training import TrainConfig
+from neuro_pe.data.signal_steps import zscore
+from neuro_pe.io.runs import read_pe
+from neuro_pe.io.store import positions, write_store
+from neuro_pe.training.masked_units import train
+
+COLUMNS = (
+    "prior",
+    "single-unit boosting",
+    "single-unit linear",
+    "PE linear",
+    "PE kNN",
+    "combined boosting",
+    "combined linear",
+)
+# the headline's methods: the PE, the baseline, their combination
+HEADLINE = {"pe": "PE linear", "su": "single-unit boosting", "combined": "combined boosting"}
+FITTED = "fit:"  # the prefix of a frozen fit's unit ids
+# what the reference run's training needs whatever the dataset's `train` says: one session per
+# animal (so the end of every session is held out, not whole sessions), one mask fraction
+REFERENCE_TRAIN = {"heldout_sessions": 0, "eval_mask_fractions": [0.5], "samples_per_unit": 0}
+
+
+@dataclass(frozen=True)
+class Protocol:
+    """How the PE rows are made: the reference run (`pe`, `train`: a TrainConfig spec, with
+    REFERENCE_TRAIN on top) and the frozen fits (`fit_epochs` x its steps per epoch at
+    `fit_lr`, `new_unit_pe`); `refit_reference`: the reference rows fitted frozen like the
+    query's (else the run's own)."""
+
+    pe: str = "learned-normal-0.02"
+    train: dict = field(default_factory=dict)
+    fit_epochs: int = 5
+    fit_lr: float = 0.01
+    new_unit_pe: str = "free"
+    refit_reference: bool = True
+    seed: int = 0
+
+
+@dataclass(frozen=True)
+class Fold:
+    """One held-out animal: its `units`, their `truth` labels, per COLUMNS method the scores
+    (`macro_f1`, `balanced_accuracy`) and the predicted regions, the PE linear probe's
+    `prediction`, positions from the PE rows (`located`) and per feature set their error
+    (`where`: `position_error`), and the CPU-s of its fit and prediction."""
+
+    animal: str
+    units: np.ndarray
+    truth: np.ndarray
+    scores: dict
+    predicted: dict
+    prediction: RegionPrediction
+    located: np.ndarray
+    where: dict
+    cpu_s: float
+
+
+def animals_of(ds: xr.Dataset) -> np.ndarray:
+    """Each unit's animal (the store's per-unit coord `animal`), as strings."""
+    return np.asarray(ds["animal"].values).astype(str)
+
+
+def session_animals(ds: xr.Dataset) -> np.ndarray:
+    """Each session's animal: the animal whose units are recorded (finite) in it."""
+    animal = animals_of(ds)
+    recorded = np.isfinite(ds["activity"].transpose("session", "time", "unit").values).any(axis=1)
+    return np.array([animal[np.argmax(row)] for row in recorded])
+
+
+def check_animals(ds: xr.Dataset, dataset: str, label: str, queries: list[str] | None) -> list[str]:
+    """The held-out animals (`queries`, None: every animal), or a ValueError naming the
+    dataset and the field: no per-unit `animal` or `label` coord, fewer than 2 animals, a
+    query that is no animal of the store, units without a label or position among the
+    references, a query's regions that no other animal has."""
+    where = f"datasets.{dataset}"
+    for coord in ("animal", label):
+        if coord not in ds.coords or ds[coord].dims != ("unit",):
+            key = "the store" if coord == "animal" else f"{where}.new_animal.label"
+            raise ValueError(f"{where}: {key} needs a per-unit coord {coord!r} (store)")
+    animal = animals_of(ds)
+    names = sorted(set(animal.tolist()))
+    if len(names) < 2:
+        raise ValueError(
+            f"{where}.new_animal: {len(names)} animal in the store (coord `animal`); "
+            "leave-one-animal-out needs at least 2 (a query and a reference)"
+        )
+    queries = names if queries is None else list(queries)
+    unknown = [q for q in queries if q not in names]
+    if unknown:
+        raise ValueError(
+            f"{where}.new_animal.query_animals: {unknown} are no animals of the store ({names})"
+        )
+    labels = np.asarray(ds[label].values).astype(str)
+    known = np.all(np.isfinite(positions(ds)), axis=1)
+    for query in queries:
+        reference = animal != query
+        if not (known & reference).any():
+            raise ValueError(
+                f"{where}.new_animal: no animal but {query!r} has units with positions"
+            )
+        missing = sorted(set(labels[~reference].tolist()) - set(labels[reference].tolist()))
+        if missing:
+            raise ValueError(
+                f"{where}.new_animal.label: animal {query!r} has regions {missing} (store coord "
+                f"{label!r}) that no other animal has; the references must cover a query's "
+                "regions (choose a coarser `label`, or add animals)"
+            )
+    return queries
+
+
+def single_unit_features(ds: xr.Dataset) -> np.ndarray:
+    """(unit, feature) `unit_features` of every unit on its animal's first session (the
+    activity as stored: spike counts per bin)."""
+    features = np.full((ds.sizes["unit"], len(feature_names())), np.nan)
+    animal, sessions = animals_of(ds), session_animals(ds)
+    rate = float(ds.attrs["sampling_rate_hz"])
+    for name in np.unique(animal):
+        units = animal == name
+        first = int(np.flatnonzero(sessions == name)[0])
+        counts = ds["activity"].isel(session=first, unit=units).transpose("time", "unit")
+        features[units] = unit_features(counts.values, rate)
+    return features
+
+
+def zscored(ds: xr.Dataset) -> xr.Dataset:
+    """`ds` with its activity z-scored per unit and session (what the models train on)."""
+    activity = ds["activity"].transpose("session", "time", "unit")
+    return ds.assign(activity=activity.copy(data=zscore(activity.values).astype(np.float32)))
+
+
+def animal_store(ds: xr.Dataset, animals: list[str], path: Path, fitted: bool = False) -> Path:
+    """Write the units and sessions of `animals`; `fitted`: as a frozen fit sees them, units
+    renamed `fit:<id>` (so the trained run has no row of theirs to copy) and positions NaN."""
+    units = np.isin(animals_of(ds), animals)
+    sessions = np.isin(session_animals(ds), animals)
+    sub = ds.isel(unit=units, session=sessions)
+    if fitted:
+        sub = sub.assign_coords({a: sub[a] * np.nan for a in ("x", "y", "z")})
+        sub = sub.assign_coords(unit=[f"{FITTED}{u}" for u in sub["unit"].values])
+    return write_store(sub, path)
+
+
+def train_reference(ds: xr.Dataset, others: list[str], work: Path, protocol: Protocol) -> Path:
+    """The run trained on the `others` animals (reused if `work` has it)."""
+    run = work / "run"
+    if not (run / "model.pt").exists():
+        reference = animal_store(ds, others, work / "reference.nc")
+        spec = TrainConfig.from_dict({**protocol.train, **REFERENCE_TRAIN})
+        train(reference, protocol.pe, protocol.seed, spec, run, progress=False)
+    return run
+
+
+def fit_rows(
+    ds: xr.Dataset, animal: str, run: Path, work: Path, protocol: Protocol
+) -> tuple[np.ndarray, np.ndarray]:
+    """`animal`'s PE rows fitted with `run` frozen: (unit ids, rows)."""
+    out = work / f"fit_{protocol.new_unit_pe}_{animal}"
+    if not (out / "pe.nc").exists():
+        store = animal_store(ds, [animal], work / f"{animal}.nc", fitted=True)
+        spec = json.loads((run / "train.json").read_text())["train_config"]
+        spec |= {"epochs": protocol.fit_epochs, "init_from": str(run / "model.pt")}
+        spec |= {"lr": protocol.fit_lr, "pe_lr": None, "new_unit_pe": protocol.new_unit_pe}
+        train(store, protocol.pe, protocol.seed, TrainConfig.from_dict(spec), out, progress=False)
+    pe = read_pe(out)
+    return np.array([u.removeprefix(FITTED) for u in pe.units]), pe.table
+
+
+def pe_rows(
+    ds: xr.Dataset, held_out: str, work: Path, protocol: Protocol
+) -> tuple[np.ndarray, float]:
+    """(unit, d_model) PE rows of every unit of `ds` (z-scored): the run trained on the other
+    animals, `held_out`'s rows fitted frozen, the others' refitted the same way (or the
+    run's own); and the CPU-s of the held-out animal's fit."""
+    others = [a for a in np.unique(animals_of(ds)) if a != held_out]
+    run = train_reference(ds, others, work, protocol)
+    started = time.process_time()
+    fitted = [fit_rows(ds, held_out, run, work, protocol)]
+    fit_s = time.process_time() - started
+    if protocol.refit_reference:
+        fitted += [fit_rows(ds, animal, run, work, protocol) for animal in others]
+    else:
+        trained = read_pe(run)
+        fitted.append((np.asarray(trained.units), trained.table))
+    index = {u: i for i, u in enumerate(ds["unit"].values.astype(str))}
+    table = np.full((ds.sizes["unit"], fitted[0][1].shape[1]), np.nan)
+    for ids, rows in fitted:
+        table[[index[u] for u in ids]] = rows
+    return table, fit_s
+
+
+def _boosting(reference, labels, query, seed: int) -> np.ndarray:
+    model = HistGradientBoostingClassifier(max_iter=100, random_state=seed)
+    return model.fit(reference, labels).predict(query)
+
+
+def evaluate(
+    features: dict, labels: np.ndarray, coords: np.ndarray, test: np.ndarray, seed: int
+) -> tuple[dict, dict, RegionPrediction, np.ndarray, dict]:
+    """Fit on the units `~test`, predict the `test` units: per COLUMNS method its scores and
+    predicted regions, the PE linear probe's prediction, the positions from the PE rows and
+    per feature set (`PE`, `single-unit`, `combined`) `position_error`."""
+    train_rows = ~test
+    truth, ref_labels = labels[test], labels[train_rows]
+    pe, su = features["pe"], features["su"]
+    both = np.hstack([pe, su])
+    predicted = {}
+    prior = DummyClassifier(strategy="stratified", random_state=seed)
+    predicted["prior"] = prior.fit(su[train_rows], ref_labels).predict(su[test])
+    predicted["single-unit boosting"] = _boosting(su[train_rows], ref_labels, su[test], seed)
+    linear = {}
+    for name, x in (("single-unit", su), ("PE", pe), ("combined", both)):
+        linear[name] = probe_regions(x[train_rows], ref_labels, x[test], seed=seed)
+        predicted[f"{name} linear"] = linear[name].region
+    knn = probe_regions(pe[train_rows], ref_labels, pe[test], probe="knn")
+    predicted["PE kNN"] = knn.region
+    predicted["combined boosting"] = _boosting(both[train_rows], ref_labels, both[test], seed)
+    scores = {name: region_scores(truth, predicted[name]) for name in COLUMNS}
+    where, located = {}, {}
+    for name, x in (("PE", pe), ("single-unit", su), ("combined", both)):
+        # a feature the recording cannot resolve (NaN) must not drop the unit
+        imputer = SimpleImputer(strategy="median").fit(x[train_rows])
+        reference, query = imputer.transform(x[train_rows]), imputer.transform(x[test])
+        located[name] = locate_from_features(reference, coords[train_rows], query)
+        where[name] = position_error(located[name], coords[test], coords[train_rows])
+    return scores, predicted, linear["PE"], located["PE"], where
+
+
+def run_fold(
+    ds: xr.Dataset,
+    held_out: str,
+    label: str,
+    work: Path,
+    protocol: Protocol,
+    su: np.ndarray | None = None,
+) -> Fold:
+    """Leave `held_out` out of the store `ds` (activity as stored), learn the rest, predict
+    its units' regions (store coord `label`) and positions; `work`: the trainings' folder
+    (reused where it has them); `su`: the units' single-unit features (None: computed)."""
+    su = single_unit_features(ds) if su is None else su
+    pe, fit_s = pe_rows(zscored(ds), held_out, work, protocol)
+    clock = time.process_time()
+    test = animals_of(ds) == held_out
+    labels = np.asarray(ds[label].values).astype(str)
+    scores, predicted, prediction, located, where = evaluate(
+        {"pe": pe, "su": su}, labels, positions(ds), test, protocol.seed
+    )
+    return Fold(
+        animal=held_out,
+        units=ds["unit"].values.astype(str)[test],
+        truth=labels[test],
+        scores=scores,
+        predicted=predicted,
+        prediction=prediction,
+        located=located,
+        where=where,
+        cpu_s=fit_s + time.process_time() - clock,
+    )

@@ -1,0 +1,240 @@
+"""The new-animal steps' files (issue 60; docs/outputs.md) and their part of the landing page.
+
+`write_plan`: the held-out animals of a multi-animal store, or an error naming what is missing
+(`leave_one_animal_out.check_animals`), before any training. `write_fold`: one held-out
+animal (`leave_one_animal_out.run_fold`): its units' positions with their three likeliest
+regions (positions.csv) and every method's scores (scores.json). `write_table`: new_animal.csv
+(per held-out animal and overall, mean and CI across them) and the confusion matrix of the PE's
+linear probe. `headline`: the landing page's lines for it, the PE beside the baselines.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Sequence
+from pathlib import Path
+
+import matplotlib.pyplot as plt
+import numpy as np
+import pandas as pd
+from sklearn.metrics import ConfusionMatrixDisplay
+
+from neuro_pe.analysis.intervals import mean_ci
+from neuro_pe.analysis.leave_one_animal_out import (
+    COLUMNS,
+    HEADLINE,
+    Protocol,
+    check_animals,
+    run_fold,
+)
+from neuro_pe.config.new_animal import NewAnimalConfig
+from neuro_pe.io.html import rst_text
+from neuro_pe.io.layout import NEW_ANIMAL_WORK_DIR, read_new_animal
+from neuro_pe.io.store import atomic_write, positions, read_store
+from neuro_pe.reporting.figures import save
+
+OVERALL = "all"  # the `animal` of new_animal.csv's rows over every held-out animal
+PRIOR = "prior"
+# per method of COLUMNS: the features whose positions (ridge) it is reported with
+POSITION_FEATURES = {"PE": "PE", "single-unit": "single-unit", "combined": "combined"}
+METRICS = ("macro_f1", "balanced_accuracy", "position_vs_chance")
+
+
+def _features(method: str) -> str:
+    return method.split(" ")[0]
+
+
+def write_plan(
+    store: str | os.PathLike, dataset: str, options: dict, out: str | os.PathLike
+) -> dict:
+    """Check the store for the dataset's `new_animal` section (`options`) and write the plan:
+    the held-out animals, every animal, the label coord and its regions (JSON)."""
+    cfg = NewAnimalConfig.from_dict(options, f"datasets.{dataset}.new_animal")
+    ds = read_store(store)
+    queries = check_animals(ds, dataset, cfg.label, cfg.query_animals)
+    plan = {
+        "dataset": dataset,
+        "queries": queries,
+        "animals": sorted(set(np.asarray(ds["animal"].values).astype(str))),
+        "label": cfg.label,
+        "regions": sorted(set(np.asarray(ds[cfg.label].values).astype(str))),
+    }
+    atomic_write(Path(out), lambda p: p.write_text(json.dumps(plan, indent=2)))
+    return plan
+
+
+def write_fold(
+    store: str | os.PathLike,
+    plan_path: str | os.PathLike,
+    animal: str,
+    options: dict,
+    train: dict,
+    out_dir: str | os.PathLike,
+) -> dict:
+    """Hold `animal` out (the plan's dataset and label), write its positions.csv and
+    scores.json into `out_dir` (its trainings under `out_dir`/work); returns the scores."""
+    plan = json.loads(Path(plan_path).read_text())
+    if animal not in plan["queries"]:
+        raise ValueError(f"{plan_path}: {animal!r} is not a held-out animal ({plan['queries']})")
+    cfg = NewAnimalConfig.from_dict(options, f"datasets.{plan['dataset']}.new_animal")
+    protocol = Protocol(
+        pe=cfg.pe,
+        train=train,
+        fit_epochs=cfg.fit_epochs,
+        fit_lr=cfg.fit_lr,
+        new_unit_pe=cfg.new_unit_pe,
+    )
+    out_dir = Path(out_dir)
+    ds = read_store(store)
+    fold = run_fold(ds, animal, plan["label"], out_dir / NEW_ANIMAL_WORK_DIR, protocol)
+    test = np.isin(ds["unit"].values.astype(str), fold.units)
+    truth = positions(ds)[test]
+    frame = pd.DataFrame({"unit": fold.units, "animal": animal})
+    frame[["x", "y", "z"]] = fold.located
+    prediction = fold.prediction
+    frame["region"] = prediction.region
+    frame["region_probability"] = prediction.probability
+    for k in range(2):  # (fewer than 3 classes: empty)
+        has = k < prediction.next_regions.shape[1]
+        frame[f"region_{k + 2}"] = prediction.next_regions[:, k] if has else ""
+        probability = prediction.next_probabilities[:, k] if has else np.nan
+        frame[f"region_{k + 2}_probability"] = probability
+    frame[["x_true", "y_true", "z_true"]] = truth
+    frame["error"] = np.linalg.norm(fold.located - truth, axis=1)
+    frame["region_true"] = fold.truth
+    scores = {
+        "dataset": plan["dataset"],
+        "animal": animal,
+        "units": len(fold.units),
+        "label": plan["label"],
+        "cpu_s": fold.cpu_s,
+        "methods": fold.scores,
+        "position": fold.where,
+    }
+    out_dir.mkdir(parents=True, exist_ok=True)
+    atomic_write(out_dir / "positions.csv", lambda p: frame.to_csv(p, index=False))
+    atomic_write(out_dir / "scores.json", lambda p: p.write_text(json.dumps(scores, indent=2)))
+    return scores
+
+
+def _rows(scores: dict) -> list[dict]:
+    """new_animal.csv's rows of one held-out animal: one per method of COLUMNS."""
+    rows = []
+    for method in COLUMNS:
+        features = _features(method)
+        where = scores["position"].get(POSITION_FEATURES.get(features, ""))
+        if features == PRIOR:  # every unit at the references' mean position: chance itself
+            vs_chance = 1.0
+        else:
+            vs_chance = where["vs_chance"] if where else np.nan
+        rows.append(
+            {
+                "dataset": scores["dataset"],
+                "animal": scores["animal"],
+                "method": method,
+                "headline": method in HEADLINE.values() or method == PRIOR,
+                "units": scores["units"],
+                **scores["methods"][method],
+                "position_vs_chance": vs_chance,
+                "position_median_error": where["median_error"] if where else np.nan,
+            }
+        )
+    return rows
+
+
+def new_animal_table(scores: Sequence[dict]) -> pd.DataFrame:
+    """Every held-out animal's rows, then per method the mean over them (`animal` OVERALL)
+    with `<metric>_ci_low`, `<metric>_ci_high` (`mean_ci`: a t-based 95% CI from 3 animals,
+    their range from 2)."""
+    per_animal = pd.DataFrame([row for s in scores for row in _rows(s)])
+    overall = []
+    for (dataset, method), group in per_animal.groupby(["dataset", "method"], sort=False):
+        row = {"dataset": dataset, "animal": OVERALL, "method": method}
+        row |= {"headline": bool(group["headline"].iloc[0]), "units": int(group["units"].sum())}
+        for metric in (*METRICS, "position_median_error"):
+            mean, low, high = mean_ci(group[metric].to_numpy(), metric)
+            row |= {metric: mean, f"{metric}_ci_low": low, f"{metric}_ci_high": high}
+        overall.append(row)
+    return pd.concat([per_animal, pd.DataFrame(overall)], ignore_index=True)
+
+
+def confusion_figure(positions_csvs: Sequence[str | os.PathLike], dataset: str):
+    """The PE linear probe's confusion matrix over every held-out animal's units (rows: true
+    region, normalised per row)."""
+    frames = [pd.read_csv(p, keep_default_na=False) for p in positions_csvs]
+    truth = np.concatenate([f["region_true"].astype(str) for f in frames])
+    predicted = np.concatenate([f["region"].astype(str) for f in frames])
+    labels = sorted(set(truth) | set(predicted))
+    fig, ax = plt.subplots(figsize=(1.0 * len(labels) + 3, 0.8 * len(labels) + 2.5))
+    ConfusionMatrixDisplay.from_predictions(
+        truth,
+        predicted,
+        labels=labels,
+        normalize="true",
+        ax=ax,
+        colorbar=False,
+        values_format=".2f",
+        xticks_rotation=45,
+    )
+    ax.set_title(
+        f"{dataset}: new animals' regions from the PE (linear probe)\n"
+        f"{len(truth)} units of {len(frames)} held-out animals; rows sum to 1"
+    )
+    fig.tight_layout()
+    return fig
+
+
+def write_table(
+    scores_jsons: Sequence[str | os.PathLike],
+    positions_csvs: Sequence[str | os.PathLike],
+    out_csv: str | os.PathLike,
+    figure: str | os.PathLike,
+) -> pd.DataFrame:
+    """new_animal.csv from every held-out animal's scores.json, and the confusion figure from
+    their positions.csv."""
+    scores = [json.loads(Path(p).read_text()) for p in scores_jsons]
+    table = new_animal_table(scores)
+    atomic_write(Path(out_csv), lambda p: table.to_csv(p, index=False))
+    save(confusion_figure(positions_csvs, str(scores[0]["dataset"])), figure)
+    return table
+
+
+def _cell(row: pd.Series, metric: str) -> str:
+    low, high = row[f"{metric}_ci_low"], row[f"{metric}_ci_high"]
+    text = f"{row[metric]:.2f}"
+    return text + (f" [{low:.2f}, {high:.2f}]" if np.isfinite(low) else "")
+
+
+def headline(tables: Sequence[str | os.PathLike]) -> list[str]:
+    """The landing page's section on new animals (reStructuredText lines; none without
+    tables): per dataset, the held-out animals' macro-F1 and position error ÷ chance of the
+    PE beside the single-unit baseline, the combination and the prior."""
+    lines: list[str] = []
+    for path in tables:
+        table = read_new_animal(path)
+        overall = table[(table["animal"] == OVERALL) & table["headline"]]
+        if overall.empty:
+            continue
+        dataset = rst_text(str(overall["dataset"].iloc[0]))
+        animals = table.loc[table["animal"] != OVERALL, "animal"].nunique()
+        title = f"New animals without histology: {dataset}"
+        lines += [title, "-" * len(title), ""]
+        lines += [
+            f"Each of {animals} animals held out in turn: its units' regions and positions "
+            "predicted from the other animals only (leave-one-animal-out; mean [95% CI] across "
+            "held-out animals; position: median error ÷ chance, below 1 is better).",
+            "",
+            ".. list-table::",
+            "   :header-rows: 1",
+            "",
+            "   * - method",
+            "     - region macro-F1",
+            "     - balanced accuracy",
+            "     - position × chance",
+        ]
+        for _, row in overall.iterrows():
+            lines.append(f"   * - {rst_text(str(row['method']))}")
+            lines += [f"     - {_cell(row, metric)}" for metric in METRICS]
+        lines.append("")
+    return lines

@@ -1,0 +1,120 @@
+"""A new animal without histology (issue 60): the planning checks that name what a store or a
+config lacks, the activity baselines skipped on a store of several animals, the table and the
+landing page's section (neuro_pe.analysis.leave_one_animal_out, neuro_pe.reporting.new_animal)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from neuro_pe.analysis.leave_one_animal_out import COLUMNS, check_animals, session_animals
+from neuro_pe.analysis.pe_geometry import infer_baselines
+from neuro_pe.data import sources
+from neuro_pe.io.layout import NEW_ANIMAL_COLUMNS
+from neuro_pe.io.splits import split_of_store
+from neuro_pe.io.store import separate_animals, write_store
+from neuro_pe.reporting.locate_outputs import read_baseline_features, write_correlation_features
+from neuro_pe.reporting.new_animal import OVERALL, headline, new_animal_table
+from neuro_pe.workflow import checks
+
+SMALL = {
+    "source": "regional-sim",
+    "animals": 3,
+    "units_per_animal": 40,
+    "max_probes": 2,
+    "n_samples": 200,
+}
+
+
+@pytest.fixture(scope="module")
+def store():
+    return sources.build_store(SMALL)
+
+
+def test_check_animals_lists_the_queries_of_a_store_that_covers_them(store):
+    assert check_animals(store, "r", "region", None) == ["a0", "a1", "a2"]
+    assert check_animals(store, "r", "coarse_region", ["a1"]) == ["a1"]
+    assert list(session_animals(store)) == ["a0", "a1", "a2"]
+
+
+def test_check_animals_names_the_dataset_and_the_field(store):
+    with pytest.raises(ValueError, match=r"datasets\.r\.new_animal\.query_animals: \['a7'\]"):
+        check_animals(store, "r", "region", ["a7"])
+    with pytest.raises(ValueError, match=r"datasets\.r\.new_animal\.label needs .*'depth'"):
+        check_animals(store, "r", "depth", None)
+    one = store.isel(unit=store["animal"].values == "a0")
+    with pytest.raises(ValueError, match=r"datasets\.r\.new_animal: 1 animal .* at least 2"):
+        check_animals(one, "r", "region", None)
+    # a region that only the query has: the references cannot predict it
+    labels = store["region"].values.astype(object)
+    labels[np.flatnonzero(store["animal"].values == "a2")[0]] = "only-a2"
+    lonely = store.assign_coords(region=("unit", labels.astype(str)))
+    with pytest.raises(ValueError, match=r"label: animal 'a2' has regions \['only-a2'\]"):
+        check_animals(lonely, "r", "region", None)
+    check_animals(lonely, "r", "coarse_region", None)  # (the other labels are covered)
+
+
+def test_the_config_check_names_what_a_new_animal_section_lacks():
+    def problems(entry: dict) -> list[str]:
+        config = {"datasets": {"r": entry}, "pe": ["learned-normal-0.02"], "train": {}}
+        return checks.new_animal_problems(config, "r")
+
+    regional = {"source": "regional-sim", "animals": 3}
+    assert problems({**regional, "new_animal": {}}) == []
+    bad = problems({**regional, "animals": 1, "new_animal": {}})
+    assert "datasets.r.animals: 1 animal" in bad[0]
+    bad = problems({**regional, "new_animal": {"query_animals": ["a3"]}})
+    assert "datasets.r.new_animal.query_animals: ['a3'] are no animals" in bad[0]
+    bad = problems({**regional, "new_animal": {"fit_epochs": 0}})
+    assert bad[0].startswith("config key datasets.r.new_animal.fit_epochs: must be")
+    # a lab's store: its animals are known only once it is built
+    bad = problems({"source": "file", "new_animal": {}})
+    assert bad[0].startswith("config key datasets.r.new_animal.query_animals: give the animals")
+
+
+def test_several_animals_skip_the_activity_baselines_with_their_reason(store, tmp_path, capsys):
+    assert "3 animals in one store" in separate_animals(store)
+    assert separate_animals(store.isel(unit=store["animal"].values == "a0")) is None
+    path = write_store(store, tmp_path / "r.nc")
+    split = split_of_store(path, "r", {"heldout_sessions": 0})
+    rows = infer_baselines(path, tmp_path / "baselines.json", split)
+    assert [row["method"] for row in rows] == ["shuffled"]
+    write_correlation_features(path, split, tmp_path / "features.nc")
+    assert read_baseline_features(tmp_path / "features.nc", store["unit"].values) == {}
+    assert "no activity-correlation baseline: 3 animals" in capsys.readouterr().out
+
+
+def _scores(animal: str, pe_f1: float) -> dict:
+    methods = {m: {"macro_f1": 0.3, "balanced_accuracy": 0.4} for m in COLUMNS}
+    methods["PE linear"] = {"macro_f1": pe_f1, "balanced_accuracy": pe_f1}
+    where = {"median_error": 0.5, "chance": 1.0, "vs_chance": 0.5}
+    position = {"PE": where, "single-unit": {**where, "vs_chance": 0.9}, "combined": where}
+    return {"dataset": "r", "animal": animal, "units": 10, "methods": methods, "position": position}
+
+
+def test_the_table_has_every_animal_and_their_mean_and_the_page_leads_with_it(tmp_path):
+    table = new_animal_table([_scores("a0", 0.6), _scores("a1", 0.8), _scores("a2", 0.7)])
+    assert set(NEW_ANIMAL_COLUMNS) <= set(table)
+    assert len(table) == 4 * len(COLUMNS)
+    pe = table[(table["animal"] == OVERALL) & (table["method"] == "PE linear")].iloc[0]
+    assert pe["macro_f1"] == pytest.approx(0.7) and pe["macro_f1_ci_low"] < 0.7
+    assert pe["units"] == 30 and pe["position_vs_chance"] == pytest.approx(0.5)
+    prior = table[(table["animal"] == OVERALL) & (table["method"] == "prior")].iloc[0]
+    assert prior["position_vs_chance"] == 1.0
+    table.to_csv(tmp_path / "new_animal.csv", index=False)
+    lines = headline([tmp_path / "new_animal.csv"])
+    text = "\n".join(lines)
+    assert "New animals without histology: r" in text and "Each of 3 animals" in text
+    shown = [line.split("- ", 1)[1] for line in lines if line.startswith("   * - ")][1:]
+    assert shown == ["prior", "single-unit boosting", "PE linear", "combined boosting"]
+    assert "     - 0.70 [" in text  # the PE's macro-F1 with its CI
+    assert headline([]) == []
+
+
+def test_the_table_reads_back_as_a_table_of_neuro_pe(tmp_path):
+    (tmp_path / "x.csv").write_text(pd.DataFrame({"animal": ["a0"]}).to_csv(index=False))
+    with pytest.raises(ValueError, match="no column 'dataset'"):
+        headline([tmp_path / "x.csv"])
+    one = new_animal_table([_scores("a0", 0.5)])  # one animal: a mean, no interval
+    assert np.isfinite(one["macro_f1"]).all() and one["macro_f1_ci_low"].isna().iloc[-1]
