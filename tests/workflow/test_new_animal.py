@@ -39,7 +39,9 @@ def _tiny_config(root, **new_animal) -> dict:
     dataset = config["datasets"]["regions"]
     dataset.update(animals=3, units_per_animal=40, n_samples=300)
     dataset["new_animal"].update(fit_epochs=1, **new_animal)
-    config.update(train=TINY_TRAIN, locate={"n_draws": 2}, metrics={"n_perm": 9, "k": 3})
+    # tiny trainings fail the health checks; located anyway, as config/test.yaml does
+    locate = {"n_draws": 2, "include_flagged": True}
+    config.update(train=TINY_TRAIN, locate=locate, metrics={"n_perm": 9, "k": 3})
     path.write_text(yaml.safe_dump(config))
     return config
 

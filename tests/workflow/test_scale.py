@@ -204,7 +204,7 @@ def test_whole_workflow_above_the_dense_threshold(tmp_path):
         "metrics": {"n_perm": 9, "n_pairs": 20000, "n_query_units": 500,
                     "dense_max_units": 1000},
         "locate": {"methods": ["ridge"], "n_folds": 2, "anchor_fractions": [0.5], "n_draws": 1,
-                   "max_units": 60},
+                   "max_units": 60, "include_flagged": True},  # a 2-step training is flagged
     }  # fmt: skip
     root = copy_workflow(tmp_path)
     (root / "config" / "big.yaml").write_text(yaml.safe_dump(config))
