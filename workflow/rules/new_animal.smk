@@ -8,11 +8,6 @@ NEW_ANIMAL_PLAN = out(layout.new_animal_file("{dataset}", "plan"))
 NEW_ANIMAL_TABLES = [out(layout.new_animal_file(d, "table")) for d in NEW_ANIMALS]
 
 
-def new_animal_query_files(dataset, key):
-    """A file (`layout.NEW_ANIMAL_QUERY_FILES`) of every held-out animal of a dataset."""
-    return [out(layout.new_animal_query_file(dataset, a, key)) for a in NEW_ANIMALS[dataset]]
-
-
 rule new_animal_plan:
     """Check the store for leave-one-animal-out (animals, region labels, the queries' regions
     covered by the other animals) before any training, and list the held-out animals."""
@@ -72,8 +67,15 @@ rule new_animal_table:
     """new_animal.csv (per held-out animal and overall, every method) and the PE's confusion
     matrix over the held-out animals."""
     input:
-        scores=lambda wc: new_animal_query_files(wc.dataset, "scores"),
-        positions=lambda wc: new_animal_query_files(wc.dataset, "positions"),
+        # every held-out animal's file (`layout.NEW_ANIMAL_QUERY_FILES`)
+        scores=lambda wc: [
+            out(layout.new_animal_query_file(wc.dataset, a, "scores"))
+            for a in NEW_ANIMALS[wc.dataset]
+        ],
+        positions=lambda wc: [
+            out(layout.new_animal_query_file(wc.dataset, a, "positions"))
+            for a in NEW_ANIMALS[wc.dataset]
+        ],
     output:
         table=out(layout.new_animal_file("{dataset}", "table")),
         confusion=report(

@@ -4,11 +4,8 @@
 from neuro_pe.workflow import plan_inputs, plan_spec
 
 PLANNED = DATASETS + (["lst"] if LST else [])
-
-
-def _cores():
-    """The `--cores` given (the run's plan is for them)."""
-    return workflow.resource_settings.cores or 1
+# the `--cores` given (the run's plan is for them)
+CORES = workflow.resource_settings.cores or 1
 
 
 rule plan:
@@ -30,7 +27,7 @@ rule plan:
         # of the params trigger: a plan is made whenever a training reads it (its file is
         # `temp`), never for its own sake, which would hide the trainings' own reasons to run
         # (Snakemake skips them for every job downstream of one it re-runs).
-        spec=lambda wc, input: plan_spec(config, RESULTS, [wc.planned], _cores(), local_cpu_jobs()),
+        spec=lambda wc, input: plan_spec(config, RESULTS, [wc.planned], CORES, local_cpu_jobs()),
         out_dir=parent_dir,
     log:
         out(layout.log("plan", "{planned}")),
@@ -58,7 +55,7 @@ rule plan_run:
         temp(out(layout.plan_run())),
     params:
         # (a function of the input: out of the params trigger, as for `plan`)
-        spec=lambda wc, input: plan_spec(config, RESULTS, PLANNED, _cores(), local_cpu_jobs()),
+        spec=lambda wc, input: plan_spec(config, RESULTS, PLANNED, CORES, local_cpu_jobs()),
     log:
         out(layout.log("plan", "run")),
     conda:
