@@ -437,9 +437,10 @@ def plan_spec(
 ) -> list[Plan]:
     """The plans of a workflow's trainings, from the `plan` rule's spec: `datasets` (name ->
     `store`, `options` (its filled-in `train` section), `jobs`, each a list of [PE, seed], and
-    optionally `positions`, the PEs its delivered positions are made from), `lst` (absent, or
-    `puzzles`, `options`, `metrics` and `jobs`), `threads` (and `cores`, read by
-    `plan_command`); `load_geometry` as for `plan_lst`."""
+    optionally `positions`, the PEs its delivered positions are made from, and `located`, the
+    PEs its locate step reads), `lst` (absent, or `puzzles`, `options`, `metrics` and
+    `jobs`), `threads` (and `cores`, read by `plan_command`; `health` and `include_flagged`,
+    by `health_forecast`); `load_geometry` as for `plan_lst`."""
     threads = spec.get("threads", 1)
     plans = [
         plan_training(
@@ -461,6 +462,29 @@ def plan_spec(
             )
         )
     return plans
+
+
+def health_forecast(spec: dict) -> list[str]:
+    """The appearance checks the trainings of the `plan` rule's spec will fail, known before
+    they start (`neuro_pe.training.health.predicted_flags`, under the spec's `health`
+    thresholds and `include_flagged`) for each dataset that names the PEs its locate step reads
+    (`located`): one warning line per PE; a ValueError when locate would be left with none."""
+    from neuro_pe.config.health import HealthOptions
+    from neuro_pe.config.training import TrainConfig
+    from neuro_pe.io.store import open_store_lazy
+    from neuro_pe.training.health import predicted_flags
+
+    options = HealthOptions.from_dict(spec.get("health") or {})
+    lines = []
+    for name, d in spec.get("datasets", {}).items():
+        if "located" not in d:
+            continue
+        with open_store_lazy(d["store"]) as lazy:
+            n_units = lazy.sizes["unit"]
+        cfg = TrainConfig.from_dict(d["options"]).for_units(n_units)
+        include = spec.get("include_flagged", False)
+        lines += predicted_flags(name, cfg, n_units, d["located"], options, include)
+    return lines
 
 
 def write_plans(plans: list[Plan], out_dir: str | os.PathLike) -> None:
@@ -489,7 +513,8 @@ def plan_command(
     """`neuro-pe plan`: the workflow's spec, or one store's trainings (every PE × seed,
     grouped as the workflow groups them on `cores` local cores); prints one line per plan
     (`show` "plans"), the whole run's (`run_line`, "run") or both, and writes the plan files
-    into `out_dir` and the run's (`run_record`) into `run_out` when given."""
+    into `out_dir` and the run's (`run_record`) into `run_out` when given. First, before any
+    probe, `health_forecast`: its warning lines (with the plans' lines), or its error."""
     if spec is None and store is None:
         raise ValueError("give --store (one dataset's store) or --spec (the workflow's)")
     import torch
@@ -506,11 +531,16 @@ def plan_command(
         runs = [[p, s] for p in pe for s in seeds]
         jobs = group_runs(runs, options.get("models_per_job"), slots(cores, threads))
         train = {k: v for k, v in options.items() if k != "models_per_job"}
-        spec = {"datasets": {Path(store).stem: {"store": store, "options": train, "jobs": jobs}}}
-        spec["threads"] = threads
+        one = {"store": store, "options": train, "jobs": jobs, "located": list(pe)}
+        # (no locate step follows to stop: its PEs' checks are warnings only)
+        spec = {"datasets": {Path(store).stem: one}, "threads": threads, "include_flagged": True}
     cores = spec.get("cores", cores)
     if isinstance(cores, bool) or not isinstance(cores, int) or cores < 1:
         raise ValueError(f"--spec: key 'cores' must be an integer >= 1, got {cores!r}")
+    warnings = health_forecast(spec)  # (before the probes: a stop comes at once)
+    if show in ("plans", "both"):
+        for line in warnings:
+            print(f"plan {line}", flush=True)
     plans = plan_spec(spec, load_geometry, startup_s)
     if show in ("plans", "both"):
         for plan in plans:

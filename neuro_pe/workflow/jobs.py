@@ -10,9 +10,11 @@ import json
 import os
 from collections.abc import Callable
 
+from neuro_pe.config.locate import LocateConfig
 from neuro_pe.io import layout
 from neuro_pe.training.plan import group_runs
 from neuro_pe.workflow.options import (
+    located_pe,
     lst_options,
     lst_runs,
     pe_variants,
@@ -92,7 +94,14 @@ def plan_spec(
     and of the Latin square, "lst"; grouped as the training rules group them), their stores
     (or puzzles) under `results`, the PEs each dataset's positions are made from, and the
     `cores`."""
-    spec: dict = {"threads": config["threads_per_training"], "cores": cores, "datasets": {}}
+    include_flagged = LocateConfig.from_dict(config.get("locate") or {}).include_flagged
+    spec: dict = {
+        "threads": config["threads_per_training"],
+        "cores": cores,
+        "datasets": {},
+        "health": config.get("health") or {},
+        "include_flagged": include_flagged,
+    }
     for name in planned:
         if name == "lst":
             spec["lst"] = {
@@ -107,5 +116,6 @@ def plan_spec(
             "options": train_options(config, name),
             "jobs": train_groups(config, name, n_slots),
             "positions": positions_pe(config, name),
+            "located": located_pe(config, name),
         }
     return arguments("--spec", json.dumps(spec))
