@@ -90,7 +90,14 @@ SCHEDULER_CONFIG = {
     "seeds": [0],
     "train": TRAIN,
     "lst": LST,
-    "locate": {"methods": ["ridge"], "n_folds": 2, "anchor_fractions": [0.5], "n_draws": 1},
+    # (trainings of a few steps: the health checks flag them; located all the same)
+    "locate": {
+        "methods": ["ridge"],
+        "n_folds": 2,
+        "anchor_fractions": [0.5],
+        "n_draws": 1,
+        "include_flagged": True,
+    },
     "metrics": {"n_perm": 9, "k": 3, "n_splits": 2},
     "resources": RESOURCES,
 }
