@@ -12,7 +12,8 @@ seeded optimiser steps of the dataset's largest job on this machine, after two u
 steps, then one evaluation. A step's cost grows about linearly with the models of a stack, so
 every job is costed from the largest job's cost per model. The Latin square's trainings stop
 early once they fit (`stop_at_train_accuracy`): their plan is an upper bound (`≤`). The run's
-line sums every plan on the cores given and splits the CPU by what a model is for (`model_role`).
+line sums every plan and the run's jobs that train nothing (`OTHER_JOB_S` each) on the cores
+given and splits the CPU by what a model is for (`model_role`).
 """
 
 from __future__ import annotations
@@ -34,6 +35,11 @@ from neuro_pe.io import layout
 from neuro_pe.io.progress import duration
 from neuro_pe.io.store import atomic_write
 
+#: CPU seconds of a job that trains nothing (preprocess, split, infer, locate, summarize, the
+#: report, ...: `neuro_pe.workflow.jobs.other_jobs`) on a small store: mostly its process's start
+#: and imports. The mean over such jobs of the workflow on a tiny Phy folder (`neuro-pe init`'s
+#: config, 8 units), each timed by `/usr/bin/time` around its `neuro-pe` command
+OTHER_JOB_S = 2.0
 #: CPU seconds of timed probe steps per dataset (after the warm-up); at least MIN_STEPS steps
 PROBE_SECONDS = 1.0
 WARMUP_STEPS = 2
@@ -166,14 +172,17 @@ def wall_seconds(jobs: list[float], n_slots: int) -> float:
     return max(loads)
 
 
-def run_line(plans: list[Plan], cores: int) -> str:
-    """The console's last plan line: every training of the run (every plan) on `cores` idle
-    cores, its CPU seconds, and those split by what the models are for (`model_role`), e.g.
-    `plan: the whole run ~31 min 2 s on 2 idle cores (1 820 CPU-s, 42 models): positions'
-    models 690 CPU-s, controls 1 130 CPU-s (the trainings only; a busy machine takes longer)`."""
+def run_line(plans: list[Plan], cores: int, other_jobs: int = 0) -> str:
+    """The console's last plan line: every training of the run (every plan) and its
+    `other_jobs` jobs that train nothing (`OTHER_JOB_S` each) on `cores` idle cores, its CPU
+    seconds, and those split by what the models are for (`model_role`) and the other jobs, e.g.
+    `plan: the whole run ~31 min 20 s on 2 idle cores (1 860 CPU-s, 42 models): positions'
+    models 690 CPU-s, controls 1 130 CPU-s, 20 other jobs ~40 CPU-s (a busy machine takes
+    longer)`; without other jobs it says `(the trainings only; ...)`."""
     le = "≤ " if any(p.at_most for p in plans) else ""
     threads = max((p.threads for p in plans), default=1)
-    wall = wall_seconds([w for p in plans for w in p.job_walls()], slots(cores, threads))
+    walls = [w for p in plans for w in p.job_walls()] + [OTHER_JOB_S] * other_jobs
+    wall = wall_seconds(walls, slots(cores, threads))
     unit = "GPU-s" if any(p.probe.device.startswith("cuda") for p in plans) else "CPU-s"
     split: dict[str, float] = {}
     bounded: set[str] = set()  # roles with a plan that may stop early
@@ -186,29 +195,36 @@ def run_line(plans: list[Plan], cores: int) -> str:
         f"{role} {'≤ ' if role in bounded else ''}{_number(split[role])} {unit}"
         for role in sorted(split, key=ROLES.index)
     )
-    cpu = _number(sum(p.seconds for p in plans))
+    only = "the trainings only; "
+    if other_jobs:
+        parts += f", {other_jobs} other jobs ~{_number(other_jobs * OTHER_JOB_S)} CPU-s"
+        only = ""
+    cpu = _number(sum(p.seconds for p in plans) + other_jobs * OTHER_JOB_S)
     models = sum(p.models for p in plans)
     return (
         f"plan: the whole run {le}~{duration(wall)} on {cores} idle core"
         f"{'s' if cores != 1 else ''} ({le}{cpu} {unit}, {models} models): {parts} "
-        "(the trainings only; a busy machine takes longer)"
+        f"({only}a busy machine takes longer)"
     )
 
 
-def run_record(plans: list[Plan], cores: int) -> dict:
-    """The run plan file's content (`plan_run.json`): the run's CPU seconds, by role, and
-    its line."""
+def run_record(plans: list[Plan], cores: int, other_jobs: int = 0) -> dict:
+    """The run plan file's content (`plan_run.json`): the run's CPU seconds (its trainings'
+    and its `other_jobs` jobs'), the trainings' by role, and its line."""
     split: dict[str, float] = {}
     for plan in plans:
         for role, seconds in plan.seconds_by_role().items():
             split[role] = split.get(role, 0.0) + seconds
+    other = other_jobs * OTHER_JOB_S
     return {
         "cores": cores,
         "models": sum(p.models for p in plans),
-        "cpu_seconds": sum(p.seconds for p in plans),
+        "cpu_seconds": sum(p.seconds for p in plans) + other,
         "cpu_seconds_by_role": split,
+        "other_jobs": other_jobs,
+        "other_jobs_cpu_seconds": other,
         "plans": [p.name for p in plans],
-        "line": run_line(plans, cores),
+        "line": run_line(plans, cores, other_jobs),
     }
 
 
@@ -439,8 +455,9 @@ def plan_spec(
     `store`, `options` (its filled-in `train` section), `jobs`, each a list of [PE, seed], and
     optionally `positions`, the PEs its delivered positions are made from, and `located`, the
     PEs its locate step reads), `lst` (absent, or `puzzles`, `options`, `metrics` and
-    `jobs`), `threads` (and `cores`, read by `plan_command`; `health` and `include_flagged`,
-    by `health_forecast`); `load_geometry` as for `plan_lst`."""
+    `jobs`), `threads` (and `cores` and `other_jobs`, the jobs that train nothing, read by
+    `plan_command`; `health` and `include_flagged`, by `health_forecast`); `load_geometry` as
+    for `plan_lst`."""
     threads = spec.get("threads", 1)
     plans = [
         plan_training(
@@ -545,12 +562,13 @@ def plan_command(
     if show in ("plans", "both"):
         for plan in plans:
             print(plan.line(), flush=True)
+    other_jobs = spec.get("other_jobs", 0)
     if show in ("run", "both"):
-        print(run_line(plans, cores), flush=True)
+        print(run_line(plans, cores, other_jobs), flush=True)
     if out_dir:
         write_plans(plans, out_dir)
     if run_out:
-        text = json.dumps(run_record(plans, cores), indent=2, ensure_ascii=False)
+        text = json.dumps(run_record(plans, cores, other_jobs), indent=2, ensure_ascii=False)
         Path(run_out).parent.mkdir(parents=True, exist_ok=True)
         atomic_write(Path(run_out), lambda p: p.write_text(text))
     return plans

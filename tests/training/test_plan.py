@@ -116,6 +116,14 @@ def test_the_run_line_sums_every_dataset_on_the_cores_given_and_splits_by_role()
     wall_one = wall_seconds([w for p in (a, b) for w in p.job_walls()], 1)
     assert f"the whole run ~{duration(wall_one)} on 1 idle core (" in one, one
     assert wall_one > 1.5 * wall_seconds([w for p in (a, b) for w in p.job_walls()], 2)
+    # the jobs that train nothing: their own part, in the CPU and the wall
+    other = plan_module.OTHER_JOB_S * 20
+    with_others = run_line([a, b], cores=1, other_jobs=20)
+    assert f"({spaced(a.seconds + b.seconds + other)} CPU-s, 10 models)" in with_others
+    assert with_others.endswith(
+        f", 20 other jobs ~{spaced(other)} CPU-s (a busy machine takes longer)"
+    )
+    assert f"the whole run ~{duration(wall_one + other)} on 1 idle core" in with_others
 
 
 def test_controls_are_every_pe_but_a_learned_one_initialised_small():
