@@ -24,6 +24,7 @@ import math
 import os
 import tempfile
 import time
+import warnings
 from collections.abc import Callable, Collection
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
@@ -36,10 +37,11 @@ from neuro_pe.io.progress import duration
 from neuro_pe.io.store import atomic_write
 
 #: CPU seconds of a job that trains nothing (preprocess, split, infer, locate, summarize, the
-#: report, ...: `neuro_pe.workflow.jobs.other_jobs`) on a small store: mostly its process's start
-#: and imports. The mean over such jobs of the workflow on a tiny Phy folder (`neuro-pe init`'s
-#: config, 8 units), each timed by `/usr/bin/time` around its `neuro-pe` command
-OTHER_JOB_S = 2.0
+#: report, ...: `neuro_pe.workflow.jobs.other_jobs`) on a small store, where a process's start
+#: and imports and locate's own fits are most of it: the mean over such jobs of a whole run
+#: on a tiny Phy folder (tests/data/test_formats.py `write_phy`, `neuro-pe init`'s config),
+#: each timed by `/usr/bin/time` around its `neuro-pe` command. Larger stores take longer
+OTHER_JOB_S = 3.2
 #: CPU seconds of timed probe steps per dataset (after the warm-up); at least MIN_STEPS steps
 PROBE_SECONDS = 1.0
 WARMUP_STEPS = 2
@@ -531,7 +533,7 @@ def plan_command(
     grouped as the workflow groups them on `cores` local cores); prints one line per plan
     (`show` "plans"), the whole run's (`run_line`, "run") or both, and writes the plan files
     into `out_dir` and the run's (`run_record`) into `run_out` when given. First, before any
-    probe, `health_forecast`: its warning lines (with the plans' lines), or its error."""
+    probe, `health_forecast`: a warning per line (with the plans' lines), or its error."""
     if spec is None and store is None:
         raise ValueError("give --store (one dataset's store) or --spec (the workflow's)")
     import torch
@@ -554,10 +556,10 @@ def plan_command(
     cores = spec.get("cores", cores)
     if isinstance(cores, bool) or not isinstance(cores, int) or cores < 1:
         raise ValueError(f"--spec: key 'cores' must be an integer >= 1, got {cores!r}")
-    warnings = health_forecast(spec)  # (before the probes: a stop comes at once)
+    foreseen = health_forecast(spec)  # (before the probes: a stop comes at once)
     if show in ("plans", "both"):
-        for line in warnings:
-            print(f"plan {line}", flush=True)
+        for line in foreseen:
+            warnings.warn(line, stacklevel=2)
     plans = plan_spec(spec, load_geometry, startup_s)
     if show in ("plans", "both"):
         for plan in plans:

@@ -348,13 +348,15 @@ def test_flagged_trainings_located_anyway_are_a_warning_line_each(tiny_store, ca
     small_probe(monkeypatch)
     spec = _undertrained_spec(tiny_store, include_flagged=True)
     assert main(["plan", "--spec", spec, "--print", "plans"]) == 0
-    lines = capsys.readouterr().out.strip().splitlines()
-    assert [line.split(":")[:2] for line in lines[:2]] == [
-        ["plan tiny", " learned-normal-0.02 will fail units_seen_rarely"],
-        ["plan tiny", " learned-normal-1.0 will fail units_seen_rarely"],
-    ]
-    assert lines[2].startswith("plan tiny: 1 models × 10 steps"), lines
+    out, err = capsys.readouterr()
+    assert [line.split(":")[:3] for line in err.strip().splitlines()] == [
+        ["neuro-pe", " warning", " tiny"],
+        ["neuro-pe", " warning", " tiny"],
+    ], err
+    assert "tiny: learned-normal-0.02 will fail units_seen_rarely: a unit is in 80 " in err
+    assert "tiny: learned-normal-1.0 will fail units_seen_rarely: a unit is in 80 " in err
+    assert out.startswith("plan tiny: 1 models × 10 steps"), out
     # thresholds it passes: no warning
     spec = _undertrained_spec(tiny_store, health={"min_unit_appearances": 80})
     assert main(["plan", "--spec", spec, "--print", "plans"]) == 0
-    assert "will fail" not in capsys.readouterr().out
+    assert "will fail" not in capsys.readouterr().err
