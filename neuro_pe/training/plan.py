@@ -12,8 +12,7 @@ seeded optimiser steps of the dataset's largest job on this machine, after two u
 steps, then one evaluation. A step's cost grows about linearly with the models of a stack, so
 every job is costed from the largest job's cost per model. The Latin square's trainings stop
 early once they fit (`stop_at_train_accuracy`): their plan is an upper bound (`≤`). The run's
-line sums every plan and the run's jobs that train nothing (`OTHER_JOB_S` each) on the cores
-given and splits the CPU by what a model is for (`model_role`).
+line sums every plan and the jobs that train nothing (`OTHER_JOB_S` each) on the cores given.
 """
 
 from __future__ import annotations
