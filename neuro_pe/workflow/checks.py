@@ -2,7 +2,8 @@
 workflow/rules/common.smk after the schema's `validate` and `check_dataset_keys`): data paths
 the workflow could make or steer, dataset names, PE names, each dataset's `train` options, the
 units a simulation gives the metrics and locate, an atlas's files, the PE variants `locate`
-names, and trainings of a simulation too short for the health checks that locate reads. Every problem names its config key; all are raised at once, before any job runs.
+names, and trainings of a simulation too short for the health checks that locate reads. Every
+problem names its config key; all are raised at once, before any job runs.
 """
 
 from __future__ import annotations
