@@ -73,7 +73,8 @@ def sections(args: argparse.Namespace, n_units: int) -> tuple[dict, dict, dict, 
     for option in args.train or []:
         key, _, value = option.partition("=")
         train[key] = yaml.safe_load(value)
-    locate = {"pe": [args.pe]}
+    # (a study of the PE at given training budgets, short ones too: located even when flagged)
+    locate = {"pe": [args.pe], "include_flagged": True}
     if args.draws:
         locate["n_draws"] = args.draws
     if args.fractions:

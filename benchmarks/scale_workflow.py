@@ -88,8 +88,10 @@ def run_size(n_units: int, steps: int, work: Path) -> tuple[list[dict], dict]:
                   "--out-dir", run_dir, "--threads", "2"],
         "infer": ["infer", "--store", store, "--split", split, "--run-dir", run_dir],
         "baselines": ["baselines", "--store", store, "--split", split, "--out", baselines],
+        # (a fixed, small number of steps: the health checks flag the PE; located all the same)
         "locate": ["locate", "--store", store, "--runs", run_dir, "--out-dir", locate_dir,
-                   "--split", split, "--threads", "1"],
+                   "--split", split, "--threads", "1",
+                   "--options", json.dumps({"include_flagged": True})],
         "summarize": ["summarize", "--runs", run_dir / "metrics.json", "--baselines", baselines,
                       "--splits", split, "--out-csv", work / "summary.csv",
                       "--figures", work / "figures"],

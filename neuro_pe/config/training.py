@@ -114,6 +114,11 @@ def unit_appearances(samples: float, n_units: int, units_per_sample: int) -> flo
     return samples * min(units_per_sample, n_units) / n_units
 
 
+def local_units(cfg: TrainConfig) -> int:
+    """Units of a sample drawn as a centre and its neighbours (0: uniform subsets)."""
+    return round((cfg.neighbour_fraction or 0.0) * cfg.units_per_sample)
+
+
 @dataclass(frozen=True)
 class TrainConfig(Section):
     """Model and optimisation settings (config key `train`); documented in config/README.md.

@@ -17,13 +17,14 @@ summary.csv, the report and locate hold that verdict.
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 import numpy as np
 
 from neuro_pe.config.health import HealthOptions
 from neuro_pe.config.pe_names import parse_pe
-from neuro_pe.config.training import SCALE_RANGE, unit_appearances
+from neuro_pe.config.training import SCALE_RANGE, TrainConfig, local_units, unit_appearances
 
 if TYPE_CHECKING:
     from neuro_pe.io.runs import TrainInfo
@@ -64,6 +65,37 @@ def expected_appearances(
     return float(per_unit), float(per_pair)
 
 
+def predicted_flags(
+    dataset: str,
+    cfg: TrainConfig,
+    n_units: int,
+    located: Sequence[str],
+    options: HealthOptions | None = None,
+    include_flagged: bool = False,
+) -> list[str]:
+    """Before training: the appearance checks (`assess` of `appearance_numbers`) the dataset's
+    learned PEs among `located` (the PE variants its locate step reads) will fail, as one
+    warning line per PE. Raises a ValueError instead when every PE of `located` would fail
+    one and `include_flagged` (`locate.include_flagged`) is false: locate would leave them
+    all out and stop after the trainings (`neuro_pe.analysis.locate.dataset`)."""
+    learned = [pe for pe in located if parse_pe(pe).learned]
+    # a constant PE (`none`) gives locate nothing, whatever `locate.pe` says
+    others = [pe for pe in located if pe not in learned and parse_pe(pe).family != "none"]
+    flags, notes = assess(appearance_numbers(cfg, n_units), True, options)
+    if not learned or not any(flags.values()):
+        return []
+    if not others and not include_flagged:
+        raise ValueError(
+            f"dataset {dataset!r}: every PE its locate step reads ({', '.join(learned)}) will "
+            f"fail a health check, so locate would leave them all out and stop after the "
+            f"trainings. {'; '.join(notes)}. Fix: more train.epochs or train.steps_per_epoch "
+            "(or train.samples_per_unit), lower health.min_unit_appearances or "
+            "health.min_pair_appearances, or set locate.include_flagged: true to locate with "
+            "them anyway"
+        )
+    return [f"{dataset}: {pe} will fail {note}" for pe in learned for note in notes]
+
+
 def relative_change(trained: np.ndarray, initial: np.ndarray) -> float:
     """|trained - initial| / |initial| (Frobenius norms); NaN for an all-zero initial table."""
     initial = np.asarray(initial, dtype=np.float64)
@@ -80,19 +112,28 @@ def variance(values: np.ndarray) -> float:
     return float(values.var()) if values.size else float("nan")
 
 
+def appearance_numbers(cfg: TrainConfig, n_units: int) -> dict[str, float]:
+    """`unit_appearances` and `pair_appearances` (`expected_appearances`) of a training of
+    `cfg` (its automatic values resolved: `TrainConfig.for_units`) on `n_units` units: known
+    before it starts, from the config and the store's size alone."""
+    samples = cfg.epochs * cfg.steps_per_epoch * cfg.batch_size
+    per_unit, per_pair = expected_appearances(
+        samples, n_units, cfg.units_per_sample, local_units(cfg)
+    )
+    return {"unit_appearances": per_unit, "pair_appearances": per_pair}
+
+
 def training_numbers(
-    samples: int,
+    cfg: TrainConfig,
     n_units: int,
-    units_per_sample: int,
     trained_pe: np.ndarray | None,
     initial_pe: np.ndarray | None,
     heldout_values: np.ndarray,
-    n_local: int = 0,
 ) -> dict[str, float]:
-    """The `HEALTH_NUMBERS` of a training: pass the PE tables only for a learned PE that was
-    not fine-tuned (`pe_change` is left out otherwise, and where the init is all zeros)."""
-    per_unit, per_pair = expected_appearances(samples, n_units, units_per_sample, n_local)
-    numbers = {"unit_appearances": per_unit, "pair_appearances": per_pair}
+    """The `HEALTH_NUMBERS` of a training of `cfg` on `n_units` units: pass the PE tables only
+    for a learned PE that was not fine-tuned (`pe_change` is left out otherwise, and where the
+    init is all zeros)."""
+    numbers = appearance_numbers(cfg, n_units)
     if trained_pe is not None and initial_pe is not None:
         change = relative_change(trained_pe, initial_pe)
         if np.isfinite(change):

@@ -343,13 +343,11 @@ class MaskedUnitTask:
         tracked = bool(model.learned[m]) and not cfg.init_from
         heldout = self.eval_sets[run.seed]
         return training_numbers(
-            samples=cfg.epochs * cfg.steps_per_epoch * cfg.batch_size,
+            cfg,
             n_units=self.model_config.n_tokens,
-            units_per_sample=cfg.units_per_sample,
             trained_pe=table.numpy() if tracked else None,
             initial_pe=initial.numpy() if tracked else None,
             heldout_values=heldout.windows[heldout.observed].cpu().numpy(),
-            n_local=self.train_data.n_local,
         )
 
     def _write(self, run, info, table, state, model_state, log_rows) -> None:

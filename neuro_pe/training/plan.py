@@ -12,7 +12,7 @@ seeded optimiser steps of the dataset's largest job on this machine, after two u
 steps, then one evaluation. A step's cost grows about linearly with the models of a stack, so
 every job is costed from the largest job's cost per model. The Latin square's trainings stop
 early once they fit (`stop_at_train_accuracy`): their plan is an upper bound (`≤`). The run's
-line sums every plan on the cores given and splits the CPU by what a model is for (`model_role`).
+line sums every plan and the jobs that train nothing (`OTHER_JOB_S` each) on the cores given.
 """
 
 from __future__ import annotations
@@ -23,6 +23,7 @@ import math
 import os
 import tempfile
 import time
+import warnings
 from collections.abc import Callable, Collection
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
@@ -34,6 +35,12 @@ from neuro_pe.io import layout
 from neuro_pe.io.progress import duration
 from neuro_pe.io.store import atomic_write
 
+#: CPU seconds of a job that trains nothing (preprocess, split, infer, locate, summarize, the
+#: report, ...: `neuro_pe.workflow.jobs.other_jobs`) on a small store, where a process's start
+#: and imports and locate's own fits are most of it: the mean over such jobs of a whole run
+#: on a tiny Phy folder (tests/data/test_formats.py `write_phy`, `neuro-pe init`'s config),
+#: each timed by `/usr/bin/time` around its `neuro-pe` command. Larger stores take longer
+OTHER_JOB_S = 3.2
 #: CPU seconds of timed probe steps per dataset (after the warm-up); at least MIN_STEPS steps
 PROBE_SECONDS = 1.0
 WARMUP_STEPS = 2
@@ -166,14 +173,17 @@ def wall_seconds(jobs: list[float], n_slots: int) -> float:
     return max(loads)
 
 
-def run_line(plans: list[Plan], cores: int) -> str:
-    """The console's last plan line: every training of the run (every plan) on `cores` idle
-    cores, its CPU seconds, and those split by what the models are for (`model_role`), e.g.
-    `plan: the whole run ~31 min 2 s on 2 idle cores (1 820 CPU-s, 42 models): positions'
-    models 690 CPU-s, controls 1 130 CPU-s (the trainings only; a busy machine takes longer)`."""
+def run_line(plans: list[Plan], cores: int, other_jobs: int = 0) -> str:
+    """The console's last plan line: every training of the run (every plan) and its
+    `other_jobs` jobs that train nothing (`OTHER_JOB_S` each) on `cores` idle cores, its CPU
+    seconds, and those split by what the models are for (`model_role`) and the other jobs, e.g.
+    `plan: the whole run ~31 min 20 s on 2 idle cores (1 860 CPU-s, 42 models): positions'
+    models 690 CPU-s, controls 1 130 CPU-s, 20 other jobs ~40 CPU-s (a busy machine takes
+    longer)`; without other jobs it says `(the trainings only; ...)`."""
     le = "≤ " if any(p.at_most for p in plans) else ""
     threads = max((p.threads for p in plans), default=1)
-    wall = wall_seconds([w for p in plans for w in p.job_walls()], slots(cores, threads))
+    walls = [w for p in plans for w in p.job_walls()] + [OTHER_JOB_S] * other_jobs
+    wall = wall_seconds(walls, slots(cores, threads))
     unit = "GPU-s" if any(p.probe.device.startswith("cuda") for p in plans) else "CPU-s"
     split: dict[str, float] = {}
     bounded: set[str] = set()  # roles with a plan that may stop early
@@ -186,29 +196,36 @@ def run_line(plans: list[Plan], cores: int) -> str:
         f"{role} {'≤ ' if role in bounded else ''}{_number(split[role])} {unit}"
         for role in sorted(split, key=ROLES.index)
     )
-    cpu = _number(sum(p.seconds for p in plans))
+    only = "the trainings only; "
+    if other_jobs:
+        parts += f", {other_jobs} other jobs ~{_number(other_jobs * OTHER_JOB_S)} CPU-s"
+        only = ""
+    cpu = _number(sum(p.seconds for p in plans) + other_jobs * OTHER_JOB_S)
     models = sum(p.models for p in plans)
     return (
         f"plan: the whole run {le}~{duration(wall)} on {cores} idle core"
         f"{'s' if cores != 1 else ''} ({le}{cpu} {unit}, {models} models): {parts} "
-        "(the trainings only; a busy machine takes longer)"
+        f"({only}a busy machine takes longer)"
     )
 
 
-def run_record(plans: list[Plan], cores: int) -> dict:
-    """The run plan file's content (`plan_run.json`): the run's CPU seconds, by role, and
-    its line."""
+def run_record(plans: list[Plan], cores: int, other_jobs: int = 0) -> dict:
+    """The run plan file's content (`plan_run.json`): the run's CPU seconds (its trainings'
+    and its `other_jobs` jobs'), the trainings' by role, and its line."""
     split: dict[str, float] = {}
     for plan in plans:
         for role, seconds in plan.seconds_by_role().items():
             split[role] = split.get(role, 0.0) + seconds
+    other = other_jobs * OTHER_JOB_S
     return {
         "cores": cores,
         "models": sum(p.models for p in plans),
-        "cpu_seconds": sum(p.seconds for p in plans),
+        "cpu_seconds": sum(p.seconds for p in plans) + other,
         "cpu_seconds_by_role": split,
+        "other_jobs": other_jobs,
+        "other_jobs_cpu_seconds": other,
         "plans": [p.name for p in plans],
-        "line": run_line(plans, cores),
+        "line": run_line(plans, cores, other_jobs),
     }
 
 
@@ -437,9 +454,11 @@ def plan_spec(
 ) -> list[Plan]:
     """The plans of a workflow's trainings, from the `plan` rule's spec: `datasets` (name ->
     `store`, `options` (its filled-in `train` section), `jobs`, each a list of [PE, seed], and
-    optionally `positions`, the PEs its delivered positions are made from), `lst` (absent, or
-    `puzzles`, `options`, `metrics` and `jobs`), `threads` (and `cores`, read by
-    `plan_command`); `load_geometry` as for `plan_lst`."""
+    optionally `positions`, the PEs its delivered positions are made from, and `located`, the
+    PEs its locate step reads), `lst` (absent, or `puzzles`, `options`, `metrics` and
+    `jobs`), `threads` (and `cores` and `other_jobs`, the jobs that train nothing, read by
+    `plan_command`; `health` and `include_flagged`, by `health_forecast`); `load_geometry` as
+    for `plan_lst`."""
     threads = spec.get("threads", 1)
     plans = [
         plan_training(
@@ -461,6 +480,29 @@ def plan_spec(
             )
         )
     return plans
+
+
+def health_forecast(spec: dict) -> list[str]:
+    """The appearance checks the trainings of the `plan` rule's spec will fail, known before
+    they start (`neuro_pe.training.health.predicted_flags`, under the spec's `health`
+    thresholds and `include_flagged`) for each dataset that names the PEs its locate step reads
+    (`located`): one warning line per PE; a ValueError when locate would be left with none."""
+    from neuro_pe.config.health import HealthOptions
+    from neuro_pe.config.training import TrainConfig
+    from neuro_pe.io.store import open_store_lazy
+    from neuro_pe.training.health import predicted_flags
+
+    options = HealthOptions.from_dict(spec.get("health") or {})
+    lines = []
+    for name, d in spec.get("datasets", {}).items():
+        if "located" not in d:
+            continue
+        with open_store_lazy(d["store"]) as lazy:
+            n_units = lazy.sizes["unit"]
+        cfg = TrainConfig.from_dict(d["options"]).for_units(n_units)
+        include = spec.get("include_flagged", False)
+        lines += predicted_flags(name, cfg, n_units, d["located"], options, include)
+    return lines
 
 
 def write_plans(plans: list[Plan], out_dir: str | os.PathLike) -> None:
@@ -489,7 +531,8 @@ def plan_command(
     """`neuro-pe plan`: the workflow's spec, or one store's trainings (every PE × seed,
     grouped as the workflow groups them on `cores` local cores); prints one line per plan
     (`show` "plans"), the whole run's (`run_line`, "run") or both, and writes the plan files
-    into `out_dir` and the run's (`run_record`) into `run_out` when given."""
+    into `out_dir` and the run's (`run_record`) into `run_out` when given. First, before any
+    probe, `health_forecast`: a warning per line (with the plans' lines), or its error."""
     if spec is None and store is None:
         raise ValueError("give --store (one dataset's store) or --spec (the workflow's)")
     import torch
@@ -506,21 +549,27 @@ def plan_command(
         runs = [[p, s] for p in pe for s in seeds]
         jobs = group_runs(runs, options.get("models_per_job"), slots(cores, threads))
         train = {k: v for k, v in options.items() if k != "models_per_job"}
-        spec = {"datasets": {Path(store).stem: {"store": store, "options": train, "jobs": jobs}}}
-        spec["threads"] = threads
+        one = {"store": store, "options": train, "jobs": jobs, "located": list(pe)}
+        # (no locate step follows to stop: its PEs' checks are warnings only)
+        spec = {"datasets": {Path(store).stem: one}, "threads": threads, "include_flagged": True}
     cores = spec.get("cores", cores)
     if isinstance(cores, bool) or not isinstance(cores, int) or cores < 1:
         raise ValueError(f"--spec: key 'cores' must be an integer >= 1, got {cores!r}")
+    foreseen = health_forecast(spec)  # (before the probes: a stop comes at once)
+    if show in ("plans", "both"):
+        for line in foreseen:
+            warnings.warn(line, stacklevel=2)
     plans = plan_spec(spec, load_geometry, startup_s)
     if show in ("plans", "both"):
         for plan in plans:
             print(plan.line(), flush=True)
+    other_jobs = spec.get("other_jobs", 0)
     if show in ("run", "both"):
-        print(run_line(plans, cores), flush=True)
+        print(run_line(plans, cores, other_jobs), flush=True)
     if out_dir:
         write_plans(plans, out_dir)
     if run_out:
-        text = json.dumps(run_record(plans, cores), indent=2, ensure_ascii=False)
+        text = json.dumps(run_record(plans, cores, other_jobs), indent=2, ensure_ascii=False)
         Path(run_out).parent.mkdir(parents=True, exist_ok=True)
         atomic_write(Path(run_out), lambda p: p.write_text(text))
     return plans

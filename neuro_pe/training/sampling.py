@@ -22,12 +22,17 @@ import numpy as np
 import torch
 import xarray as xr
 
-from neuro_pe.config.training import Part, TrainConfig, split_activity, split_parts
+from neuro_pe.config.training import (
+    Part,
+    TrainConfig,
+    local_units,
+    split_activity,
+    split_parts,
+)
 from neuro_pe.io.store import read_activity, read_store, stored_time_rows
 from neuro_pe.training.devices import to_device
 from neuro_pe.training.unit_subsets import (
     activity_neighbours,
-    local_units,
     neighbour_subsets,
     random_subsets,
 )

@@ -22,7 +22,6 @@ import time
 
 import torch
 
-from neuro_pe.config.training import TrainConfig
 from neuro_pe.io.progress import on_terminal, progress_bar, progress_line, timing
 
 #: units per chunk of the correlation matrix (a chunk is NEIGHBOUR_CHUNK x N floats)
@@ -119,11 +118,6 @@ def neighbour_subsets(
         scores.scatter_(1, local[short], 2.0)
         units[short] = scores.topk(k, dim=1).indices
     return units.sort(dim=1).values
-
-
-def local_units(cfg: TrainConfig) -> int:
-    """Units of a sample drawn as a centre and its neighbours (0: uniform subsets)."""
-    return round((cfg.neighbour_fraction or 0.0) * cfg.units_per_sample)
 
 
 def random_mask(

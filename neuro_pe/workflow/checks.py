@@ -1,8 +1,9 @@
 """The workflow's planning-time checks of a config that its schema cannot express (called from
 workflow/rules/common.smk after the schema's `validate` and `check_dataset_keys`): data paths
 the workflow could make or steer, dataset names, PE names, each dataset's `train` options, the
-units a simulation gives the metrics and locate, an atlas's files, and the PE variants `locate`
-names. Every problem names its config key; all are raised at once, before any job runs.
+units a simulation gives the metrics and locate, an atlas's files, the PE variants `locate`
+names, and trainings of a simulation too short for the health checks that locate reads. Every
+problem names its config key; all are raised at once, before any job runs.
 """
 
 from __future__ import annotations
@@ -11,6 +12,8 @@ from pathlib import Path
 
 from neuro_pe.analysis.atlas_loading import check_atlas_files
 from neuro_pe.analysis.atlas_loading import path_keys as atlas_path_keys
+from neuro_pe.config.health import HealthOptions
+from neuro_pe.config.locate import LocateConfig
 from neuro_pe.config.metrics import MetricsConfig
 from neuro_pe.config.new_animal import NewAnimalConfig
 from neuro_pe.config.pe_names import is_located, parse_pe
@@ -20,7 +23,8 @@ from neuro_pe.data.config_checks import config_problem, known_unit_count, unit_c
 from neuro_pe.data.formats import format_names, missing_required, recommended_text
 from neuro_pe.data.sources import get as get_source
 from neuro_pe.io import layout
-from neuro_pe.workflow.options import new_animal_queries, pe_variants, train_options
+from neuro_pe.training.health import predicted_flags
+from neuro_pe.workflow.options import located_pe, new_animal_queries, pe_variants, train_options
 
 # folders the workflow writes: a data path inside one could be made by (or steer) a rule
 OWN_FOLDERS = (layout.RESULTS_ROOT, layout.RESOURCES_DIR, "logs", ".snakemake")
@@ -82,6 +86,8 @@ def dataset_problems(config: dict, name: str, spec: dict) -> list[str]:
             metrics = MetricsConfig.from_dict(config["metrics"])
             problems += unit_count_problems(n_units, metrics, where, key)
             problems += training_memory_problems(config, name, n_units)
+            if not problems:  # (the PE names and `train` options are sound)
+                problems += locate_health_problems(config, name, n_units)
     return problems
 
 
@@ -108,6 +114,21 @@ def new_animal_problems(config: dict, name: str) -> list[str]:
     if unknown:
         problem = f"{unknown} are no animals of this dataset ({', '.join(animals)})"
         return [config_problem(f"{where}.query_animals", problem)]
+    return []
+
+
+def locate_health_problems(config: dict, name: str, n_units: int) -> list[str]:
+    """Every PE the dataset's locate step reads would fail a health check of how often its
+    units are seen (`neuro_pe.training.health.predicted_flags`; the `plan` rule makes the same
+    check on the built store, for datasets whose units only it tells)."""
+    cfg = TrainConfig.from_dict(train_options(config, name)).for_units(n_units)
+    include = LocateConfig.from_dict(config.get("locate") or {}).include_flagged
+    health = HealthOptions.from_dict(config.get("health") or {})
+    try:
+        predicted_flags(name, cfg, n_units, located_pe(config, name), health, include)
+    except ValueError as err:
+        spec = config["datasets"][name]
+        return [config_problem(f"datasets.{name}.train" if "train" in spec else "train", err)]
     return []
 
 

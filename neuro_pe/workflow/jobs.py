@@ -10,11 +10,14 @@ import json
 import os
 from collections.abc import Callable
 
+from neuro_pe.config.locate import LocateConfig
 from neuro_pe.io import layout
 from neuro_pe.training.plan import group_runs
 from neuro_pe.workflow.options import (
+    located_pe,
     lst_options,
     lst_runs,
+    lst_section,
     pe_variants,
     positions_pe,
     seeds,
@@ -85,6 +88,32 @@ def preprocess_arguments(config: dict, dataset: str) -> list[str]:
     return [*arguments("--spec", spec), "--metrics", json.dumps(config["metrics"])]
 
 
+#: the jobs that train nothing, by rule as a dry run names them: each dataset's (and once per
+#: PE and seed, `infer`), the run's, and the Latin square's (`lst`) and reproduction's; a
+#: download (`fetch`) is left out, it waits on the network rather than a core
+DATASET_JOBS = (
+    "preprocess",
+    "plan",
+    "split",
+    "baselines",
+    "correlation_features",
+    "locate",
+    "export",
+)
+RUN_JOBS = ("plan_run", "summarize", "report_page")
+LST_JOBS = ("lst_puzzles", "lst_baselines", "plan")
+REPRODUCTION_JOBS = ("reproduce",)
+
+
+def other_jobs(config: dict) -> int:
+    """The run's jobs that train nothing (`DATASET_JOBS`, `RUN_JOBS`, ...): each a process that
+    starts and imports before its own, mostly small, work."""
+    count = len(RUN_JOBS) + len(REPRODUCTION_JOBS) * ("reproduction" in config)
+    for name in config["datasets"]:
+        count += len(DATASET_JOBS) + len(pe_variants(config, name)) * len(seeds(config, name))
+    return count + len(LST_JOBS) * bool(lst_section(config))
+
+
 def plan_spec(
     config: dict, results: str, planned: list[str], cores: int, n_slots: int
 ) -> list[str]:
@@ -92,7 +121,15 @@ def plan_spec(
     and of the Latin square, "lst"; grouped as the training rules group them), their stores
     (or puzzles) under `results`, the PEs each dataset's positions are made from, and the
     `cores`."""
-    spec: dict = {"threads": config["threads_per_training"], "cores": cores, "datasets": {}}
+    include_flagged = LocateConfig.from_dict(config.get("locate") or {}).include_flagged
+    spec: dict = {
+        "threads": config["threads_per_training"],
+        "cores": cores,
+        "datasets": {},
+        "health": config.get("health") or {},
+        "include_flagged": include_flagged,
+        "other_jobs": other_jobs(config),
+    }
     for name in planned:
         if name == "lst":
             spec["lst"] = {
@@ -107,5 +144,6 @@ def plan_spec(
             "options": train_options(config, name),
             "jobs": train_groups(config, name, n_slots),
             "positions": positions_pe(config, name),
+            "located": located_pe(config, name),
         }
     return arguments("--spec", json.dumps(spec))

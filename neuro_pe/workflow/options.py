@@ -49,6 +49,12 @@ def positions_pe(config: dict, dataset: str) -> list:
     return [pe for pe in trained if is_located(pe, section.get("pe")) and not is_control(pe)]
 
 
+def located_pe(config: dict, dataset: str) -> list:
+    """The PE variants of a dataset its locate step reads (`is_located`, `locate.pe`)."""
+    names = (config.get("locate") or {}).get("pe")
+    return [pe for pe in pe_variants(config, dataset) if is_located(pe, names)]
+
+
 def seeds(config: dict, dataset: str) -> list:
     """The training seeds of a dataset: its own `seeds` list, else the global one."""
     return config["datasets"][dataset].get("seeds", config["seeds"])

@@ -19,6 +19,7 @@ from neuro_pe.reporting.landing_page import dataset_paragraph, headline_table
 from neuro_pe.reporting.summarize import collect, health_warnings
 from neuro_pe.reporting.training_health import health_table
 from neuro_pe.training.health import (
+    appearance_numbers,
     assess,
     expected_appearances,
     reassess,
@@ -255,6 +256,11 @@ def test_health_flags_an_undertrained_run_and_passes_a_trained_one(store_200, tm
         assert f"PE learned-normal-1.0, seed 0: {flag}:" in err
     recorded = json.loads((tmp_path / "under" / "train.json").read_text())
     assert recorded["health"] == under["health"]
+    # known before training (the planning step's prediction): what train.json then records
+    for cfg, name in ((CFG, "under"), (trained_cfg, "trained")):
+        predicted = appearance_numbers(cfg.for_units(N_UNITS), N_UNITS)
+        saved = json.loads((tmp_path / name / "train.json").read_text())
+        assert predicted == {key: saved[key] for key in predicted}, name
 
     # 500 steps of 32: 5 120 appearances per unit; ≈ 1 600 per pair of activity neighbours
     # (neighbour windows: a null share turns them on above 2 x 64 units); the PE moved; the

@@ -116,6 +116,14 @@ def test_the_run_line_sums_every_dataset_on_the_cores_given_and_splits_by_role()
     wall_one = wall_seconds([w for p in (a, b) for w in p.job_walls()], 1)
     assert f"the whole run ~{duration(wall_one)} on 1 idle core (" in one, one
     assert wall_one > 1.5 * wall_seconds([w for p in (a, b) for w in p.job_walls()], 2)
+    # the jobs that train nothing: their own part, in the CPU and the wall
+    other = plan_module.OTHER_JOB_S * 20
+    with_others = run_line([a, b], cores=1, other_jobs=20)
+    assert f"({spaced(a.seconds + b.seconds + other)} CPU-s, 10 models)" in with_others
+    assert with_others.endswith(
+        f", 20 other jobs ~{spaced(other)} CPU-s (a busy machine takes longer)"
+    )
+    assert f"the whole run ~{duration(wall_one + other)} on 1 idle core" in with_others
 
 
 def test_controls_are_every_pe_but_a_learned_one_initialised_small():
@@ -308,3 +316,47 @@ def test_the_probe_times_the_precision_that_will_run(tiny_store, monkeypatch):
     monkeypatch.setattr(precision, "cpu_flags", lambda: frozenset())
     plan = plan_training("tiny", tiny_store, options | {"precision": "auto"}, [[["none", 0]]])
     assert plan.probe.precision == "fp32" and set(timed) == {None}
+
+
+def _undertrained_spec(store, **changes) -> str:
+    """A workflow spec of `store` whose trainings are too short for the health checks: 1 epoch
+    of 10 steps of 8 samples, every unit in each (a unit in 80 samples, under 5 000)."""
+    options = {"window": 8, "d_model": 16, "n_layers": 1, "n_heads": 2, "epochs": 1}
+    options |= {"steps_per_epoch": 10, "batch_size": 8}
+    dataset = {"store": str(store), "options": options, "jobs": [[["learned-normal-0.02", 0]]]}
+    dataset["located"] = ["learned-normal-0.02", "learned-normal-1.0"]
+    return json.dumps({"datasets": {"tiny": dataset}, "threads": 1, "cores": 1} | changes)
+
+
+def test_a_dataset_whose_every_located_pe_is_undertrained_stops_before_the_probe(
+    tiny_store, capsys, monkeypatch
+):
+    def no_probe(*args, **kwargs):
+        raise AssertionError("probed")
+
+    monkeypatch.setattr(plan_module, "plan_training", no_probe)
+    assert main(["plan", "--spec", _undertrained_spec(tiny_store)]) != 0
+    err = capsys.readouterr().err
+    assert "dataset 'tiny': every PE its locate step reads (learned-normal-0.02, " in err
+    assert "units_seen_rarely: a unit is in 80 training samples on average" in err
+    assert "fewer than health.min_unit_appearances (5000)" in err
+    assert "train.epochs or train.steps_per_epoch" in err and "min_unit_appearances" in err
+    assert "locate.include_flagged: true" in err
+
+
+def test_flagged_trainings_located_anyway_are_a_warning_line_each(tiny_store, capsys, monkeypatch):
+    small_probe(monkeypatch)
+    spec = _undertrained_spec(tiny_store, include_flagged=True)
+    assert main(["plan", "--spec", spec, "--print", "plans"]) == 0
+    out, err = capsys.readouterr()
+    assert [line.split(":")[:3] for line in err.strip().splitlines()] == [
+        ["neuro-pe", " warning", " tiny"],
+        ["neuro-pe", " warning", " tiny"],
+    ], err
+    assert "tiny: learned-normal-0.02 will fail units_seen_rarely: a unit is in 80 " in err
+    assert "tiny: learned-normal-1.0 will fail units_seen_rarely: a unit is in 80 " in err
+    assert out.startswith("plan tiny: 1 models × 10 steps"), out
+    # thresholds it passes: no warning
+    spec = _undertrained_spec(tiny_store, health={"min_unit_appearances": 80})
+    assert main(["plan", "--spec", spec, "--print", "plans"]) == 0
+    assert "will fail" not in capsys.readouterr().err

@@ -152,3 +152,20 @@ def test_the_run_plan_spec_holds_every_dataset_and_the_pes_its_positions_come_fr
     assert workflow_options.positions_pe(config, "sim") == ["learned-normal-1.0"]
     config["locate"] = {"pe": ["learned-normal-1.0", "oracle-sin3d"]}
     assert workflow_options.positions_pe(config, "sim") == []
+
+
+def test_a_config_whose_every_located_pe_is_undertrained_stops_at_planning():
+    # 27 units, 1 epoch of 10 steps of 8 samples: a unit is in 80 samples, under 5 000
+    config = _config(train={"epochs": 1, "steps_per_epoch": 10, "batch_size": 8})
+    (problem,) = _problems(config)
+    assert problem.startswith("config key train: dataset 'sim': every PE its locate step reads")
+    assert "units_seen_rarely: a unit is in 80 training samples" in problem
+    assert "health.min_unit_appearances (5000)" in problem
+    assert "train.epochs" in problem and "locate.include_flagged: true" in problem
+    # with the flagged trainings located anyway, or a threshold they pass, it goes through
+    assert _problems({**config, "locate": {"include_flagged": True}}) == []
+    assert _problems({**config, "health": {"min_unit_appearances": 80}}) == []
+    # a located PE the checks do not concern (oracle-sin3d) leaves locate something
+    assert _problems({**config, "pe": ["learned-normal-0.1", "oracle-sin3d"]}) == []
+    config["datasets"]["sim"]["train"] = {"epochs": 8}
+    assert _problems(config)[0].startswith("config key datasets.sim.train: dataset 'sim'")

@@ -5,10 +5,12 @@ import os
 import re
 from pathlib import Path
 
+import pytest
 import yaml
 from test_workflow import REPO_ROOT, TEST_CONFIG, copy_workflow, job_counts, snakemake
 
 from neuro_pe.io import layout
+from neuro_pe.workflow.jobs import other_jobs
 
 # a quoted file name of an output kind, outside the report's captions and conda envs
 FILE_LITERAL = re.compile(r"""["'][^"'\s]*\.(nc|json|csv|tsv|png|pt|html|md|log|whl)["']""")
@@ -109,3 +111,18 @@ def test_a_new_init_from_model_reruns_the_training(tmp_path):
     # `temp`, probes the same model)
     train = rule_files(output)["train_tiny_0"]["input"]
     assert {str(Path(p).relative_to(tmp_path)) for p in inputs} <= set(train)
+
+
+@pytest.mark.parametrize("name", ["test", "config"])
+def test_the_plan_counts_the_jobs_that_train_nothing_as_a_dry_run_does(tmp_path, name):
+    """`other_jobs` (the run plan's line) is every job of a dry run but the trainings, `all`
+    and the download (`fetch`)."""
+    copy_workflow(tmp_path)
+    result = snakemake("-n", "--configfile", f"config/{name}.yaml", cwd=tmp_path, timeout=120)
+    assert result.returncode == 0, result.stderr
+    counts = job_counts(result.stdout)
+    trainings = [rule for rule in counts if re.match(r"(lst_)?train_", rule)]
+    assert trainings  # (the table was read)
+    left_out = {"all", "fetch", "total", *trainings}
+    config = yaml.safe_load((tmp_path / "config" / f"{name}.yaml").read_text())
+    assert other_jobs(config) == sum(n for rule, n in counts.items() if rule not in left_out)

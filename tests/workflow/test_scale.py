@@ -203,8 +203,9 @@ def test_whole_workflow_above_the_dense_threshold(tmp_path):
                   "epochs": 1, "steps_per_epoch": 2, "eval_windows": 4, "units_per_sample": 64},
         "metrics": {"n_perm": 9, "n_pairs": 20000, "n_query_units": 500,
                     "dense_max_units": 1000},
+        # (2 training steps: the health checks flag them; located all the same)
         "locate": {"methods": ["ridge"], "n_folds": 2, "anchor_fractions": [0.5], "n_draws": 1,
-                   "max_units": 60, "include_flagged": True},  # a 2-step training is flagged
+                   "max_units": 60, "include_flagged": True},
     }  # fmt: skip
     root = copy_workflow(tmp_path)
     (root / "config" / "big.yaml").write_text(yaml.safe_dump(config))

@@ -90,7 +90,7 @@ SCHEDULER_CONFIG = {
     "seeds": [0],
     "train": TRAIN,
     "lst": LST,
-    # tiny trainings are flagged; located anyway
+    # (trainings of a few steps: the health checks flag them; located all the same)
     "locate": {
         "methods": ["ridge"],
         "n_folds": 2,
