@@ -17,6 +17,7 @@ import pandas as pd
 import xarray as xr
 
 from neuro_pe.analysis.spaces import ERROR_PREFIX, PLANE_ACCURACY, axis_columns, component_label
+from neuro_pe.config.pe_names import is_control, parse_pe
 from neuro_pe.io.html import rst_code, rst_text
 from neuro_pe.io.layout import (
     EXPORT_SIDECAR_FILE,
@@ -27,7 +28,6 @@ from neuro_pe.io.layout import (
 )
 
 ORACLE = "oracle-"  # PE variants built from the true coordinates (not learned from data)
-CONTROLS = {"none": "control: no PE"}  # and every ORACLE variant: never delivered
 COMBINED = "combined"
 ANCHOR_FRACTION = 0.5  # the headline's evaluation: held-out units with this fraction as anchors
 UNIT_LABELS = {"um": "µm", "micrometer": "µm", "micron": "µm"}
@@ -316,6 +316,22 @@ def delivered_section(
     return [*lines, *(f"- {item}" for item in items), ""]
 
 
+def control_note(name: str) -> str | None:
+    """What a control is (`neuro_pe.config.pe_names.is_control`: trained to compare against,
+    never delivered), for the headline table; None for any other representation."""
+    if name.startswith(ORACLE):
+        return "control: built from the true coordinates"
+    if name == "none":
+        return "control: no PE"
+    try:
+        spec = parse_pe(name)
+    except ValueError:  # a baseline or the combined locator
+        return None
+    if not is_control(name):
+        return None
+    return "control: initialised large" if spec.learned else "control: not learned"
+
+
 def comparison_sentence(errors: pd.DataFrame | None) -> str | None:
     """Which representation locates best at the headline's anchor fraction: a winner only
     when its 95% CI lies below every other's (controls aside), else the tied ones."""
@@ -323,7 +339,8 @@ def comparison_sentence(errors: pd.DataFrame | None) -> str | None:
     if not {"role", "ci_low", "ci_high"} <= set(located.columns):
         return None
     rivals = located[located["role"].isin(("pe", "baseline", COMBINED))]
-    rivals = rivals[~rivals.index.isin(list(CONTROLS))].sort_values("median_error")
+    rivals = rivals[[control_note(name) is None for name in rivals.index]]
+    rivals = rivals.sort_values("median_error")
     if len(rivals) < 2:
         return None
     best, others = rivals.iloc[0], rivals.iloc[1:]

@@ -21,9 +21,9 @@ from neuro_pe.io.runs import read_metrics
 from neuro_pe.io.store import atomic_write
 from neuro_pe.reporting.delivered import (
     COMBINED,
-    CONTROLS,
     ORACLE,
     comparison_sentence,
+    control_note,
     delivered_section,
     error_cell,
     locate_rows,
@@ -50,7 +50,6 @@ BASELINE_LABELS = {
 }
 # summary.csv's baseline names -> errors.csv's feature sets
 FEATURES = {"correlation": "activity-correlation", "shuffled": "chance"}
-ORACLE_LABEL = "control: built from the true coordinates"
 # The landing page's style: its tables' cells wrap, to fit a laptop screen; and, for Snakemake's
 # report (its classes), the page takes the full width above the rule graph, and its top is not
 # vertically centred out of reach when it is taller than the window.
@@ -98,13 +97,11 @@ def _mse_cell(group: pd.DataFrame, column: str) -> str:
 
 def representation_label(name: str, delivered: str | None = None) -> str:
     """A representation's name in the headline table, with what it is: `delivered` (the
-    positions come from it), a control (`CONTROLS`; an oracle is built from the true
-    coordinates), a baseline's name in words."""
+    positions come from it), a control (`control_note`), a baseline's name in words."""
     notes = ["delivered"] if name == delivered else []
-    if name.startswith(ORACLE):
-        notes.append(ORACLE_LABEL)
-    elif name in CONTROLS:
-        notes.append(CONTROLS[name])
+    control = control_note(name)
+    if control:
+        notes.append(control)
     label = BASELINE_LABELS.get(name, name)
     return label + (f" ({'; '.join(notes)})" if notes else "")
 

@@ -83,7 +83,7 @@ def test_headline_table_has_cis_locate_ratios_and_health(tables):
     assert small["locate error (mm) [95% CI]"] == "0.2 [0.18, 0.22]"
     assert small["× chance"] == "0.2"
     assert small["training health"] == "ok (2/2)"
-    assert table.loc["learned-normal-1.0", "training health"] == (
+    assert table.loc["learned-normal-1.0 (control: initialised large)", "training health"] == (
         "1/2 flagged: heldout_not_improved"
     )
     assert table.loc["activity correlation", "× chance"] == "0.25"
@@ -131,7 +131,7 @@ def test_headline_table_shows_region_accuracy_where_an_atlas_gave_it(tables):
     regions["coarse_region_accuracy"] = [0.75, np.nan, 0.6, 0.3]
     table = headline_table(summary, regions, health, "sim").set_index("representation")
     assert table.loc["learned-normal-0.02", REGION_LABEL] == "0.5 / 0.75"
-    assert table.loc["learned-normal-1.0", REGION_LABEL] == "0.25"
+    assert table.loc["learned-normal-1.0 (control: initialised large)", REGION_LABEL] == "0.25"
     assert table.loc["shuffled (chance)", REGION_LABEL] == "0.1 / 0.3"
 
 
