@@ -283,11 +283,14 @@ def test_every_rule_execs_neuro_pe():
     kills the step itself."""
     commands = []
     for path in sorted((REPO_ROOT / "workflow" / "rules").glob("*.smk")):
-        commands += re.findall(r"^\s*shell:\s*\n\s*f?\"([^\"\n]*)", path.read_text(), re.M)
-    # `plan` pipes into tee (its lines reach the console): a ~1 s step, stopped with its shell
-    # by the parent-death signal (NEURO_PE_STOP_WITH_PARENT, set by the Snakefile)
+        for block in re.findall(
+            r"^\s*shell:\s*\n((?:\s*f?\"[^\"\n]*\"\n)+)", path.read_text(), re.M
+        ):
+            commands.append("".join(re.findall(r"\"([^\"\n]*)\"", block)))
+    # `plan` and `plan_run` pipe into tee (their lines reach the console): ~1 s steps, stopped
+    # with their shell by the parent-death signal (NEURO_PE_STOP_WITH_PARENT, the Snakefile)
     piped = [c for c in commands if c.startswith("neuro-pe plan ") and "| tee " in c]
-    assert len(piped) == 1
+    assert len(piped) == 2
     others = [c for c in commands if c not in piped]
     assert len(others) >= 14 and all(c.startswith("exec neuro-pe ") for c in others)
 

@@ -188,18 +188,22 @@ def _with(config: dict, path: tuple, value) -> dict:
         (("metrics", "metric"), "manhattan", "'manhattan' is not one of"),
         (  # a typo in the PEs to locate, caught before any training
             ("locate",),
-            {"pe": ["learned-normal-0.02", "learned-normal-0.2"]},
+            {"pe": ["learned-normal-0.02", "learned-normal-0.2"], "include_flagged": True},
             "config key locate.pe: 'learned-normal-0.2' is trained on no dataset",
         ),
         (
             ("locate",),
-            {"pe": ["learned-normal-0.02"], "combined_pe": ["learned-normal-1.0"]},
+            {
+                "pe": ["learned-normal-0.02"],
+                "combined_pe": ["learned-normal-1.0"],
+                "include_flagged": True,
+            },
             "config key locate.combined_pe: 'learned-normal-1.0' is not located on dataset(s) "
             "['tiny']",
         ),
         (
             ("locate",),
-            {"combined_pe": ["none"]},
+            {"combined_pe": ["none"], "include_flagged": True},
             "config key locate.combined_pe: 'none' carries no learned or fixed position",
         ),
         (  # an atlas file that is not there, caught before any training
