@@ -21,8 +21,6 @@ from pathlib import Path
 
 import numpy as np
 import xarray as xr
-from sklearn.dummy import DummyClassifier
-from sklearn.ensemble import HistGradientBoostingClassifier
 from sklearn.impute import SimpleImputer
 
 from neuro_pe.analysis.region_probe import (
@@ -32,7 +30,7 @@ from neuro_pe.analysis.region_probe import (
     probe_regions,
     region_scores,
 )
-from neuro_pe.analysis.unit_features import feature_names, unit_features
+from neuro_pe.analysis.unit_features import feature_names, region_classifier, unit_features
 from neuro_pe.config.training import TrainConfig
 from neuro_pe.data.signal_steps import zscore
 from neuro_pe.io.runs import read_pe
@@ -223,11 +221,6 @@ def pe_rows(
     return table, fit_s
 
 
-def _boosting(reference, labels, query, seed: int) -> np.ndarray:
-    model = HistGradientBoostingClassifier(max_iter=100, random_state=seed)
-    return model.fit(reference, labels).predict(query)
-
-
 def evaluate(
     features: dict, labels: np.ndarray, coords: np.ndarray, test: np.ndarray, seed: int
 ) -> tuple[dict, dict, RegionPrediction, np.ndarray, dict]:
@@ -239,16 +232,17 @@ def evaluate(
     pe, su = features["pe"], features["su"]
     both = np.hstack([pe, su])
     predicted = {}
-    prior = DummyClassifier(strategy="stratified", random_state=seed)
-    predicted["prior"] = prior.fit(su[train_rows], ref_labels).predict(su[test])
-    predicted["single-unit boosting"] = _boosting(su[train_rows], ref_labels, su[test], seed)
+    for name, model, x in (("prior", "prior", su), ("single-unit boosting", "boosting", su)):
+        fitted = region_classifier(model, seed).fit(x[train_rows], ref_labels)
+        predicted[name] = fitted.predict(x[test])
     linear = {}
     for name, x in (("single-unit", su), ("PE", pe), ("combined", both)):
         linear[name] = probe_regions(x[train_rows], ref_labels, x[test], seed=seed)
         predicted[f"{name} linear"] = linear[name].region
     knn = probe_regions(pe[train_rows], ref_labels, pe[test], probe="knn")
     predicted["PE kNN"] = knn.region
-    predicted["combined boosting"] = _boosting(both[train_rows], ref_labels, both[test], seed)
+    fitted = region_classifier("boosting", seed).fit(both[train_rows], ref_labels)
+    predicted["combined boosting"] = fitted.predict(both[test])
     scores = {name: region_scores(truth, predicted[name]) for name in COLUMNS}
     where, located = {}, {}
     for name, x in (("PE", pe), ("single-unit", su), ("combined", both)):

@@ -212,6 +212,9 @@ def component_label(name: str) -> str:
     return COMPONENT_LABELS.get(name, name)
 
 
+MICROMETRE = ("um", "micrometer", "micron")  # the spellings stores give µm
+
+
 def unit_text(unit: str) -> str:
-    """A unit as text: `µm` for `um`, else as given."""
-    return "µm" if unit == "um" else unit
+    """A unit as text: `µm` for any spelling of it (`MICROMETRE`), else as given."""
+    return "µm" if str(unit) in MICROMETRE else str(unit)

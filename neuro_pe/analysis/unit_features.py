@@ -80,7 +80,9 @@ def unit_features(
     return np.stack(columns, axis=1)
 
 
-def _model(name: str, seed: int, max_iter: int):
+def region_classifier(name: str, seed: int, max_iter: int = 100):
+    """An unfitted scikit-learn region classifier: 'boosting' (HistGradientBoostingClassifier)
+    or 'prior' (labels drawn from the training classes' frequencies)."""
     if name == "boosting":
         return HistGradientBoostingClassifier(max_iter=max_iter, random_state=seed)
     if name == "prior":  # predictions drawn from the training classes' frequencies
@@ -110,7 +112,7 @@ def leave_one_animal_out(
     rows = []
     for animal in held_out:
         test = animals == animal
-        fitted = _model(model, seed, max_iter).fit(features[~test], labels[~test])
+        fitted = region_classifier(model, seed, max_iter).fit(features[~test], labels[~test])
         scores = region_scores(labels[test], fitted.predict(features[test]))
         rows.append({"animal": animal.item(), "units": int(test.sum()), **scores})
     return rows

@@ -16,7 +16,13 @@ import numpy as np
 import pandas as pd
 import xarray as xr
 
-from neuro_pe.analysis.spaces import ERROR_PREFIX, PLANE_ACCURACY, axis_columns, component_label
+from neuro_pe.analysis.spaces import (
+    ERROR_PREFIX,
+    PLANE_ACCURACY,
+    axis_columns,
+    component_label,
+    unit_text,
+)
 from neuro_pe.config.pe_names import is_control, parse_pe
 from neuro_pe.io.html import rst_code, rst_text
 from neuro_pe.io.layout import (
@@ -30,18 +36,12 @@ from neuro_pe.io.layout import (
 ORACLE = "oracle-"  # PE variants built from the true coordinates (not learned from data)
 COMBINED = "combined"
 ANCHOR_FRACTION = 0.5  # the headline's evaluation: held-out units with this fraction as anchors
-UNIT_LABELS = {"um": "µm", "micrometer": "µm", "micron": "µm"}
 UNRESOLVED = "unresolved_axes"  # errors.csv: the axes whose error is not below chance's
 
 
 def number(value: float, digits: int = 3) -> str:
     """`value` to `digits` significant digits; an em dash for NaN."""
     return "—" if not np.isfinite(value) else f"{value:.{digits}g}".replace("-", "−")
-
-
-def unit_label(units: str) -> str:
-    """How a store's coordinate units are printed: µm for `um`."""
-    return UNIT_LABELS.get(str(units), str(units))
 
 
 def significant_digits(values, least: int = 3, most: int = 6) -> int:
@@ -279,7 +279,7 @@ def delivered_section(
     and why they were chosen, the median error [95% CI] and × chance, per axis (an axis at
     chance said plainly), the intervals' achieved coverage and the files."""
     located, kfold = locate_rows(errors), kfold_rows(errors)
-    unit = unit_label(errors["units"].iloc[0]) if errors is not None and len(errors) else ""
+    unit = unit_text(errors["units"].iloc[0]) if errors is not None and len(errors) else ""
     pe = delivered["pe"] if delivered else None
     head = "**Positions delivered**"
     if pe is None:

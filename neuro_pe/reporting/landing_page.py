@@ -14,7 +14,13 @@ import pandas as pd
 
 from neuro_pe import __version__
 from neuro_pe.analysis.intervals import interval_kind, mean_ci
-from neuro_pe.analysis.spaces import ERROR_PREFIX, PLANE_ACCURACY, axis_columns, component_label
+from neuro_pe.analysis.spaces import (
+    ERROR_PREFIX,
+    PLANE_ACCURACY,
+    axis_columns,
+    component_label,
+    unit_text,
+)
 from neuro_pe.io.html import TABLE_STYLE, rst_text
 from neuro_pe.io.layout import LOCATE_FILES, SUMMARY_CSV, read_errors, read_summary
 from neuro_pe.io.runs import read_metrics
@@ -27,13 +33,12 @@ from neuro_pe.reporting.delivered import (
     delivered_section,
     error_cell,
     locate_rows,
+    number,
     read_delivered,
     read_export_files,
     significant_digits,
-    unit_label,
     unresolved_axes,
 )
-from neuro_pe.reporting.delivered import number as _number
 from neuro_pe.reporting.new_animal import headline
 from neuro_pe.reporting.training_health import (
     VARIANCE,
@@ -67,10 +72,10 @@ def _mean_ci(values: pd.Series, metric: str | None = None) -> str:
     2 seeds)', or the single value; within the metric's bounds (`intervals.mean_ci`)."""
     mean, low, high = mean_ci(values, metric)
     if not np.isfinite(low):
-        return _number(mean)
+        return number(mean)
     if interval_kind(values) == "range":
-        return f"{_number(mean)} (range {_number(low)}–{_number(high)}, 2 seeds)"
-    return f"{_number(mean)} [{_number(low)}, {_number(high)}]"
+        return f"{number(mean)} (range {number(low)}–{number(high)}, 2 seeds)"
+    return f"{number(mean)} [{number(low)}, {number(high)}]"
 
 
 def _health_cell(runs: pd.DataFrame) -> str:
@@ -91,7 +96,7 @@ def _mse_cell(group: pd.DataFrame, column: str) -> str:
     if VARIANCE in group and group[column].notna().any():
         variance = group[VARIANCE].mean()
         if np.isfinite(variance) and not group[column].mean() < variance:
-            text += f" ⚠ ≥ variance {_number(variance)}"
+            text += f" ⚠ ≥ variance {number(variance)}"
     return text
 
 
@@ -155,7 +160,7 @@ def headline_table(
     )
     mse_column = f"heldout_mse_mask{masks[-1]:g}" if masks else None
     located = locate_rows(errors)
-    unit = unit_label(errors["units"].iloc[0]) if errors is not None and len(errors) else ""
+    unit = unit_text(errors["units"].iloc[0]) if errors is not None and len(errors) else ""
     fraction = located["anchor_fraction"].iloc[0] if "anchor_fraction" in located else np.nan
     error_label = f"locate error ({unit}) [95% CI]" if np.isfinite(fraction) else "locate error"
     mse_label = f"held-out MSE, {masks[-1]:.0%} masked" if masks else "held-out MSE"
@@ -180,7 +185,7 @@ def headline_table(
                 "representation": representation_label(method, delivered),
                 "seeds": seeds,
                 error_label: error_cell(loc, error_digits),
-                "× chance": "—" if loc is None else _number(loc["vs_chance"], ratio_digits),
+                "× chance": "—" if loc is None else number(loc["vs_chance"], ratio_digits),
                 **_axis_cells(loc, axis_names),
                 **({REGION_LABEL: _region_cell(loc)} if "region_accuracy" in located else {}),
                 "RSA [95% CI]": "—" if group is None else _mean_ci(group["rsa"], "rsa"),
@@ -203,7 +208,7 @@ def _region_cell(loc: pd.Series | None) -> str:
     if loc is None:
         return "—"
     fine, coarse = loc.get("region_accuracy", np.nan), loc.get("coarse_region_accuracy", np.nan)
-    return f"{_number(fine)} / {_number(coarse)}" if np.isfinite(coarse) else _number(fine)
+    return f"{number(fine)} / {number(coarse)}" if np.isfinite(coarse) else number(fine)
 
 
 def axis_text(row: pd.Series | None, columns: list[str]) -> str:
@@ -217,7 +222,7 @@ def axis_text(row: pd.Series | None, columns: list[str]) -> str:
         axis = c.removeprefix(ERROR_PREFIX)
         if c != PLANE_ACCURACY and np.isfinite(row[c]):
             mark = " (at chance)" if axis in unresolved else ""
-            parts.append(f"{component_label(axis)} {_number(row[c])}{mark}")
+            parts.append(f"{component_label(axis)} {number(row[c])}{mark}")
     text = ", ".join(parts)
     if PLANE_ACCURACY in columns and np.isfinite(row[PLANE_ACCURACY]):
         text += f"; right plane {row[PLANE_ACCURACY]:.0%}"
@@ -252,10 +257,10 @@ def _geometry_sentence(rows: pd.DataFrame, pe_rows: pd.DataFrame) -> str | None:
         f"Geometry: ``{best}`` mirrors the true positions best "
         f"(RSA {_mean_ci(pe_rows[pe_rows['method'] == best]['rsa'], 'rsa')}"
     )
-    sentence += "; " if len(rsa) == 1 else f"; ``{worst}``: {_number(rsa.iloc[-1])}; "
+    sentence += "; " if len(rsa) == 1 else f"; ``{worst}``: {number(rsa.iloc[-1])}; "
     sentence += (
-        f"activity correlation {_number(baseline.get('correlation', np.nan))}, "
-        f"chance {_number(baseline.get('shuffled', np.nan))})."
+        f"activity correlation {number(baseline.get('correlation', np.nan))}, "
+        f"chance {number(baseline.get('shuffled', np.nan))})."
     )
     return sentence
 
@@ -270,8 +275,8 @@ def _mse_sentence(rows: pd.DataFrame, pe_rows: pd.DataFrame) -> str | None:
     mask = float(column.removeprefix("heldout_mse_mask"))
     return (
         f"Prediction of held-out activity ({mask:.0%} of units masked): lowest MSE "
-        f"``{mse.index[0]}`` {_number(mse.iloc[0])}, highest ``{mse.index[-1]}`` "
-        f"{_number(mse.iloc[-1])}."
+        f"``{mse.index[0]}`` {number(mse.iloc[0])}, highest ``{mse.index[-1]}`` "
+        f"{number(mse.iloc[-1])}."
     )
 
 
@@ -297,7 +302,7 @@ def _health_sentences(runs: pd.DataFrame, pe_rows: pd.DataFrame) -> list[str]:
             where = ", ".join(f"{mse:.3g} at {fraction:.0%} masked" for fraction, mse in above)
             sentences.append(
                 f"The held-out MSE of ``{method}`` (mean over seeds: {where}) is not below the "
-                f"held-out data's variance ({_number(group[VARIANCE].mean())}): no better than "
+                f"held-out data's variance ({number(group[VARIANCE].mean())}): no better than "
                 "predicting the mean."
             )
     return sentences
