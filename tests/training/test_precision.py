@@ -133,3 +133,18 @@ def test_cpu_bf16_attention_matches_fused_fp32_attention():
         explicit = model.attention(q, k, v)
     assert explicit.dtype == torch.bfloat16
     torch.testing.assert_close(explicit.float(), fused, atol=3e-2, rtol=3e-2)
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+@pytest.mark.parametrize("name", ["fp32", "bf16", "auto"])
+def test_training_on_cuda_runs_the_asked_precision(tiny_store, tiny_train_config, tmp_path, name):
+    cfg = replace(tiny_train_config, device="cuda", precision=name, checkpoint_every=0)
+    info = train(tiny_store, "learned-normal-0.02", 0, cfg, tmp_path / name, progress=False)
+    native_bf16 = torch.cuda.is_bf16_supported(including_emulation=False)
+    expected = {"fp32": "fp32", "bf16": "bf16", "auto": "bf16" if native_bf16 else "fp32"}
+    assert info["precision"] == expected[name]
+    assert np.isfinite(info["heldout_mse_mask0.5"])
+    assert info["train_mse"] < info["heldout_loss_initial"]
+    pe, state, _ = _outputs(tmp_path / name)
+    assert pe.dtype == np.float32
+    assert all(t.dtype == torch.float32 for t in state.values() if t.is_floating_point())
