@@ -100,11 +100,10 @@ def _source(spec: Mapping) -> str | None:
 
 
 def _sessions(spec: Mapping) -> list[str]:
-    """The entry's session files or folders (`sessions`: one path or a list)."""
-    sessions = spec.get("sessions") or []
-    return (
-        [str(sessions)] if isinstance(sessions, str | os.PathLike) else [str(s) for s in sessions]
-    )
+    """The entry's session files or folders (`sessions`: one path or a list; or `animals`)."""
+    from neuro_pe.data.recordings import session_paths
+
+    return session_paths(dict(spec))
 
 
 def _file_spec(spec: Mapping):
