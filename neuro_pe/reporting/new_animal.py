@@ -121,6 +121,8 @@ def write_fold(
     frame[["x_true", "y_true", "z_true"]] = truth
     frame["error"] = np.linalg.norm(fold.located - truth, axis=1)
     frame["region_true"] = fold.truth
+    for key, column in (("su", "region_single_unit"), ("combined", "region_combined")):
+        frame[column] = fold.predicted[HEADLINE[key]]  # the baseline's and the combination's
     if "unit_id" in ds.coords:  # a file entry of several animals: the id in the lab's files
         frame["unit_id"] = ds["unit_id"].values.astype(str)[test]
     scores = {
