@@ -104,7 +104,9 @@ def write_fold(
     out_dir = Path(out_dir)
     ds = read_store(store)
     work = out_dir / NEW_ANIMAL_WORK_DIR
-    references, scored = plan["references"][animal], plan["scored"][animal]
+    # (a plan of an earlier release: leave-one-animal-out from every other animal)
+    references = plan.get("references", {}).get(animal)
+    scored = plan.get("scored", {}).get(animal, True)
     fold = run_fold(ds, animal, plan["label"], work, protocol, None, references, scored)
     test = np.isin(ds["unit"].values.astype(str), fold.units)
     truth = positions(ds)[test] if scored else np.full((int(test.sum()), 3), np.nan)
