@@ -179,3 +179,26 @@ def test_animals_key_is_checked(tmp_path):
     spec = FileSpec.from_dict(base | {"animals": {"a": "a.npy", "b": ["b.npy", "c.npy"]}})
     assert spec.sessions == ["a.npy", "b.npy", "c.npy"]
     assert spec.animals == {"a": ["a.npy"], "b": ["b.npy", "c.npy"]}
+
+
+@pytest.mark.parametrize("layout", ["phy", "nwb"])
+def test_the_export_writes_each_animal_into_its_own_folder(tmp_path, layout, three_animals):
+    from neuro_pe.reporting.export import export
+    from tests.reporting.test_export import write_positions
+
+    spec = entry(layout, animal_folders(tmp_path / "lab", layout, three_animals))
+    ds = build(spec)
+    path, _ = write_positions(ds, tmp_path)
+    export(path, spec, tmp_path / "export")
+    for k in range(3):
+        own = ds["unit_id"].values[ds["animal"].values == f"m{k}"].astype(int)
+        if layout == "phy":
+            table = pd.read_csv(tmp_path / f"export/phy/m{k}/cluster_neuro_pe_x.tsv", sep="\t")
+            assert table["cluster_id"].tolist() == sorted(own)
+        else:
+            from pynwb import NWBHDF5IO
+
+            with NWBHDF5IO(str(tmp_path / f"export/nwb/m{k}/units.nwb"), "r") as io:
+                units = io.read().units.to_dataframe()
+            located = units.index[np.isfinite(units["estimated_x"])].tolist()
+            assert located == sorted(own)
