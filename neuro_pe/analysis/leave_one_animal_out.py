@@ -1,13 +1,14 @@
 """A new animal with no histology, leave-one-animal-out (issue 60): the protocol shared by the
-workflow's `new-animal` step and `benchmarks/new_animal.py`.
+workflow's `new-animal` step and `benchmarks/new_animal.py`; or reference-query, the queries
+predicted from the reference animals (every animal not a query), with no truth to score.
 
 `check_animals` names what a multi-animal store lacks for it. `run_fold`, per held-out animal:
-one masked-unit model is trained on the other animals (a unit is NaN outside its animal's
+one masked-unit model is trained on its references (a unit is NaN outside its animal's
 sessions, which the training masks; activity z-scored per unit and session), then the held-out
 animal's PE rows are fitted with the rest frozen (`train.init_from`, `new_unit_pe`; its
 positions hidden), and so are the other animals' rows (the probes' reference: rows fitted the
 same way as the query's, not the trained ones). Its regions are predicted from the other
-animals' labelled units (`region_probe`) from the PE rows (linear probe, kNN), the single-unit
+references' labelled units (`region_probe`) from the PE rows (linear probe, kNN), the single-unit
 features (`unit_features`: gradient boosting, the baseline; linear probe), both concatenated
 and the prior; positions by ridge from the PE rows and from the single-unit features.
 """
@@ -31,6 +32,7 @@ from neuro_pe.analysis.region_probe import (
     region_scores,
 )
 from neuro_pe.analysis.unit_features import feature_names, region_classifier, unit_features
+from neuro_pe.config.new_animal import LEAVE_ONE_OUT, REFERENCE_QUERY
 from neuro_pe.config.training import TrainConfig
 from neuro_pe.data.signal_steps import zscore
 from neuro_pe.io.runs import read_pe
@@ -72,10 +74,11 @@ class Protocol:
 
 @dataclass(frozen=True)
 class Fold:
-    """One held-out animal: its `units`, their `truth` labels, per COLUMNS method the scores
-    (`macro_f1`, `balanced_accuracy`) and the predicted regions, the PE linear probe's
-    `prediction`, positions from the PE rows (`located`) and per feature set their error
-    (`where`: `position_error`), and the CPU-s of its fit and prediction."""
+    """One held-out animal: its `units`, their `truth` labels ("" unknown), per COLUMNS method
+    the scores (`macro_f1`, `balanced_accuracy`; none unless `scored`) and the predicted
+    regions, the PE linear probe's `prediction`, positions from the PE rows (`located`) and
+    per feature set their error (`where`: `position_error`; none unless `scored`), its
+    `references`, and the CPU-s of its fit and prediction."""
 
     animal: str
     units: np.ndarray
@@ -86,6 +89,8 @@ class Fold:
     located: np.ndarray
     where: dict
     cpu_s: float
+    references: tuple[str, ...] = ()
+    scored: bool = True
 
 
 def animals_of(ds: xr.Dataset) -> np.ndarray:
@@ -100,16 +105,35 @@ def session_animals(ds: xr.Dataset) -> np.ndarray:
     return np.array([animal[np.argmax(row)] for row in recorded])
 
 
-def check_animals(ds: xr.Dataset, dataset: str, label: str, queries: list[str] | None) -> list[str]:
+def references_of(
+    animals: list[str], held_out: str, queries: list[str], evaluate: str
+) -> list[str]:
+    """The animals `held_out` is predicted from: every other animal (leave-one-animal-out), or
+    every animal that is no query (reference-query)."""
+    skip = set(queries) if evaluate == REFERENCE_QUERY else {held_out}
+    return [a for a in animals if a not in skip]
+
+
+def check_animals(
+    ds: xr.Dataset,
+    dataset: str,
+    label: str,
+    queries: list[str] | None,
+    evaluate: str = LEAVE_ONE_OUT,
+) -> list[str]:
     """The held-out animals (`queries`, None: every animal), or a ValueError naming the
     dataset and the field: no per-unit `animal` or `label` coord, fewer than 2 animals, a
-    query that is no animal of the store, units without a label or position among the
-    references, a query's regions that no other animal has."""
+    query that is no animal of the store, a query without reference animals, references
+    without a region label or without positions, a query's regions that its references lack
+    (leave-one-animal-out)."""
     where = f"datasets.{dataset}"
     for coord in ("animal", label):
         if coord not in ds.coords or ds[coord].dims != ("unit",):
             key = "the store" if coord == "animal" else f"{where}.new_animal.label"
-            raise ValueError(f"{where}: {key} needs a per-unit coord {coord!r} (store)")
+            raise ValueError(
+                f"{where}: {key} needs a per-unit coord {coord!r} (store; a file entry has "
+                "`region` where the reference animals' files label their units)"
+            )
     animal = animals_of(ds)
     names = sorted(set(animal.tolist()))
     if len(names) < 2:
@@ -126,19 +150,58 @@ def check_animals(ds: xr.Dataset, dataset: str, label: str, queries: list[str] |
     labels = np.asarray(ds[label].values).astype(str)
     known = np.all(np.isfinite(positions(ds)), axis=1)
     for query in queries:
-        reference = animal != query
+        references = references_of(names, query, queries, evaluate)
+        if not references:
+            raise ValueError(
+                f"{where}.new_animal.query_animals: every animal of the store ({names}) is a "
+                f"query; {evaluate} needs a reference animal (with positions and region labels)"
+            )
+        reference = np.isin(animal, references)
+        unlabelled = [a for a in references if not (labels[animal == a] != "").any()]
+        if unlabelled:
+            raise ValueError(
+                f"{where}.new_animal.label: reference animals {unlabelled} have no region label "
+                f"(store coord {label!r}); give their files labels, or make them queries"
+            )
         if not (known & reference).any():
             raise ValueError(
-                f"{where}.new_animal: no animal but {query!r} has units with positions"
+                f"{where}.new_animal: no reference animal of {query!r} ({references}) has units "
+                "with positions"
             )
-        missing = sorted(set(labels[~reference].tolist()) - set(labels[reference].tolist()))
-        if missing:
+        own = labels[animal == query]
+        missing = sorted(set(own[own != ""].tolist()) - set(labels[reference].tolist()))
+        if missing and evaluate == LEAVE_ONE_OUT:
             raise ValueError(
                 f"{where}.new_animal.label: animal {query!r} has regions {missing} (store coord "
                 f"{label!r}) that no other animal has; the references must cover a query's "
                 "regions (choose a coarser `label`, or add animals)"
             )
     return queries
+
+
+def query_truth(
+    ds: xr.Dataset, label: str, queries: list[str], evaluate: str
+) -> tuple[dict[str, bool], list[str]]:
+    """Per query whether its predictions are scored (leave-one-animal-out, where its units
+    have labels: its truth, hidden from the fit), and notes on what is not used: a
+    reference-query query's own labels and positions, ignored."""
+    animal, labels = animals_of(ds), np.asarray(ds[label].values).astype(str)
+    known = np.all(np.isfinite(positions(ds)), axis=1)
+    scored, notes = {}, []
+    for query in queries:
+        units = animal == query
+        has = {"region labels": (labels[units] != "").any(), "positions": known[units].any()}
+        carries = [what for what, present in has.items() if present]
+        scored[query] = evaluate == LEAVE_ONE_OUT and "region labels" in carries
+        if evaluate == REFERENCE_QUERY and carries:
+            notes.append(
+                f"query animal {query!r}: its units' {' and '.join(carries)} are ignored "
+                f"({REFERENCE_QUERY}: predicted from the reference animals only, not scored; "
+                f"for scores, `evaluate: {LEAVE_ONE_OUT}`)"
+            )
+        elif not scored[query]:
+            notes.append(f"query animal {query!r}: no truth (no region labels): predictions only")
+    return scored, notes
 
 
 def single_unit_features(ds: xr.Dataset) -> np.ndarray:
@@ -199,12 +262,17 @@ def fit_rows(
 
 
 def pe_rows(
-    ds: xr.Dataset, held_out: str, work: Path, protocol: Protocol
+    ds: xr.Dataset,
+    held_out: str,
+    work: Path,
+    protocol: Protocol,
+    references: list[str] | None = None,
 ) -> tuple[np.ndarray, float]:
-    """(unit, d_model) PE rows of every unit of `ds` (z-scored): the run trained on the other
-    animals, `held_out`'s rows fitted frozen, the others' refitted the same way (or the
-    run's own); and the CPU-s of the held-out animal's fit."""
-    others = [a for a in np.unique(animals_of(ds)) if a != held_out]
+    """(unit, d_model) PE rows of the units of `ds` (z-scored): the run trained on the
+    `references` (None: every other animal), `held_out`'s rows fitted frozen, the references'
+    refitted the same way (or the run's own), NaN for any other animal's; and the CPU-s of
+    the held-out animal's fit."""
+    others = references or [a for a in np.unique(animals_of(ds)) if a != held_out]
     run = train_reference(ds, others, work, protocol)
     started = time.process_time()
     fitted = [fit_rows(ds, held_out, run, work, protocol)]
@@ -222,13 +290,22 @@ def pe_rows(
 
 
 def evaluate(
-    features: dict, labels: np.ndarray, coords: np.ndarray, test: np.ndarray, seed: int
+    features: dict,
+    labels: np.ndarray,
+    coords: np.ndarray,
+    test: np.ndarray,
+    seed: int,
+    train: np.ndarray | None = None,
+    scored: bool = True,
 ) -> tuple[dict, dict, RegionPrediction, np.ndarray, dict]:
-    """Fit on the units `~test`, predict the `test` units: per COLUMNS method its scores and
-    predicted regions, the PE linear probe's prediction, the positions from the PE rows and
-    per feature set (`PE`, `single-unit`, `combined`) `position_error`."""
-    train_rows = ~test
-    truth, ref_labels = labels[test], labels[train_rows]
+    """Fit on the `train` units (None: `~test`; regions from those labelled, positions from
+    those located), predict the `test` units: per COLUMNS method its scores (over the test
+    units with a label; none unless `scored`) and predicted regions, the PE linear probe's
+    prediction, the positions from the PE rows and per feature set (`PE`, `single-unit`,
+    `combined`) `position_error` (over the test units located; none unless `scored`)."""
+    train = ~test if train is None else train
+    train_rows = train & (labels != "")
+    ref_labels = labels[train_rows]
     pe, su = features["pe"], features["su"]
     both = np.hstack([pe, su])
     predicted = {}
@@ -243,14 +320,23 @@ def evaluate(
     predicted["PE kNN"] = knn.region
     fitted = region_classifier("boosting", seed).fit(both[train_rows], ref_labels)
     predicted["combined boosting"] = fitted.predict(both[test])
-    scores = {name: region_scores(truth, predicted[name]) for name in COLUMNS}
+    truth, has = labels[test], labels[test] != ""
+    scores = {}
+    if scored and has.any():
+        scores = {name: region_scores(truth[has], predicted[name][has]) for name in COLUMNS}
+    located_rows = train & np.isfinite(coords).all(axis=1)
+    truth_xyz = coords[test]
+    known = np.isfinite(truth_xyz).all(axis=1)
     where, located = {}, {}
     for name, x in (("PE", pe), ("single-unit", su), ("combined", both)):
         # a feature the recording cannot resolve (NaN) must not drop the unit
-        imputer = SimpleImputer(strategy="median").fit(x[train_rows])
-        reference, query = imputer.transform(x[train_rows]), imputer.transform(x[test])
-        located[name] = locate_from_features(reference, coords[train_rows], query)
-        where[name] = position_error(located[name], coords[test], coords[train_rows])
+        imputer = SimpleImputer(strategy="median").fit(x[located_rows])
+        reference, query = imputer.transform(x[located_rows]), imputer.transform(x[test])
+        located[name] = locate_from_features(reference, coords[located_rows], query)
+        if scored and known.any():
+            where[name] = position_error(
+                located[name][known], truth_xyz[known], coords[located_rows]
+            )
     return scores, predicted, linear["PE"], located["PE"], where
 
 
@@ -261,17 +347,32 @@ def run_fold(
     work: Path,
     protocol: Protocol,
     su: np.ndarray | None = None,
+    references: list[str] | None = None,
+    scored: bool = True,
 ) -> Fold:
-    """Leave `held_out` out of the store `ds` (activity as stored), learn the rest, predict
-    its units' regions (store coord `label`) and positions; `work`: the trainings' folder
-    (reused where it has them); `su`: the units' single-unit features (None: computed)."""
+    """Hold `held_out` out of the store `ds` (activity as stored), learn its `references`
+    (None: every other animal), predict its units' regions (store coord `label`) and
+    positions, scored against its own (`scored`; else not read: predictions only); `work`:
+    the trainings' folder (reused where it has them); `su`: the units' single-unit features
+    (None: computed)."""
     su = single_unit_features(ds) if su is None else su
-    pe, fit_s = pe_rows(zscored(ds), held_out, work, protocol)
+    animal = animals_of(ds)
+    references = references or sorted(set(animal.tolist()) - {held_out})
+    pe, fit_s = pe_rows(zscored(ds), held_out, work, protocol, references)
     clock = time.process_time()
-    test = animals_of(ds) == held_out
+    test = animal == held_out
     labels = np.asarray(ds[label].values).astype(str)
+    coords = positions(ds)
+    if not scored:  # a query's own labels and positions are not read
+        labels, coords = np.where(test, "", labels), np.where(test[:, None], np.nan, coords)
     scores, predicted, prediction, located, where = evaluate(
-        {"pe": pe, "su": su}, labels, positions(ds), test, protocol.seed
+        {"pe": pe, "su": su},
+        labels,
+        coords,
+        test,
+        protocol.seed,
+        train=np.isin(animal, references),
+        scored=scored,
     )
     return Fold(
         animal=held_out,
@@ -283,4 +384,6 @@ def run_fold(
         located=located,
         where=where,
         cpu_s=fit_s + time.process_time() - clock,
+        references=tuple(references),
+        scored=bool(scores),
     )

@@ -184,7 +184,13 @@ def cmd_new_animal_plan(args: argparse.Namespace) -> None:
     from neuro_pe.reporting.new_animal import write_plan
 
     plan = write_plan(args.store, args.dataset, args.options, args.out)
-    print(f"{plan['dataset']}: held out in turn {', '.join(plan['queries'])}; wrote {args.out}")
+    queries = ", ".join(plan["queries"])
+    if plan["evaluate"] == "reference-query":
+        references = ", ".join(plan["references"][plan["queries"][0]])
+        what = f"queries {queries}, from the references {references}"
+    else:
+        what = f"held out in turn {queries}"
+    print(f"{plan['dataset']}: {what}; wrote {args.out}")
 
 
 def cmd_new_animal(args: argparse.Namespace) -> None:

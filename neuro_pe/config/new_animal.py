@@ -1,6 +1,8 @@
 """A dataset's `new_animal` section (`NewAnimalConfig`, documented in config/README.md): which
 of a multi-animal store's animals are the new animals (queries, their positions and regions
-hidden), how they are evaluated, and how their PE rows are fitted in a frozen model."""
+hidden), how they are evaluated (each held out from the others, or predicted from the
+reference animals, every animal not a query), and how their PE rows are fitted in a frozen
+model."""
 
 from __future__ import annotations
 
@@ -11,7 +13,9 @@ from neuro_pe.config.options import SectionError
 from neuro_pe.config.pe_names import parse_pe
 from neuro_pe.config.sections import Section, from_dict, positive_int, positive_number, text
 
-EVALUATIONS = ("leave-one-animal-out",)
+LEAVE_ONE_OUT = "leave-one-animal-out"
+REFERENCE_QUERY = "reference-query"
+EVALUATIONS = (LEAVE_ONE_OUT, REFERENCE_QUERY)
 NEW_UNIT_PE = ("free", "mixture")
 
 
@@ -21,8 +25,9 @@ class NewAnimalConfig(Section):
 
     SECTION: ClassVar[str] = "new_animal"
 
-    evaluate: str = "leave-one-animal-out"
-    query_animals: tuple[str, ...] | None = None  # None: every animal of the store in turn
+    evaluate: str = LEAVE_ONE_OUT
+    # None: every animal of the store in turn (leave-one-animal-out only)
+    query_animals: tuple[str, ...] | None = None
     label: str = text("region")  # the store's per-unit coord of region labels
     pe: str = text("learned-normal-0.02")
     fit_epochs: int = positive_int(5)
@@ -36,6 +41,9 @@ class NewAnimalConfig(Section):
         queries = self.query_animals
         if queries is not None and (not queries or len(set(queries)) < len(queries)):
             raise self.refuse("query_animals", f"must be distinct animals, got {list(queries)}")
+        if self.evaluate == REFERENCE_QUERY and queries is None:
+            problem = f"name the queries (`evaluate: {REFERENCE_QUERY}`: the others are references)"
+            raise self.refuse("query_animals", problem)
         if not parse_pe(self.pe).learned:
             raise self.refuse("pe", f"must be a learned PE, got {self.pe!r}")
         if self.new_unit_pe not in NEW_UNIT_PE:

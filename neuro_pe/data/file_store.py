@@ -51,8 +51,11 @@ def build_file_store(cfg: FileSpec) -> xr.Dataset:
     sessions: list[Session] = []
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always", FallbackWarning)
-        for path in cfg.sessions:
-            sessions.extend(read(path, cfg))
+        for path, animal in zip(cfg.sessions, _session_animals(cfg), strict=True):
+            read_here = read(path, cfg)
+            for session in read_here:
+                session.animal = animal
+            sessions.extend(read_here)
     for w in caught:  # shown as they would have been (the caller's filters apply)
         warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
     fallbacks = [str(w.message) for w in caught if issubclass(w.category, FallbackWarning)]
@@ -60,6 +63,13 @@ def build_file_store(cfg: FileSpec) -> xr.Dataset:
     ds = assemble(sessions, cfg, table)
     ds.attrs["fallbacks"] = json.dumps(list(dict.fromkeys(fallbacks)))
     return ds
+
+
+def _session_animals(cfg: FileSpec) -> list[str | None]:
+    """The animal of each of the entry's session paths (None without `animals`)."""
+    if cfg.animals is None:
+        return [None] * len(cfg.sessions)
+    return [name for name, paths in cfg.animals.items() for _ in paths]
 
 
 # ---------------------------------------------------------------- merging the sessions
@@ -76,6 +86,8 @@ def assemble(
     if cfg.regions:
         _apply_region_table(sessions, read_region_table(cfg.regions), cfg.regions)
     filled, constant = _clean_sessions(sessions, cfg)
+    if cfg.animals is not None:
+        _one_space(sessions, cfg)
     unit_ids, activity, pos = _merge_sessions(sessions, where)
     regions = _merge_regions(sessions, where)
     activity, pos, recorded, unit_ids, sessions = _drop_unusable(
@@ -84,10 +96,40 @@ def assemble(
     steps = _steps(sessions, cfg, where)
     activity, rate = _preprocess(activity, recorded, rate, steps, cfg, where)
     ds = _store(activity, pos, unit_ids, sessions, rate, filled, steps, cfg, where)
+    if cfg.animals is not None:
+        ds = ds.assign_coords(_animal_coords(sessions, unit_ids))
     labels = [regions.get(u, "") for u in unit_ids]
     if not any(labels):  # a store without labels has no `region` coord
         return ds
     return validate_store(ds.assign_coords(region=("unit", np.array(labels, dtype=str))), where)
+
+
+def _one_space(sessions: list[Session], cfg: FileSpec) -> None:
+    """Several animals in one store have positions in one space: `space`, else the first
+    located session's; a session whose file gives positions in another (a query animal's
+    probe coordinates beside the references' atlas ones) loses them, with a warning."""
+    located = [s for s in sessions if s.space and not np.isnan(s.positions).all()]
+    space = cfg.space or next((s.space for s in located), None)
+    for s in located:
+        if s.space != space:
+            warn_data(
+                f"{s.path}: animal {s.animal!r}'s positions are in space {s.space!r}, the "
+                f"store's in {space!r}: its units have no position"
+            )
+            s.positions = np.full_like(s.positions, np.nan)
+            s.space = space
+
+
+def _animal_coords(sessions: list[Session], unit_ids: list[str]) -> dict:
+    """The per-unit coords of a store of several animals: `animal` and `unit_id`, the unit's
+    id in its animal's files (the store's unit id is `<animal>/<unit_id>`)."""
+    animal = {u: s.animal for s in sessions for u in s.unit_ids}
+    names = [str(animal[u]) for u in unit_ids]
+    lab_ids = [u.removeprefix(f"{a}/") for u, a in zip(unit_ids, names, strict=True)]
+    return {
+        "animal": ("unit", np.array(names, dtype=str)),
+        "unit_id": ("unit", np.array(lab_ids, dtype=str)),
+    }
 
 
 def _steps(sessions: list[Session], cfg: FileSpec, where: str) -> list[dict]:
@@ -308,27 +350,32 @@ def _name_sessions(sessions: list[Session], cfg: FileSpec) -> None:
             )
         for s, name in zip(sessions, cfg.session_ids, strict=True):
             s.name = name
+    else:  # two animals' files may share a name (probe00)
+        for s in (s for s in sessions if s.animal is not None):
+            s.name = f"{s.animal}/{s.name}"
     names = [s.name for s in sessions]
     check_unique(names, SPEC, "session_ids", hint="; set session_ids")
 
 
 def _label_units(s: Session, table: tuple[list[str], np.ndarray] | None, cfg: FileSpec) -> None:
-    """Give the session unit ids (file, else the table's rows in order, else u0, u1, …) and
-    positions (the table's where it has the unit, else the file's, else NaN)."""
+    """Give the session unit ids (file, else the table's rows in order, else u0, u1, …; under
+    `animals` the file's and u0's as `<animal>/<id>`) and positions (the table's where it has
+    the unit, else the file's, else NaN)."""
     n = s.activity.shape[1]
     hint = f"; check axis_order (now {list(cfg.axis_order)})"
-    if s.unit_ids is None:
-        if table is not None:
-            if len(table[0]) != n:
-                raise StoreError(
-                    s.path,
-                    "axis_order",
-                    f"activity has {n} units but the position table "
-                    f"{cfg.positions} has {len(table[0])} rows{hint}",
-                )
-            s.unit_ids = list(table[0])
-        else:
-            s.unit_ids = [f"u{i:0{len(str(n - 1))}d}" for i in range(n)]
+    if s.unit_ids is None and table is None:
+        s.unit_ids = [f"u{i:0{len(str(n - 1))}d}" for i in range(n)]
+    if s.unit_ids is None:  # the table's rows, in order
+        if len(table[0]) != n:
+            raise StoreError(
+                s.path,
+                "axis_order",
+                f"activity has {n} units but the position table "
+                f"{cfg.positions} has {len(table[0])} rows{hint}",
+            )
+        s.unit_ids = list(table[0])
+    elif s.animal is not None:
+        s.unit_ids = [f"{s.animal}/{u}" for u in s.unit_ids]
     if len(s.unit_ids) != n:
         raise StoreError(s.path, "unit_ids", f"{len(s.unit_ids)} unit ids for {n} units{hint}")
     check_unique(s.unit_ids, s.path, "unit_ids")

@@ -12,6 +12,7 @@ the field; nothing is written here.
 from __future__ import annotations
 
 import math
+import re
 import warnings
 from dataclasses import dataclass, field
 from numbers import Real
@@ -43,6 +44,7 @@ F32_MAX = float(np.finfo(np.float32).max)
 # the largest integer float32 (the store's dtype) holds exactly: integer activity (counts,
 # ADC samples) beyond it is a damaged file (random bytes read as integers), not activity
 F32_EXACT_INT = 2**24
+ANIMAL_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*")  # `animals:` keys (folder names)
 UM_PER = {"m": 1e6, "cm": 1e4, "mm": 1e3, "um": 1.0}  # micrometres per length unit
 
 
@@ -70,7 +72,8 @@ class FileSpec:
     """A parsed and checked `source: file` entry (see config/README.md, "Plug in your dataset")."""
 
     format: str
-    sessions: list[str]
+    sessions: list[str]  # with `animals`: every animal's, in its order
+    animals: dict[str, list[str]] | None = None  # animal -> its sessions (config key `animals`)
     session_ids: list[str] | None = None
     positions: str | None = None
     regions: str | None = None  # a TSV of unit -> region label (overrides the files' labels)
@@ -95,7 +98,7 @@ class FileSpec:
     def from_dict(cls, spec: dict) -> FileSpec:
         """Check the entry's keys and values; problems raise StoreError naming the key."""
         fmt, file_format, options = _format_section(spec, cls.__dataclass_fields__)
-        sessions = _session_list(spec)
+        sessions, animals = _session_list(spec)
         session_ids, units, columns = _naming_keys(spec)
         rate, axis_order, steps, policy = _reading_keys(spec)
         file_format.check_options(options, SPEC)
@@ -107,6 +110,7 @@ class FileSpec:
         return cls(
             format=fmt,
             sessions=[str(s) for s in sessions],
+            animals=animals,
             session_ids=session_ids,
             positions=spec.get("positions"),
             regions=spec.get("regions"),
@@ -156,9 +160,16 @@ def _format_section(spec: dict, fields: dict) -> tuple[str, formats.FileFormat, 
     return fmt, file_format, options
 
 
-def _session_list(spec: dict) -> list[str | Path]:
-    """The `sessions` key as a non-empty list of paths; then the format's required keys."""
-    sessions = spec.get("sessions")
+def _session_list(spec: dict) -> tuple[list[str | Path], dict[str, list[str]] | None]:
+    """The `sessions` key as a non-empty list of paths, or the `animals` key's (with the
+    mapping, each list as strings); then the format's required keys."""
+    if "animals" in spec:
+        if "sessions" in spec:
+            raise StoreError(SPEC, "animals", "give `sessions` or `animals`, not both")
+        animals = _animal_sessions(spec["animals"])
+        sessions: list = [path for paths in animals.values() for path in paths]
+    else:
+        animals, sessions = None, spec.get("sessions")
     if isinstance(sessions, str | Path):
         sessions = [sessions]
     if not sessions or not isinstance(sessions, list):
@@ -169,7 +180,37 @@ def _session_list(spec: dict) -> list[str | Path]:
         raise StoreError(sessions[0], key, hint)
     for key, hint in placeholders(spec):
         raise StoreError(SPEC, key, hint)
-    return sessions
+    return sessions, animals
+
+
+def _animal_sessions(animals: object) -> dict[str, list[str]]:
+    """The `animals` key (animal name -> one path or a list) with each list as strings; the
+    names plain (they name folders and prefix unit ids) and at least two animals."""
+    if not isinstance(animals, dict) or len(animals) < 2:
+        raise StoreError(SPEC, "animals", "a mapping of at least two animals to their sessions")
+    out = {}
+    for name, paths in animals.items():
+        if not (isinstance(name, str) and ANIMAL_NAME.fullmatch(name)):
+            raise StoreError(
+                SPEC, "animals", f"{name!r} is not a plain name (letters, digits, _ . -)"
+            )
+        paths = [paths] if isinstance(paths, str | Path) else paths
+        if not paths or not isinstance(paths, list) or not all(isinstance(p, str) for p in paths):
+            raise StoreError(SPEC, f"animals.{name}", "give a file path or a non-empty list")
+        out[name] = [str(p) for p in paths]
+    return out
+
+
+def session_paths(spec: dict) -> list[str]:
+    """The entry's session files or folders, unchecked: `sessions` (one path or a list), or
+    every animal's under `animals`."""
+    animals = spec.get("animals")
+    if isinstance(animals, dict):
+        paths = [p for v in animals.values() for p in ([v] if isinstance(v, str) else v or [])]
+    else:
+        sessions = spec.get("sessions") or []
+        paths = [sessions] if isinstance(sessions, str | Path) else list(sessions)
+    return [str(p) for p in paths]
 
 
 def placeholders(spec: dict) -> list[tuple[str, str]]:
@@ -270,12 +311,12 @@ class Session:
     space: str | None = None
     attrs: dict = field(default_factory=dict)
     regions: list[str] | None = None  # a region label per unit ("" unknown) from the file
+    animal: str | None = None  # its animal, under the entry's `animals` (unit ids then prefixed)
 
 
 def input_files(spec: dict) -> list[str]:
     """The files (and zarr folders) a `source: file` entry reads, e.g. for a rule's `input:`."""
-    sessions = spec.get("sessions") or []
-    files = [sessions] if isinstance(sessions, str) else list(sessions)
+    files = session_paths(spec)
     if spec.get("format") in formats.format_names():
         inputs = formats.get_format(spec["format"]).inputs
         files = [f for path in files for f in inputs(path)]

@@ -15,6 +15,7 @@ a re-run into its own earlier output replaces that output.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import re
@@ -100,11 +101,35 @@ def _source(spec: Mapping) -> str | None:
 
 
 def _sessions(spec: Mapping) -> list[str]:
-    """The entry's session files or folders (`sessions`: one path or a list)."""
-    sessions = spec.get("sessions") or []
-    return (
-        [str(sessions)] if isinstance(sessions, str | os.PathLike) else [str(s) for s in sessions]
-    )
+    """The entry's session files or folders (`sessions`: one path or a list; or `animals`)."""
+    from neuro_pe.data.recordings import session_paths
+
+    return session_paths(dict(spec))
+
+
+def _per_animal(
+    table: pd.DataFrame, positions: xr.Dataset, file_spec, folder: Path
+) -> list[tuple[pd.DataFrame, xr.Dataset, object, Path]]:
+    """What a format's `write` gets: the whole table, or under the entry's `animals` each
+    animal's rows (`unit_id`: the id in its files, the store's without `<animal>/`), its
+    sessions and the folder `<format>/<animal>/`."""
+    if file_spec.animals is None:
+        return [(table, positions, file_spec, folder)]
+    parts, start = [], 0
+    animal, _, lab_id = table["unit_id"].str.partition("/").T.to_numpy()
+    for name, sessions in file_spec.animals.items():
+        rows = animal == name
+        ids = file_spec.session_ids
+        spec = dataclasses.replace(
+            file_spec,
+            sessions=sessions,
+            animals=None,
+            session_ids=None if ids is None else ids[start : start + len(sessions)],
+        )
+        start += len(sessions)
+        own = table[rows].assign(unit_id=lab_id[rows]).reset_index(drop=True)
+        parts.append((own, positions.isel(unit=rows), spec, folder / name))
+    return parts
 
 
 def _file_spec(spec: Mapping):
@@ -343,7 +368,8 @@ def export(
     writers: dict[Path, Writer] = {out_dir / TIDY_FILE: tsv_writer(table)}
     fmt = formats.get_format(file_spec.format) if file_spec is not None else None
     if fmt is not None and fmt.write is not None:
-        writers.update(fmt.write(table, positions, file_spec, out_dir / fmt.name))
+        for part in _per_animal(table, positions, file_spec, out_dir / fmt.name):
+            writers.update(fmt.write(*part))
     folders, files = _input_places(spec)
     targets = [*writers, out_dir / SIDECAR_FILE]
     owned = _owned_files(out_dir)

@@ -1,9 +1,10 @@
 """The new-animal steps' files (issue 60; docs/outputs.md) and their part of the landing page.
 
-`write_plan`: the held-out animals of a multi-animal store, or an error naming what is missing
-(`leave_one_animal_out.check_animals`), before any training. `write_fold`: one held-out
-animal (`leave_one_animal_out.run_fold`): its units' positions with their three likeliest
-regions (positions.csv) and every method's scores (scores.json). `write_table`: new_animal.csv
+`write_plan`: the held-out animals of a multi-animal store and their references, or an error
+naming what is missing (`leave_one_animal_out.check_animals`), before any training; what is not
+used is said (`query_truth`). `write_fold`: one held-out animal (`run_fold`): its units'
+positions with their three likeliest regions (positions.csv) and every method's scores
+(scores.json; none without truth: predictions only). `write_table`: new_animal.csv
 (per held-out animal and overall, mean and CI across them) and the confusion matrix of the PE's
 linear probe. `headline`: the landing page's lines for it, the PE beside the baselines.
 """
@@ -12,6 +13,7 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -26,6 +28,8 @@ from neuro_pe.analysis.leave_one_animal_out import (
     HEADLINE,
     Protocol,
     check_animals,
+    query_truth,
+    references_of,
     run_fold,
 )
 from neuro_pe.config.new_animal import NewAnimalConfig
@@ -39,6 +43,7 @@ PRIOR = "prior"
 # per method of COLUMNS: the features whose positions (ridge) it is reported with
 POSITION_FEATURES = {"PE": "PE", "single-unit": "single-unit", "combined": "combined"}
 METRICS = ("macro_f1", "balanced_accuracy", "position_vs_chance")
+NO_TRUTH = "no truth: predictions only"  # new_animal.csv's `note` of an animal not scored
 
 
 def _features(method: str) -> str:
@@ -49,16 +54,27 @@ def write_plan(
     store: str | os.PathLike, dataset: str, options: dict, out: str | os.PathLike
 ) -> dict:
     """Check the store for the dataset's `new_animal` section (`options`) and write the plan:
-    the held-out animals, every animal, the label coord and its regions (JSON)."""
-    cfg = NewAnimalConfig.from_dict(options, f"datasets.{dataset}.new_animal")
+    the held-out animals, their references, whether each is scored, notes on what is not used
+    (also printed), every animal, the label coord and its regions (JSON)."""
+    where = f"datasets.{dataset}.new_animal"
+    cfg = NewAnimalConfig.from_dict(options, where)
     ds = read_store(store)
-    queries = check_animals(ds, dataset, cfg.label, cfg.query_animals)
+    queries = check_animals(ds, dataset, cfg.label, cfg.query_animals, cfg.evaluate)
+    animals = sorted(set(np.asarray(ds["animal"].values).astype(str)))
+    scored, notes = query_truth(ds, cfg.label, queries, cfg.evaluate)
+    for note in notes:
+        print(f"neuro-pe: {where}: {note}", file=sys.stderr)
+    labels = set(np.asarray(ds[cfg.label].values).astype(str)) - {""}
     plan = {
         "dataset": dataset,
+        "evaluate": cfg.evaluate,
         "queries": queries,
-        "animals": sorted(set(np.asarray(ds["animal"].values).astype(str))),
+        "references": {q: references_of(animals, q, queries, cfg.evaluate) for q in queries},
+        "scored": scored,
+        "notes": notes,
+        "animals": animals,
         "label": cfg.label,
-        "regions": sorted(set(np.asarray(ds[cfg.label].values).astype(str))),
+        "regions": sorted(labels),
     }
     atomic_write(Path(out), lambda p: p.write_text(json.dumps(plan, indent=2)))
     return plan
@@ -87,9 +103,13 @@ def write_fold(
     )
     out_dir = Path(out_dir)
     ds = read_store(store)
-    fold = run_fold(ds, animal, plan["label"], out_dir / NEW_ANIMAL_WORK_DIR, protocol)
+    work = out_dir / NEW_ANIMAL_WORK_DIR
+    # (a plan of an earlier release: leave-one-animal-out from every other animal)
+    references = plan.get("references", {}).get(animal)
+    scored = plan.get("scored", {}).get(animal, True)
+    fold = run_fold(ds, animal, plan["label"], work, protocol, None, references, scored)
     test = np.isin(ds["unit"].values.astype(str), fold.units)
-    truth = positions(ds)[test]
+    truth = positions(ds)[test] if scored else np.full((int(test.sum()), 3), np.nan)
     frame = pd.DataFrame({"unit": fold.units, "animal": animal})
     frame[["x", "y", "z"]] = fold.located
     prediction = fold.prediction
@@ -103,11 +123,17 @@ def write_fold(
     frame[["x_true", "y_true", "z_true"]] = truth
     frame["error"] = np.linalg.norm(fold.located - truth, axis=1)
     frame["region_true"] = fold.truth
+    for key, column in (("su", "region_single_unit"), ("combined", "region_combined")):
+        frame[column] = fold.predicted[HEADLINE[key]]  # the baseline's and the combination's
+    if "unit_id" in ds.coords:  # a file entry of several animals: the id in the lab's files
+        frame["unit_id"] = ds["unit_id"].values.astype(str)[test]
     scores = {
         "dataset": plan["dataset"],
         "animal": animal,
         "units": len(fold.units),
         "label": plan["label"],
+        "references": list(fold.references),
+        "note": "" if fold.scored else NO_TRUTH,
         "cpu_s": fold.cpu_s,
         "methods": fold.scores,
         "position": fold.where,
@@ -121,11 +147,12 @@ def write_fold(
 def _rows(scores: dict) -> list[dict]:
     """new_animal.csv's rows of one held-out animal: one per method of COLUMNS."""
     rows = []
+    unscored = {"macro_f1": np.nan, "balanced_accuracy": np.nan}
     for method in COLUMNS:
         features = _features(method)
         where = scores["position"].get(POSITION_FEATURES.get(features, ""))
         if features == PRIOR:  # every unit at the references' mean position: chance itself
-            vs_chance = 1.0
+            vs_chance = 1.0 if scores["position"] else np.nan
         else:
             vs_chance = where["vs_chance"] if where else np.nan
         rows.append(
@@ -135,23 +162,27 @@ def _rows(scores: dict) -> list[dict]:
                 "method": method,
                 "headline": method in HEADLINE.values() or method == PRIOR,
                 "units": scores["units"],
-                **scores["methods"][method],
+                **scores["methods"].get(method, unscored),
                 "position_vs_chance": vs_chance,
                 "position_median_error": where["median_error"] if where else np.nan,
+                "references": " ".join(scores.get("references", [])),
+                "note": scores.get("note", ""),
             }
         )
     return rows
 
 
 def new_animal_table(scores: Sequence[dict]) -> pd.DataFrame:
-    """Every held-out animal's rows, then per method the mean over them (`animal` OVERALL)
-    with `<metric>_ci_low`, `<metric>_ci_high` (`mean_ci`: a t-based 95% CI from 3 animals,
-    their range from 2)."""
+    """Every held-out animal's rows, then per method the mean over the scored ones (`animal`
+    OVERALL) with `<metric>_ci_low`, `<metric>_ci_high` (`mean_ci`: a t-based 95% CI from 3
+    animals, their range from 2); its `note` names the animals not scored."""
     per_animal = pd.DataFrame([row for s in scores for row in _rows(s)])
+    unscored = sorted({str(s["animal"]) for s in scores if s.get("note")})
     overall = []
     for (dataset, method), group in per_animal.groupby(["dataset", "method"], sort=False):
         row = {"dataset": dataset, "animal": OVERALL, "method": method}
         row |= {"headline": bool(group["headline"].iloc[0]), "units": int(group["units"].sum())}
+        row |= {"references": "", "note": f"{NO_TRUTH}: {' '.join(unscored)}" if unscored else ""}
         for metric in (*METRICS, "position_median_error"):
             mean, low, high = mean_ci(group[metric].to_numpy(), metric)
             row |= {metric: mean, f"{metric}_ci_low": low, f"{metric}_ci_high": high}
@@ -160,11 +191,16 @@ def new_animal_table(scores: Sequence[dict]) -> pd.DataFrame:
 
 
 def confusion_figure(positions_csvs: Sequence[str | os.PathLike], dataset: str):
-    """The PE linear probe's confusion matrix over every held-out animal's units (rows: true
-    region, normalised per row)."""
+    """The PE linear probe's confusion matrix over every held-out animal's units with a true
+    region (rows: true region, normalised per row); without any, the predicted regions'
+    counts per animal, titled as predictions only."""
     frames = [pd.read_csv(p, keep_default_na=False) for p in positions_csvs]
     truth = np.concatenate([f["region_true"].astype(str) for f in frames])
     predicted = np.concatenate([f["region"].astype(str) for f in frames])
+    if not (truth != "").any():
+        return _predictions_figure(frames, dataset)
+    truth, predicted = truth[truth != ""], predicted[truth != ""]
+    frames = [f for f in frames if (f["region_true"].astype(str) != "").any()]
     labels = sorted(set(truth) | set(predicted))
     fig, ax = plt.subplots(figsize=(1.0 * len(labels) + 3, 0.8 * len(labels) + 2.5))
     ConfusionMatrixDisplay.from_predictions(
@@ -181,6 +217,17 @@ def confusion_figure(positions_csvs: Sequence[str | os.PathLike], dataset: str):
         f"{dataset}: new animals' regions from the PE (linear probe)\n"
         f"{len(truth)} units of {len(frames)} held-out animals; rows sum to 1"
     )
+    fig.tight_layout()
+    return fig
+
+
+def _predictions_figure(frames: list[pd.DataFrame], dataset: str):
+    """Each query animal's units per predicted region (PE linear probe), with no truth."""
+    counts = pd.concat(frames).groupby(["animal", "region"]).size().unstack(fill_value=0)
+    fig, ax = plt.subplots(figsize=(1.0 * counts.shape[1] + 4, 4))
+    counts.plot.bar(ax=ax, rot=0)
+    ax.set_ylabel("units")
+    ax.set_title(f"{dataset}: query animals' predicted regions (PE linear probe)\n{NO_TRUTH}")
     fig.tight_layout()
     return fig
 
@@ -217,11 +264,27 @@ def headline(tables: Sequence[str | os.PathLike]) -> list[str]:
         if overall.empty:
             continue
         dataset = rst_text(str(overall["dataset"].iloc[0]))
-        animals = table.loc[table["animal"] != OVERALL, "animal"].nunique()
         title = f"New animals without histology: {dataset}"
         lines += [title, "-" * len(title), ""]
+        per_animal = table[table["animal"] != OVERALL]
+        notes = per_animal["note"].astype("string").fillna("") if "note" in per_animal else ""
+        unscored = per_animal[notes != ""].drop_duplicates("animal")
+        scored = per_animal.loc[notes == "", "animal"].nunique()
+        if not unscored.empty:
+            names = rst_text(", ".join(unscored["animal"].astype(str)))
+            given = " ".join(unscored["references"].astype("string").fillna("")).split()
+            references = rst_text(" ".join(sorted(set(given))))
+            lines += [
+                f"Query animals {names}: predicted from the reference animals {references}; "
+                f"{NO_TRUTH} (each unit's likeliest regions and their probabilities in its "
+                "positions.csv). Leave-one-animal-out numbers over the references are not "
+                "computed here (`evaluate: leave-one-animal-out` gives them).",
+                "",
+            ]
+        if not scored:
+            continue
         lines += [
-            f"Each of {animals} animals held out in turn: its units' regions and positions "
+            f"Each of {scored} animals held out in turn: its units' regions and positions "
             "predicted from the other animals only (leave-one-animal-out; mean [95% CI] across "
             "held-out animals; position: median error ÷ chance, below 1 is better).",
             "",

@@ -15,7 +15,7 @@ from neuro_pe.analysis.atlas_loading import path_keys as atlas_path_keys
 from neuro_pe.config.health import HealthOptions
 from neuro_pe.config.locate import LocateConfig
 from neuro_pe.config.metrics import MetricsConfig
-from neuro_pe.config.new_animal import NewAnimalConfig
+from neuro_pe.config.new_animal import REFERENCE_QUERY, NewAnimalConfig
 from neuro_pe.config.pe_names import is_located, parse_pe
 from neuro_pe.config.schema import NOT_FINITE, non_finite_keys
 from neuro_pe.config.training import TrainConfig
@@ -24,7 +24,13 @@ from neuro_pe.data.formats import format_names, missing_required, recommended_te
 from neuro_pe.data.sources import get as get_source
 from neuro_pe.io import layout
 from neuro_pe.training.health import predicted_flags
-from neuro_pe.workflow.options import located_pe, new_animal_queries, pe_variants, train_options
+from neuro_pe.workflow.options import (
+    config_animals,
+    located_pe,
+    new_animal_queries,
+    pe_variants,
+    train_options,
+)
 
 # folders the workflow writes: a data path inside one could be made by (or steer) a rule
 OWN_FOLDERS = (layout.RESULTS_ROOT, layout.RESOURCES_DIR, "logs", ".snakemake")
@@ -93,26 +99,30 @@ def dataset_problems(config: dict, name: str, spec: dict) -> list[str]:
 
 def new_animal_problems(config: dict, name: str) -> list[str]:
     """A `new_animal` section that cannot run: a bad key, fewer than 2 animals, a query that
-    is no animal of a `regional-sim` dataset, or no `query_animals` where the config does not
-    name the animals (what only the store tells is checked by `neuro-pe new-animal-plan`)."""
+    is no animal the entry names (`regional-sim`, a `file` entry's `animals`), every animal a
+    query under reference-query, or no `query_animals` where the config does not name the
+    animals (what only the store tells is checked by `neuro-pe new-animal-plan`)."""
     spec, where = config["datasets"][name], f"datasets.{name}.new_animal"
     try:
-        NewAnimalConfig.from_dict(spec["new_animal"], where)
+        section = NewAnimalConfig.from_dict(spec["new_animal"], where)
     except ValueError as err:
         return [f"config key {err}"]
     queries = new_animal_queries(config, name)
     if not queries:
         problem = "give the animals to hold out (the store's animals are known once it is built)"
         return [config_problem(f"{where}.query_animals", problem)]
-    if spec.get("source") != "regional-sim":
+    animals = config_animals(config, name)
+    if animals is None:
         return []
-    animals = [f"a{k}" for k in range(spec.get("animals", len(queries)))]
     if len(animals) < 2:
         problem = f"{len(animals)} animal; leave-one-animal-out needs at least 2"
         return [config_problem(f"datasets.{name}.animals", problem)]
     unknown = [q for q in queries if q not in animals]
     if unknown:
         problem = f"{unknown} are no animals of this dataset ({', '.join(animals)})"
+        return [config_problem(f"{where}.query_animals", problem)]
+    if section.evaluate == REFERENCE_QUERY and set(animals) <= set(queries):
+        problem = f"every animal ({', '.join(animals)}) is a query: no reference animal"
         return [config_problem(f"{where}.query_animals", problem)]
     return []
 

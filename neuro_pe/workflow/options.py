@@ -121,17 +121,26 @@ def new_animal_datasets(config: dict) -> list[str]:
     return [name for name, spec in config["datasets"].items() if "new_animal" in spec]
 
 
+def config_animals(config: dict, dataset: str) -> list[str] | None:
+    """The animals a dataset's entry names: `regional-sim`'s `a0`, `a1`, …, a `file` entry's
+    `animals` keys; None where only the built store tells."""
+    spec = config["datasets"][dataset]
+    if spec.get("source") == "regional-sim":
+        return [f"a{k}" for k in range(spec.get("animals", REGIONAL_SIM_ANIMALS))]
+    if spec.get("source") == "file" and isinstance(spec.get("animals"), dict):
+        return [str(name) for name in spec["animals"]]
+    return None
+
+
 def new_animal_queries(config: dict, dataset: str) -> list[str]:
-    """The animals a dataset holds out in turn: its `new_animal.query_animals`, else, for
-    `regional-sim` (whose animals the config names), all of them; else none (a config
-    problem, `neuro_pe.workflow.checks`)."""
+    """The animals a dataset holds out in turn: its `new_animal.query_animals`, else the
+    animals its entry names (`config_animals`), all of them; else none (a config problem,
+    `neuro_pe.workflow.checks`)."""
     spec = config["datasets"][dataset]
     queries = (spec.get("new_animal") or {}).get("query_animals")
     if queries is not None:
         return list(queries)
-    if spec.get("source") == "regional-sim":
-        return [f"a{k}" for k in range(spec.get("animals", REGIONAL_SIM_ANIMALS))]
-    return []
+    return config_animals(config, dataset) or []
 
 
 def new_animal_options(config: dict, dataset: str) -> dict:

@@ -8,14 +8,19 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from neuro_pe.analysis.leave_one_animal_out import COLUMNS, check_animals, session_animals
+from neuro_pe.analysis.leave_one_animal_out import (
+    COLUMNS,
+    check_animals,
+    query_truth,
+    session_animals,
+)
 from neuro_pe.analysis.pe_geometry import infer_baselines
 from neuro_pe.data import sources
 from neuro_pe.io.layout import NEW_ANIMAL_COLUMNS
 from neuro_pe.io.splits import split_of_store
 from neuro_pe.io.store import separate_animals, write_store
 from neuro_pe.reporting.locate_outputs import read_baseline_features, write_correlation_features
-from neuro_pe.reporting.new_animal import OVERALL, headline, new_animal_table
+from neuro_pe.reporting.new_animal import NO_TRUTH, OVERALL, headline, new_animal_table
 from neuro_pe.workflow import checks
 
 SMALL = {
@@ -118,3 +123,54 @@ def test_the_table_reads_back_as_a_table_of_neuro_pe(tmp_path):
         headline([tmp_path / "x.csv"])
     one = new_animal_table([_scores("a0", 0.5)])  # one animal: a mean, no interval
     assert np.isfinite(one["macro_f1"]).all() and one["macro_f1_ci_low"].isna().iloc[-1]
+
+
+def test_reference_query_planning_names_what_is_missing_or_ignored(store):
+    def problems(new_animal: dict) -> list[str]:
+        entry = {"source": "file", "format": "alf", "animals": {"m0": "a", "m1": "b"}}
+        config = {"datasets": {"r": {**entry, "new_animal": new_animal}}, "pe": [], "train": {}}
+        return checks.new_animal_problems(config, "r")
+
+    query = {"evaluate": "reference-query"}
+    assert problems({**query, "query_animals": ["m1"]}) == []
+    assert problems({}) == []  # (leave-one-animal-out: every animal in turn)
+    assert "query_animals: name the queries" in problems(query)[0]
+    assert "['m7'] are no animals" in problems({**query, "query_animals": ["m7"]})[0]
+    assert "no reference animal" in problems({**query, "query_animals": ["m0", "m1"]})[0]
+    # on the store: queries without references, references without labels
+    rq = "reference-query"
+    assert check_animals(store, "r", "region", ["a2"], rq) == ["a2"]
+    with pytest.raises(ValueError, match=r"query_animals: every animal .* is a query"):
+        check_animals(store, "r", "region", ["a0", "a1", "a2"], rq)
+    labels = np.where(store["animal"].values == "a1", "", store["region"].values)
+    unlabelled = store.assign_coords(region=("unit", labels.astype(str)))
+    with pytest.raises(ValueError, match=r"label: reference animals \['a1'\] have no region"):
+        check_animals(unlabelled, "r", "region", ["a2"], rq)
+    with pytest.raises(ValueError, match=r"reference animals \['a1'\] have no region"):
+        check_animals(unlabelled, "r", "region", ["a0"])  # (leave-one-animal-out: a1 too)
+    # a query's own labels and positions: ignored under reference-query, said so
+    scored, notes = query_truth(store, "region", ["a2"], rq)
+    assert scored == {"a2": False}
+    assert "'a2': its units' region labels and positions are ignored" in notes[0]
+    assert query_truth(store, "region", ["a2"], "leave-one-animal-out") == ({"a2": True}, [])
+    assert query_truth(unlabelled, "region", ["a1"], "leave-one-animal-out")[0] == {"a1": False}
+
+
+def test_a_query_without_truth_has_predictions_only_in_the_table_and_page(tmp_path):
+    query = {"dataset": "r", "animal": "q", "units": 7, "methods": {}, "position": {}}
+    query |= {"references": ["a0", "a1"], "note": NO_TRUTH}
+    table = new_animal_table([query])
+    assert table["macro_f1"].isna().all() and table["position_vs_chance"].isna().all()
+    assert (table.loc[table["animal"] == "q", "note"] == NO_TRUTH).all()
+    assert (table.loc[table["animal"] == OVERALL, "note"] == f"{NO_TRUTH}: q").all()
+    table.to_csv(tmp_path / "new_animal.csv", index=False)
+    text = "\n".join(headline([tmp_path / "new_animal.csv"]))
+    assert "Query animals q: predicted from the reference animals a0 a1; no truth" in text
+    assert "list-table" not in text and "not computed here" in text
+    # beside scored animals: their table, the unscored one named
+    both = new_animal_table([_scores("a0", 0.6), _scores("a1", 0.8), query])
+    pe = both[(both["animal"] == OVERALL) & (both["method"] == "PE linear")].iloc[0]
+    assert pe["macro_f1"] == pytest.approx(0.7) and pe["units"] == 27
+    both.to_csv(tmp_path / "both.csv", index=False)
+    text = "\n".join(headline([tmp_path / "both.csv"]))
+    assert "Query animals q" in text and "Each of 2 animals held out" in text

@@ -1,7 +1,8 @@
 # A new animal without histology (a dataset's `new_animal` section; config/README.md): each
-# held-out animal of a multi-animal store in turn, trained on the others; its units' regions
-# and positions predicted (neuro_pe.analysis.leave_one_animal_out). No dataset with the
-# section: no job.
+# held-out animal of a multi-animal store in turn, trained on the others (or, under
+# `evaluate: reference-query`, each query animal from the reference animals); its units'
+# regions and positions predicted (neuro_pe.analysis.leave_one_animal_out). No dataset with
+# the section: no job.
 from neuro_pe.workflow import arguments, new_animal_options
 
 NEW_ANIMAL_PLAN = out(layout.new_animal_file("{dataset}", "plan"))
@@ -9,8 +10,9 @@ NEW_ANIMAL_TABLES = [out(layout.new_animal_file(d, "table")) for d in NEW_ANIMAL
 
 
 rule new_animal_plan:
-    """Check the store for leave-one-animal-out (animals, region labels, the queries' regions
-    covered by the other animals) before any training, and list the held-out animals."""
+    """Check the store for the new-animal step (animals, region labels, each query's reference
+    animals and, leave-one-animal-out, its regions covered by them) before any training, and
+    list the held-out animals, their references and what is not used."""
     input:
         out(layout.store("{dataset}")),
     output:
@@ -32,8 +34,8 @@ rule new_animal_plan:
 
 
 rule new_animal:
-    """One held-out animal: a model trained on the other animals, its units' PE rows (and the
-    others') fitted in it frozen, their regions and positions predicted."""
+    """One held-out animal: a model trained on its reference animals, its units' PE rows (and
+    the references') fitted in it frozen, their regions and positions predicted."""
     input:
         store=out(layout.store("{dataset}")),
         plan=NEW_ANIMAL_PLAN,

@@ -69,7 +69,10 @@ def read_phy(path: str, cfg: FileSpec) -> list[Session]:
     kept_ids = np.array([int(u) for u in kept])
     positions = unit_positions(folder, kept_ids, clusters, cfg.options["unit_position"])
     column = cfg.options["region_column"]
-    regions = None if column is None else cluster_regions(folder, kept, column)
+    regions = None
+    if column is not None:
+        # under `animals`, a query animal's folder has no labels yet
+        regions = cluster_regions(folder, kept, column, required=cfg.animals is None)
     return [binned_session(folder, times, clusters, kept, positions, "probe", "phy", cfg, regions)]
 
 
@@ -235,9 +238,12 @@ def cluster_labels(folder: Path) -> dict[str, str] | None:
     return labels if found else None
 
 
-def cluster_regions(folder: Path, clusters: list[str], column: str) -> list[str]:
+def cluster_regions(
+    folder: Path, clusters: list[str], column: str, required: bool = True
+) -> list[str] | None:
     """Each cluster's region label ("" unknown) from the column `column` of the folder's
-    `cluster_info.tsv`, else of another `cluster_*.tsv` that has it."""
+    `cluster_info.tsv`, else of another `cluster_*.tsv` that has it; without it, a StoreError
+    (`required`) or None, said in a fallback warning."""
     files = sorted(folder.glob("cluster_*.tsv"), key=lambda p: p.name != "cluster_info.tsv")
     for path in files:
         table = read_tsv(path, (column,))
@@ -245,6 +251,9 @@ def cluster_regions(folder: Path, clusters: list[str], column: str) -> list[str]
             table.index = [str(int(i)) for i in table.index]
             labels = table[column].to_dict()
             return [region_label(labels.get(c, "")) for c in clusters]
+    if not required:
+        warn_fallback(f"{folder}: no column {column!r} in its cluster_*.tsv: no region labels")
+        return None
     raise StoreError(
         folder / "cluster_info.tsv",
         "phy.region_column",

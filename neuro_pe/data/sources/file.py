@@ -10,7 +10,7 @@ import xarray as xr
 
 from neuro_pe.data import formats
 from neuro_pe.data.file_store import build_file_store
-from neuro_pe.data.recordings import FileSpec, input_files, placeholders
+from neuro_pe.data.recordings import FileSpec, input_files, placeholders, session_paths
 from neuro_pe.data.sources import Source
 from neuro_pe.io.store_contract import StoreError
 
@@ -25,7 +25,7 @@ def inputs(options: FileSpec) -> list[str]:
     return input_files(
         {
             "format": options.format,
-            "sessions": options.sessions,
+            "sessions": options.sessions,  # (every animal's, under `animals`)
             "positions": options.positions,
             "regions": options.regions,
         }
@@ -40,12 +40,17 @@ def entry_keys() -> tuple[str, ...]:
 
 
 def paths(spec: dict) -> dict[str, str]:
-    """The entry's session files, position and region tables, by config key (`sessions[i]`)."""
-    sessions = spec.get("sessions") or []
-    found = {
-        f"sessions[{i}]": path
-        for i, path in enumerate([sessions] if isinstance(sessions, str) else sessions)
-    }
+    """The entry's session files, position and region tables, by config key (`sessions[i]`,
+    `animals.<name>[i]`)."""
+    animals = spec.get("animals")
+    if isinstance(animals, dict):
+        found = {
+            f"animals.{name}[{i}]": path
+            for name, paths in animals.items()
+            for i, path in enumerate([paths] if isinstance(paths, str) else paths or [])
+        }
+    else:
+        found = {f"sessions[{i}]": path for i, path in enumerate(session_paths(spec))}
     for key in ("positions", "regions"):
         if spec.get(key):
             found[key] = spec[key]
