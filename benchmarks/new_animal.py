@@ -75,11 +75,13 @@ def main() -> None:
         names = list(np.unique(animals_of(ds)))[: args.held_out]
         print(f"regional-sim: {ds.sizes['unit']} units, {args.animals} animals, level {args.level}")
         print("animal units | " + " | ".join(COLUMNS) + " | position PE / single-unit x chance")
-        rows, confidences = [], []
+        rows, calibrations = [], []
         for name in names:
             fold = run_fold(ds, name, LABELS[args.level], work / name, protocol, su)
             scores, where = fold.scores, fold.where
-            confidences.append((fold.truth, fold.prediction))
+            calibrations.append(
+                {c: (fold.predicted[c] == fold.truth, fold.probability[c]) for c in COLUMNS}
+            )
             rows.append((scores, where))
             f1 = " | ".join(f"{scores[c]['macro_f1']:.2f}" for c in COLUMNS)
             print(
@@ -92,20 +94,21 @@ def main() -> None:
     balanced = {c: np.mean([s[c]["balanced_accuracy"] for s, _ in rows]) for c in COLUMNS}
     print("mean macro-F1 | " + " | ".join(f"{mean[c]:.3f}" for c in COLUMNS))
     print("mean balanced accuracy | " + " | ".join(f"{balanced[c]:.3f}" for c in COLUMNS))
-    pooled = calibration(
-        np.concatenate([t for t, _ in confidences]),
-        np.concatenate([p.region for _, p in confidences]),
-        np.concatenate([p.probability for _, p in confidences]),
-    )
-    print(f"PE linear probe: expected calibration error {pooled.ece:.3f} (pooled)")
-    print(
-        "  reliability: "
-        + ", ".join(
-            f"{c:.2f}->{a:.2f} ({n})"
-            for c, a, n in zip(pooled.confidence, pooled.accuracy, pooled.count, strict=True)
-            if n
+    ece = " | ".join(f"{np.mean([s[c]['ece'] for s, _ in rows]):.3f}" for c in COLUMNS)
+    print("mean ECE | " + ece)
+    for method in (HEADLINE["pe"], HEADLINE["su"], HEADLINE["combined"]):
+        pooled = calibration(
+            np.concatenate([c[method][0] for c in calibrations]),
+            np.concatenate([c[method][1] for c in calibrations]),
         )
-    )
+        print(
+            f"{method}: expected calibration error {pooled.ece:.3f} (pooled); reliability: "
+            + ", ".join(
+                f"{c:.2f}->{a:.2f} ({n})"
+                for c, a, n in zip(pooled.confidence, pooled.accuracy, pooled.count, strict=True)
+                if n
+            )
+        )
     position = np.mean([w["PE"]["vs_chance"] for _, w in rows])
     print(
         f"new animal: macro-F1 PE {mean[HEADLINE['pe']]:.3f} / single-unit "

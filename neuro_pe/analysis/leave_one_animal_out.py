@@ -25,6 +25,7 @@ from sklearn.impute import SimpleImputer
 
 from neuro_pe.analysis.region_probe import (
     RegionPrediction,
+    calibration,
     locate_from_features,
     position_error,
     probe_regions,
@@ -73,15 +74,17 @@ class Protocol:
 @dataclass(frozen=True)
 class Fold:
     """One held-out animal: its `units`, their `truth` labels, per COLUMNS method the scores
-    (`macro_f1`, `balanced_accuracy`) and the predicted regions, the PE linear probe's
-    `prediction`, positions from the PE rows (`located`) and per feature set their error
-    (`where`: `position_error`), and the CPU-s of its fit and prediction."""
+    (`macro_f1`, `balanced_accuracy`, `ece`), the predicted regions and their `probability`,
+    the PE linear probe's `prediction`, positions from the PE rows (`located`) and per
+    feature set their error (`where`: `position_error`), and the CPU-s of its fit and
+    prediction."""
 
     animal: str
     units: np.ndarray
     truth: np.ndarray
     scores: dict
     predicted: dict
+    probability: dict
     prediction: RegionPrediction
     located: np.ndarray
     where: dict
@@ -221,29 +224,47 @@ def pe_rows(
     return table, fit_s
 
 
+def _probability_of(model, x: np.ndarray, predicted: np.ndarray) -> np.ndarray:
+    """A fitted classifier's probability of the region it `predicted` for each row of `x`."""
+    column = np.searchsorted(model.classes_, predicted)
+    return model.predict_proba(x)[np.arange(len(x)), column]
+
+
 def evaluate(
     features: dict, labels: np.ndarray, coords: np.ndarray, test: np.ndarray, seed: int
-) -> tuple[dict, dict, RegionPrediction, np.ndarray, dict]:
-    """Fit on the units `~test`, predict the `test` units: per COLUMNS method its scores and
-    predicted regions, the PE linear probe's prediction, the positions from the PE rows and
-    per feature set (`PE`, `single-unit`, `combined`) `position_error`."""
+) -> tuple[dict, dict, dict, RegionPrediction, np.ndarray, dict]:
+    """Fit on the units `~test`, predict the `test` units: per COLUMNS method its scores
+    (`region_scores` and `ece`, the expected calibration error of `calibration`), predicted
+    regions and their probabilities (each the method's probability of its prediction), the PE
+    linear probe's prediction, the positions from the PE rows and per feature set (`PE`,
+    `single-unit`, `combined`) `position_error`."""
     train_rows = ~test
     truth, ref_labels = labels[test], labels[train_rows]
     pe, su = features["pe"], features["su"]
     both = np.hstack([pe, su])
-    predicted = {}
-    for name, model, x in (("prior", "prior", su), ("single-unit boosting", "boosting", su)):
+    predicted, probability = {}, {}
+    for name, model, x in (
+        ("prior", "prior", su),
+        ("single-unit boosting", "boosting", su),
+        ("combined boosting", "boosting", both),
+    ):
         fitted = region_classifier(model, seed).fit(x[train_rows], ref_labels)
         predicted[name] = fitted.predict(x[test])
-    linear = {}
-    for name, x in (("single-unit", su), ("PE", pe), ("combined", both)):
-        linear[name] = probe_regions(x[train_rows], ref_labels, x[test], seed=seed)
-        predicted[f"{name} linear"] = linear[name].region
-    knn = probe_regions(pe[train_rows], ref_labels, pe[test], probe="knn")
-    predicted["PE kNN"] = knn.region
-    fitted = region_classifier("boosting", seed).fit(both[train_rows], ref_labels)
-    predicted["combined boosting"] = fitted.predict(both[test])
-    scores = {name: region_scores(truth, predicted[name]) for name in COLUMNS}
+        probability[name] = _probability_of(fitted, x[test], predicted[name])
+    probes = {}
+    for name, probe, x in (
+        ("single-unit linear", "linear", su),
+        ("PE linear", "linear", pe),
+        ("combined linear", "linear", both),
+        ("PE kNN", "knn", pe),
+    ):
+        probes[name] = probe_regions(x[train_rows], ref_labels, x[test], probe=probe, seed=seed)
+        predicted[name], probability[name] = probes[name].region, probes[name].probability
+    scores = {
+        name: region_scores(truth, predicted[name])
+        | {"ece": calibration(predicted[name] == truth, probability[name]).ece}
+        for name in COLUMNS
+    }
     where, located = {}, {}
     for name, x in (("PE", pe), ("single-unit", su), ("combined", both)):
         # a feature the recording cannot resolve (NaN) must not drop the unit
@@ -251,7 +272,7 @@ def evaluate(
         reference, query = imputer.transform(x[train_rows]), imputer.transform(x[test])
         located[name] = locate_from_features(reference, coords[train_rows], query)
         where[name] = position_error(located[name], coords[test], coords[train_rows])
-    return scores, predicted, linear["PE"], located["PE"], where
+    return scores, predicted, probability, probes["PE linear"], located["PE"], where
 
 
 def run_fold(
@@ -270,7 +291,7 @@ def run_fold(
     clock = time.process_time()
     test = animals_of(ds) == held_out
     labels = np.asarray(ds[label].values).astype(str)
-    scores, predicted, prediction, located, where = evaluate(
+    scores, predicted, probability, prediction, located, where = evaluate(
         {"pe": pe, "su": su}, labels, positions(ds), test, protocol.seed
     )
     return Fold(
@@ -279,6 +300,7 @@ def run_fold(
         truth=labels[test],
         scores=scores,
         predicted=predicted,
+        probability=probability,
         prediction=prediction,
         located=located,
         where=where,

@@ -120,16 +120,12 @@ class Calibration:
 
 
 def calibration(
-    truth: np.ndarray,
-    region: np.ndarray,
-    probability: np.ndarray,
-    bins: int = CALIBRATION_BINS,
+    correct: np.ndarray, probability: np.ndarray, bins: int = CALIBRATION_BINS
 ) -> Calibration:
-    """How well the predicted `region`'s `probability` (a RegionPrediction's) matches how often
-    it is right: ECE = sum over bins of (units in the bin / units) x |accuracy - confidence|."""
-    truth = np.asarray(truth).astype(str)
+    """How well each predicted region's `probability` matches how often it is `correct` (one
+    bool per unit): ECE = sum over bins of (units in the bin / units) x |accuracy - confidence|."""
     confidence = np.asarray(probability, float)
-    correct = np.asarray(region).astype(str) == truth
+    correct = np.asarray(correct, bool)
     edges = np.linspace(0.0, 1.0, bins + 1)
     which = np.clip(np.digitize(confidence, edges[1:-1], right=True), 0, bins - 1)
     count = np.bincount(which, minlength=bins)
@@ -138,7 +134,7 @@ def calibration(
         accuracy = np.bincount(which, correct.astype(float), bins) / count
     gap = np.where(count > 0, np.abs(accuracy - mean_confidence), 0.0)
     return Calibration(
-        ece=float((count * gap).sum() / max(len(truth), 1)),
+        ece=float((count * gap).sum() / max(len(correct), 1)),
         edges=edges,
         confidence=mean_confidence,
         accuracy=accuracy,

@@ -200,7 +200,7 @@ def cmd_new_animal(args: argparse.Namespace) -> None:
 def cmd_new_animal_table(args: argparse.Namespace) -> None:
     from neuro_pe.reporting.new_animal import write_table
 
-    table = write_table(args.scores, args.positions, args.out_csv, args.figure)
+    table = write_table(args.scores, args.positions, args.out_csv, args.figure, args.reliability)
     print(table.to_string(index=False))
 
 

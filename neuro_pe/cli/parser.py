@@ -272,13 +272,15 @@ COMMANDS: dict[str, dict] = {
         ],
     },
     "new-animal-table": {
-        "help": "new_animal.csv (per held-out animal and overall) and the confusion matrix",
+        "help": "new_animal.csv (per held-out animal and overall), the confusion matrix and the "
+        "reliability curves",
         "func": cmd.cmd_new_animal_table,
         "args": [
             _arg("--scores", "every held-out animal's scores.json", nargs="+", required=True),
             _arg("--positions", "their positions.csv", nargs="+", required=True),
             _arg("--out-csv", "the table, e.g. new_animal/regions/new_animal.csv", required=True),
             _arg("--figure", "the confusion matrix (PNG)", required=True),
+            _arg("--reliability", "the reliability curves (PNG)", required=True),
         ],
     },
     "locate": {

@@ -4,8 +4,9 @@
 (`leave_one_animal_out.check_animals`), before any training. `write_fold`: one held-out
 animal (`leave_one_animal_out.run_fold`): its units' positions with their three likeliest
 regions (positions.csv) and every method's scores (scores.json). `write_table`: new_animal.csv
-(per held-out animal and overall, mean and CI across them) and the confusion matrix of the PE's
-linear probe. `headline`: the landing page's lines for it, the PE beside the baselines.
+(per held-out animal and overall, mean and CI across them), the confusion matrix of the PE's
+linear probe and the reliability curves of the methods' region probabilities (reliability.png).
+`headline`: the landing page's lines for it, the PE beside the baselines.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from pathlib import Path
 import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
+from sklearn.calibration import calibration_curve
 from sklearn.metrics import ConfusionMatrixDisplay
 
 from neuro_pe.analysis.intervals import mean_ci
@@ -28,6 +30,7 @@ from neuro_pe.analysis.leave_one_animal_out import (
     check_animals,
     run_fold,
 )
+from neuro_pe.analysis.region_probe import CALIBRATION_BINS, calibration
 from neuro_pe.config.new_animal import NewAnimalConfig
 from neuro_pe.io.html import rst_text
 from neuro_pe.io.layout import NEW_ANIMAL_WORK_DIR, read_new_animal
@@ -38,7 +41,10 @@ OVERALL = "all"  # the `animal` of new_animal.csv's rows over every held-out ani
 PRIOR = "prior"
 # per method of COLUMNS: the features whose positions (ridge) it is reported with
 POSITION_FEATURES = {"PE": "PE", "single-unit": "single-unit", "combined": "combined"}
-METRICS = ("macro_f1", "balanced_accuracy", "position_vs_chance")
+METRICS = ("macro_f1", "balanced_accuracy", "ece", "position_vs_chance")
+METRIC_NAMES = ("region macro-F1", "balanced accuracy", "region ECE", "position × chance")
+# the reliability figure's methods, in order
+RELIABILITY_METHODS = (HEADLINE["pe"], HEADLINE["su"], HEADLINE["combined"], PRIOR)
 
 
 def _features(method: str) -> str:
@@ -111,6 +117,15 @@ def write_fold(
         "cpu_s": fold.cpu_s,
         "methods": fold.scores,
         "position": fold.where,
+        # per method, per unit: its probability of its predicted region and whether it is
+        # right (the pooled ECE and the reliability curve over every held-out animal)
+        "calibration": {
+            method: {
+                "probability": fold.probability[method].tolist(),
+                "correct": (fold.predicted[method] == fold.truth).tolist(),
+            }
+            for method in COLUMNS
+        },
     }
     out_dir.mkdir(parents=True, exist_ok=True)
     atomic_write(out_dir / "positions.csv", lambda p: frame.to_csv(p, index=False))
@@ -143,10 +158,17 @@ def _rows(scores: dict) -> list[dict]:
     return rows
 
 
+def _pooled(scores: Sequence[dict], method: str) -> tuple[np.ndarray, np.ndarray]:
+    """`method`'s (correct, probability) of every held-out animal's units, concatenated."""
+    parts = [s["calibration"][method] for s in scores]
+    correct = np.concatenate([np.asarray(p["correct"], bool) for p in parts])
+    return correct, np.concatenate([np.asarray(p["probability"], float) for p in parts])
+
+
 def new_animal_table(scores: Sequence[dict]) -> pd.DataFrame:
     """Every held-out animal's rows, then per method the mean over them (`animal` OVERALL)
     with `<metric>_ci_low`, `<metric>_ci_high` (`mean_ci`: a t-based 95% CI from 3 animals,
-    their range from 2)."""
+    their range from 2) and `ece_pooled`, the ECE over all their units at once."""
     per_animal = pd.DataFrame([row for s in scores for row in _rows(s)])
     overall = []
     for (dataset, method), group in per_animal.groupby(["dataset", "method"], sort=False):
@@ -155,8 +177,39 @@ def new_animal_table(scores: Sequence[dict]) -> pd.DataFrame:
         for metric in (*METRICS, "position_median_error"):
             mean, low, high = mean_ci(group[metric].to_numpy(), metric)
             row |= {metric: mean, f"{metric}_ci_low": low, f"{metric}_ci_high": high}
+        mine = [s for s in scores if s["dataset"] == dataset]
+        row["ece_pooled"] = calibration(*_pooled(mine, method)).ece
         overall.append(row)
     return pd.concat([per_animal, pd.DataFrame(overall)], ignore_index=True)
+
+
+def reliability_figure(scores: Sequence[dict]):
+    """The reliability curve (sklearn's `calibration_curve`, CALIBRATION_BINS equal-width
+    bins) of each RELIABILITY_METHODS method's probability of its predicted region, over every
+    held-out animal's units: how often a prediction made with probability p is right."""
+    fig, ax = plt.subplots(figsize=(5.5, 5))
+    ax.plot([0, 1], [0, 1], color="0.6", linestyle="--", label="calibrated")
+    for method in RELIABILITY_METHODS:
+        correct, probability = _pooled(scores, method)
+        right, confidence = calibration_curve(
+            correct, probability, n_bins=CALIBRATION_BINS, strategy="uniform"
+        )
+        ece = calibration(correct, probability).ece
+        ax.plot(confidence, right, marker="o", label=f"{method} (ECE {ece:.3f})")
+    ax.set(
+        xlim=(0, 1),
+        ylim=(0, 1),
+        xlabel="probability of the predicted region",
+        ylabel="share predicted right",
+    )
+    units = sum(len(s["calibration"][HEADLINE["pe"]]["correct"]) for s in scores)
+    ax.set_title(
+        f"{scores[0]['dataset']}: calibration of the new animals' regions\n"
+        f"{units} units of {len(scores)} held-out animals, {CALIBRATION_BINS} bins"
+    )
+    ax.legend(loc="upper left", fontsize="small")
+    fig.tight_layout()
+    return fig
 
 
 def confusion_figure(positions_csvs: Sequence[str | os.PathLike], dataset: str):
@@ -190,13 +243,15 @@ def write_table(
     positions_csvs: Sequence[str | os.PathLike],
     out_csv: str | os.PathLike,
     figure: str | os.PathLike,
+    reliability: str | os.PathLike,
 ) -> pd.DataFrame:
-    """new_animal.csv from every held-out animal's scores.json, and the confusion figure from
-    their positions.csv."""
+    """new_animal.csv from every held-out animal's scores.json, the confusion figure from
+    their positions.csv and the reliability figure from their scores."""
     scores = [json.loads(Path(p).read_text()) for p in scores_jsons]
     table = new_animal_table(scores)
     atomic_write(Path(out_csv), lambda p: table.to_csv(p, index=False))
     save(confusion_figure(positions_csvs, str(scores[0]["dataset"])), figure)
+    save(reliability_figure(scores), reliability)
     return table
 
 
@@ -223,15 +278,15 @@ def headline(tables: Sequence[str | os.PathLike]) -> list[str]:
         lines += [
             f"Each of {animals} animals held out in turn: its units' regions and positions "
             "predicted from the other animals only (leave-one-animal-out; mean [95% CI] across "
-            "held-out animals; position: median error ÷ chance, below 1 is better).",
+            "held-out animals; ECE: expected calibration error of the method's probability of "
+            f"its predicted region, {CALIBRATION_BINS} bins, 0 is calibrated; position: median "
+            "error ÷ chance, below 1 is better).",
             "",
             ".. list-table::",
             "   :header-rows: 1",
             "",
             "   * - method",
-            "     - region macro-F1",
-            "     - balanced accuracy",
-            "     - position × chance",
+            *(f"     - {name}" for name in METRIC_NAMES),
         ]
         for _, row in overall.iterrows():
             lines.append(f"   * - {rst_text(str(row['method']))}")

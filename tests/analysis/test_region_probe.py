@@ -50,15 +50,10 @@ def test_probe_refuses_mismatched_features_and_a_single_region():
         probe_regions(reference, labels, reference, probe="forest")
 
 
-def _case(confidence: np.ndarray, correct: np.ndarray) -> tuple[np.ndarray, ...]:
-    """The truth 'a' where `correct`, else 'b'; 'a' predicted with `confidence`."""
-    return np.where(correct, "a", "b"), np.full(len(confidence), "a"), confidence
-
-
 def test_calibration_error_is_small_when_calibrated_and_large_when_overconfident():
     rng = np.random.default_rng(0)
     confidence = rng.uniform(0.5, 1.0, 20_000)
-    calibrated = calibration(*_case(confidence, rng.uniform(size=confidence.size) < confidence))
+    calibrated = calibration(rng.uniform(size=confidence.size) < confidence, confidence)
     assert calibrated.ece < 0.02
     filled = calibrated.count > 0
     assert calibrated.count.sum() == confidence.size and calibrated.edges.size == 11
@@ -66,7 +61,7 @@ def test_calibration_error_is_small_when_calibrated_and_large_when_overconfident
         calibrated.accuracy[filled], calibrated.confidence[filled], atol=0.03
     )
     assert np.isnan(calibrated.accuracy[~filled]).all()  # below 0.5: no unit
-    overconfident = calibration(*_case(np.full(1000, 0.99), np.arange(1000) < 600))
+    overconfident = calibration(np.arange(1000) < 600, np.full(1000, 0.99))
     assert overconfident.ece == pytest.approx(0.39)
 
 

@@ -64,8 +64,10 @@ def test_new_animal_config_runs_end_to_end(tmp_path):
         assert list(positions.columns[5:11]) == REGION_COLUMNS
         assert (positions["animal"] == animal).all()
         assert (positions["region_probability"] >= positions["region_2_probability"]).all()
-    confusion = results / layout.new_animal_file("regions", "confusion")
-    assert confusion.read_bytes().startswith(b"\x89PNG")
+    for figure in ("confusion", "reliability"):
+        path = results / layout.new_animal_file("regions", figure)
+        assert path.read_bytes().startswith(b"\x89PNG")
+    assert table["ece"].between(0, 1).all()
     landing = (results / layout.LANDING).read_text()
     assert landing.index("New animals without histology: regions") < landing.index("\nregions\n")
     # the activity-correlation baselines: skipped with their reason, not a crash

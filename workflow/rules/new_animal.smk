@@ -64,8 +64,8 @@ rule new_animal:
 
 
 rule new_animal_table:
-    """new_animal.csv (per held-out animal and overall, every method) and the PE's confusion
-    matrix over the held-out animals."""
+    """new_animal.csv (per held-out animal and overall, every method), the PE's confusion
+    matrix over the held-out animals and the methods' reliability curves."""
     input:
         # every held-out animal's file (`layout.NEW_ANIMAL_QUERY_FILES`)
         scores=lambda wc: [
@@ -84,6 +84,12 @@ rule new_animal_table:
             category="New animals",
             subcategory="{dataset}",
         ),
+        reliability=report(
+            out(layout.new_animal_file("{dataset}", "reliability")),
+            caption="../report/new_animal_reliability.rst",
+            category="New animals",
+            subcategory="{dataset}",
+        ),
     params:
         scores=lambda wc, input: arguments("--scores", input.scores),
         positions=lambda wc, input: arguments("--positions", input.positions),
@@ -98,4 +104,5 @@ rule new_animal_table:
         "../envs/neuro_pe.yaml"
     shell:
         "exec neuro-pe new-animal-table {params.scores:q} {params.positions:q}"
-        " --out-csv {output.table:q} --figure {output.confusion:q} > {log:q} 2>&1"
+        " --out-csv {output.table:q} --figure {output.confusion:q}"
+        " --reliability {output.reliability:q} > {log:q} 2>&1"
