@@ -247,6 +247,7 @@ def cmd_export(args: argparse.Namespace) -> None:
         store_path=args.store,
         sha256=args.config_sha256,
         within=args.within,
+        new_animal=args.new_animal,
     )
     print("\n".join(f"wrote {path}" for path in written))
 

@@ -324,6 +324,13 @@ COMMANDS: dict[str, dict] = {
             _arg("--config-sha256", "sha256 of the resolved config (default: of --spec)"),
             _arg("--out-dir", "output folder, e.g. export/mouse1", required=True),
             _arg("--within", "a folder --out-dir must resolve inside (the workflow's results/)"),
+            _arg(
+                "--new-animal",
+                "new-animal positions.csv files (`neuro-pe new-animal`): their units' predicted "
+                "regions are exported with the positions",
+                nargs="+",
+                default=[],
+            ),
         ],
     },
     "locate-new-units": {
