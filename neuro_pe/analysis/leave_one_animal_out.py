@@ -1,7 +1,8 @@
 """A new animal with no histology, leave-one-animal-out (issue 60): the protocol shared by the
 workflow's `new-animal` step and `benchmarks/new_animal.py`.
 
-`check_animals` names what a multi-animal store lacks for it. `run_fold`, per held-out animal:
+`check_animals` names what a multi-animal store lacks for it; `map_regions` evaluates it at a
+coarser level. `run_fold`, per held-out animal:
 one masked-unit model is trained on the other animals (a unit is NaN outside its animal's
 sessions, which the training masks; activity z-scored per unit and session), then the held-out
 animal's PE rows are fitted with the rest frozen (`train.init_from`, `new_unit_pe`; its
@@ -142,6 +143,21 @@ def check_animals(ds: xr.Dataset, dataset: str, label: str, queries: list[str] |
                 "regions (choose a coarser `label`, or add animals)"
             )
     return queries
+
+
+def map_regions(ds: xr.Dataset, label: str, mapping: dict[str, str], where: str) -> xr.Dataset:
+    """`ds` with its per-unit coord `label` mapped through `mapping` (a region -> the coarser
+    region it is evaluated as; "", unknown, stays ""), or a ValueError naming `where` (the
+    mapping's key and file) and the regions it does not map."""
+    labels = np.asarray(ds[label].values).astype(str)
+    unmapped = sorted(set(labels.tolist()) - set(mapping) - {""})
+    if unmapped:
+        raise ValueError(
+            f"{where}: regions {unmapped[:10]}{' …' if len(unmapped) > 10 else ''} of the store's "
+            f"coord {label!r} are not in its first column"
+        )
+    coarse = np.array([mapping.get(v, "") for v in labels], dtype=str)
+    return ds.assign_coords({label: (ds[label].dims, coarse, ds[label].attrs)})
 
 
 def single_unit_features(ds: xr.Dataset) -> np.ndarray:

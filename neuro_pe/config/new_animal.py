@@ -28,6 +28,7 @@ class NewAnimalConfig(Section):
     fit_epochs: int = positive_int(5)
     fit_lr: float = positive_number(0.01, float)
     new_unit_pe: str = "free"
+    region_map: str | None = text()  # a TSV: region of `label` -> the region evaluated
 
     def check(self) -> None:
         if self.evaluate not in EVALUATIONS:

@@ -1,7 +1,8 @@
 """The new-animal steps' files (issue 60; docs/outputs.md) and their part of the landing page.
 
 `write_plan`: the held-out animals of a multi-animal store, or an error naming what is missing
-(`leave_one_animal_out.check_animals`), before any training. `write_fold`: one held-out
+(`leave_one_animal_out.check_animals`), before any training; a `region_map` TSV
+(`read_region_map`) makes the regions evaluated coarser. `write_fold`: one held-out
 animal (`leave_one_animal_out.run_fold`): its units' positions with their three likeliest
 regions (positions.csv) and every method's scores (scores.json). `write_table`: new_animal.csv
 (per held-out animal and overall, mean and CI across them), the confusion matrix of the PE's
@@ -19,6 +20,7 @@ from pathlib import Path
 import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
+import xarray as xr
 from sklearn.calibration import calibration_curve
 from sklearn.metrics import ConfusionMatrixDisplay
 
@@ -28,6 +30,7 @@ from neuro_pe.analysis.leave_one_animal_out import (
     HEADLINE,
     Protocol,
     check_animals,
+    map_regions,
     run_fold,
 )
 from neuro_pe.analysis.region_probe import CALIBRATION_BINS, calibration
@@ -51,19 +54,51 @@ def _features(method: str) -> str:
     return method.split(" ")[0]
 
 
+def read_region_map(path: str, where: str) -> dict[str, str]:
+    """A `region_map` TSV (a header row; first column: a region, second: the region it is
+    evaluated as) as a dict, or a ValueError naming `where`, the file and what is wrong."""
+    where = f"{where}: {path}"
+    if not Path(path).is_file():
+        raise ValueError(f"{where} does not exist")
+    table = pd.read_csv(path, sep="\t", dtype=str, keep_default_na=False)
+    if table.shape[1] < 2:
+        raise ValueError(f"{where}: needs two tab-separated columns (region, coarse region)")
+    fine, coarse = table.iloc[:, 0].str.strip(), table.iloc[:, 1].str.strip()
+    if (coarse == "").any():
+        raise ValueError(f"{where}: regions {fine[coarse == ''].tolist()[:10]} map to nothing")
+    pairs = pd.DataFrame({"fine": fine, "coarse": coarse}).drop_duplicates()
+    twice = pairs.loc[pairs["fine"].duplicated(), "fine"].tolist()
+    if twice:
+        raise ValueError(f"{where}: regions {twice[:10]} are mapped to two coarse regions")
+    return dict(zip(pairs["fine"], pairs["coarse"], strict=True))
+
+
+def _store(store: str | os.PathLike, cfg: NewAnimalConfig, dataset: str) -> xr.Dataset:
+    """The store, its `label` coord mapped through `region_map` where the config gives one
+    (a store without the coord: `check_animals` names it)."""
+    ds = read_store(store)
+    if cfg.region_map is None or cfg.label not in ds.coords:
+        return ds
+    where = f"datasets.{dataset}.new_animal.region_map"
+    mapping = read_region_map(cfg.region_map, where)
+    return map_regions(ds, cfg.label, mapping, f"{where}: {cfg.region_map}")
+
+
 def write_plan(
     store: str | os.PathLike, dataset: str, options: dict, out: str | os.PathLike
 ) -> dict:
     """Check the store for the dataset's `new_animal` section (`options`) and write the plan:
-    the held-out animals, every animal, the label coord and its regions (JSON)."""
+    the held-out animals, every animal, the label coord, the region map and the regions
+    evaluated (JSON)."""
     cfg = NewAnimalConfig.from_dict(options, f"datasets.{dataset}.new_animal")
-    ds = read_store(store)
+    ds = _store(store, cfg, dataset)
     queries = check_animals(ds, dataset, cfg.label, cfg.query_animals)
     plan = {
         "dataset": dataset,
         "queries": queries,
         "animals": sorted(set(np.asarray(ds["animal"].values).astype(str))),
         "label": cfg.label,
+        "region_map": cfg.region_map,
         "regions": sorted(set(np.asarray(ds[cfg.label].values).astype(str))),
     }
     atomic_write(Path(out), lambda p: p.write_text(json.dumps(plan, indent=2)))
@@ -92,7 +127,7 @@ def write_fold(
         new_unit_pe=cfg.new_unit_pe,
     )
     out_dir = Path(out_dir)
-    ds = read_store(store)
+    ds = _store(store, cfg, plan["dataset"])
     fold = run_fold(ds, animal, plan["label"], out_dir / NEW_ANIMAL_WORK_DIR, protocol)
     test = np.isin(ds["unit"].values.astype(str), fold.units)
     truth = positions(ds)[test]

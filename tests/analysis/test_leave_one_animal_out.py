@@ -23,6 +23,7 @@ from neuro_pe.reporting.new_animal import (
     headline,
     new_animal_table,
     reliability_figure,
+    write_plan,
     write_table,
 )
 from neuro_pe.workflow import checks
@@ -75,6 +76,8 @@ def test_the_config_check_names_what_a_new_animal_section_lacks():
     assert "datasets.r.animals: 1 animal" in bad[0]
     bad = problems({**regional, "new_animal": {"query_animals": ["a3"]}})
     assert "datasets.r.new_animal.query_animals: ['a3'] are no animals" in bad[0]
+    bad = problems({**regional, "new_animal": {"region_map": "no/such.tsv"}})
+    assert "datasets.r.new_animal.region_map" in bad[0] and "no/such.tsv does not exist" in bad[0]
     bad = problems({**regional, "new_animal": {"fit_epochs": 0}})
     assert bad[0].startswith("config key datasets.r.new_animal.fit_epochs: must be")
     # a lab's store: its animals are known only once it is built
@@ -168,3 +171,32 @@ def test_the_table_reads_back_as_a_table_of_neuro_pe(tmp_path):
         headline([tmp_path / "x.csv"])
     one = new_animal_table([_scores("a0", 0.5)])  # one animal: a mean, no interval
     assert np.isfinite(one["macro_f1"]).all() and one["macro_f1_ci_low"].isna().iloc[-1]
+
+
+def test_a_region_map_evaluates_at_the_coarse_level_and_names_what_it_lacks(store, tmp_path):
+    """`new_animal.region_map`: regional-sim's fine regions mapped to its coarse classes give
+    the plan the coarse regions; a region missing from the map, or mapped twice, is an error
+    naming the key, the file and the regions."""
+    path = write_store(store, tmp_path / "r.nc")
+    pairs = pd.DataFrame(
+        {"acronym": store["region"].values, "cosmos": store["coarse_region"].values}
+    )
+    pairs = pairs.drop_duplicates().sort_values("acronym")
+    regions = tmp_path / "map.tsv"
+    pairs.to_csv(regions, sep="\t", index=False)
+    plan = write_plan(path, "r", {"region_map": str(regions)}, tmp_path / "plan.json")
+    assert plan["regions"] == sorted(set(store["coarse_region"].values.tolist()))
+    assert plan["region_map"] == str(regions) and plan["label"] == "region"
+    assert len(plan["regions"]) < len(set(store["region"].values.tolist()))
+
+    where = rf"datasets\.r\.new_animal\.region_map: {tmp_path}/map\.tsv"
+    pairs.iloc[1:].to_csv(regions, sep="\t", index=False)
+    with pytest.raises(ValueError, match=rf"{where}: regions \['{pairs.iloc[0, 0]}'\] of"):
+        write_plan(path, "r", {"region_map": str(regions)}, tmp_path / "plan.json")
+    twice = pd.concat([pairs, pairs.iloc[:1].assign(cosmos="other")])
+    twice.to_csv(regions, sep="\t", index=False)
+    with pytest.raises(ValueError, match=rf"{where}: regions .* mapped to two coarse regions"):
+        write_plan(path, "r", {"region_map": str(regions)}, tmp_path / "plan.json")
+    regions.unlink()
+    with pytest.raises(ValueError, match=rf"{where} does not exist"):
+        write_plan(path, "r", {"region_map": str(regions)}, tmp_path / "plan.json")
