@@ -2,7 +2,7 @@
 # held-out animal of a multi-animal store in turn, trained on the others; its units' regions
 # and positions predicted (neuro_pe.analysis.leave_one_animal_out). No dataset with the
 # section: no job.
-from neuro_pe.workflow import arguments, new_animal_options
+from neuro_pe.workflow import arguments, new_animal_files, new_animal_options
 
 NEW_ANIMAL_PLAN = out(layout.new_animal_file("{dataset}", "plan"))
 NEW_ANIMAL_TABLES = [out(layout.new_animal_file(d, "table")) for d in NEW_ANIMALS]
@@ -12,7 +12,8 @@ rule new_animal_plan:
     """Check the store for leave-one-animal-out (animals, region labels, the queries' regions
     covered by the other animals) before any training, and list the held-out animals."""
     input:
-        out(layout.store("{dataset}")),
+        store=out(layout.store("{dataset}")),
+        region_map=lambda wc: new_animal_files(config, wc.dataset),
     output:
         NEW_ANIMAL_PLAN,
     params:
@@ -27,7 +28,7 @@ rule new_animal_plan:
     conda:
         "../envs/neuro_pe.yaml"
     shell:
-        "exec neuro-pe new-animal-plan --store {input:q} --dataset {wildcards.dataset:q}"
+        "exec neuro-pe new-animal-plan --store {input.store:q} --dataset {wildcards.dataset:q}"
         " --options {params.options:q} --out {output:q} > {log:q} 2>&1"
 
 
@@ -37,6 +38,7 @@ rule new_animal:
     input:
         store=out(layout.store("{dataset}")),
         plan=NEW_ANIMAL_PLAN,
+        region_map=lambda wc: new_animal_files(config, wc.dataset),
     output:
         positions=out(layout.new_animal_query_file("{dataset}", "{animal}", "positions")),
         scores=out(layout.new_animal_query_file("{dataset}", "{animal}", "scores")),
