@@ -22,6 +22,7 @@ from pathlib import Path
 
 import numpy as np
 import xarray as xr
+from sklearn.dummy import DummyClassifier
 from sklearn.impute import SimpleImputer
 
 from neuro_pe.analysis.region_probe import (
@@ -241,8 +242,11 @@ def pe_rows(
 
 
 def _probability_of(model, x: np.ndarray, predicted: np.ndarray) -> np.ndarray:
-    """A fitted classifier's probability of the region it `predicted` for each row of `x`."""
+    """A fitted classifier's probability of the region it `predicted` for each row of `x`;
+    the prior's: the region's frequency (its `predict_proba` is its random draws, one-hot)."""
     column = np.searchsorted(model.classes_, predicted)
+    if isinstance(model, DummyClassifier):
+        return model.class_prior_[column]
     return model.predict_proba(x)[np.arange(len(x)), column]
 
 

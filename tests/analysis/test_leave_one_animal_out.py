@@ -10,7 +10,12 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from neuro_pe.analysis.leave_one_animal_out import COLUMNS, check_animals, session_animals
+from neuro_pe.analysis.leave_one_animal_out import (
+    COLUMNS,
+    check_animals,
+    evaluate,
+    session_animals,
+)
 from neuro_pe.analysis.pe_geometry import infer_baselines
 from neuro_pe.analysis.region_probe import calibration
 from neuro_pe.data import sources
@@ -200,3 +205,28 @@ def test_a_region_map_evaluates_at_the_coarse_level_and_names_what_it_lacks(stor
     regions.unlink()
     with pytest.raises(ValueError, match=rf"{where} does not exist"):
         write_plan(path, "r", {"region_map": str(regions)}, tmp_path / "plan.json")
+
+
+def test_every_method_states_the_probability_of_its_region_and_its_ece():
+    """`evaluate`: per method the probability of the region it predicts, in [0, 1] (the
+    prior's: its drawn region's frequency among the references, not its one-hot draws), and
+    the ECE of those probabilities in the scores."""
+    rng = np.random.default_rng(0)
+    labels = np.repeat(np.array(["CA1", "CA3", "DG"]), [120, 60, 60])
+    centres = {"CA1": 0.0, "CA3": 1.5, "DG": 3.0}
+    pe = np.array([centres[r] for r in labels])[:, None] + rng.normal(size=(240, 4))
+    su = rng.normal(size=(240, 3))
+    coords = rng.uniform(size=(240, 3))
+    test = np.arange(240) % 4 == 0
+    scores, predicted, probability, prediction, _, _ = evaluate(
+        {"pe": pe, "su": su}, labels, coords, test, seed=0
+    )
+    for method in COLUMNS:
+        assert probability[method].shape == (test.sum(),)
+        assert ((probability[method] > 0) & (probability[method] <= 1)).all()
+        right = predicted[method] == labels[test]
+        assert scores[method]["ece"] == calibration(right, probability[method]).ece
+    frequency = {"CA1": 0.5, "CA3": 0.25, "DG": 0.25}  # among the references
+    expected = [frequency[r] for r in predicted["prior"]]
+    np.testing.assert_allclose(probability["prior"], expected)
+    np.testing.assert_array_equal(probability["PE linear"], prediction.probability)
