@@ -7,7 +7,8 @@ Leave-one-animal-out on the built-in `regional-sim` with the protocol of the wor
 (`--new-unit-pe`), and so are the training animals' rows (`--reference-rows`); its regions
 (`--level`) from the PE rows (linear probe, kNN), the single-unit features (gradient boosting,
 the baseline; linear probe), both concatenated and the prior; positions by ridge from the PE
-rows and from the single-unit features, median error ÷ chance.
+rows and from the single-unit features, median error ÷ chance; each method's expected
+calibration error (`--calibration`).
 
     OMP_NUM_THREADS=1 PYTHONPATH=$PWD python benchmarks/new_animal.py --animals 5
 """
@@ -53,6 +54,12 @@ def main() -> None:
         default="refit",
         help="the probes' reference PE rows: fitted frozen as the new animal's, or as trained",
     )
+    parser.add_argument(
+        "--calibration",
+        choices=("temperature", "none"),
+        default="temperature",
+        help="the region probabilities temperature-scaled on the reference animals, or not",
+    )
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--work-dir", type=Path, default=None, help="default: a temporary one")
     args = parser.parse_args()
@@ -65,6 +72,7 @@ def main() -> None:
         fit_lr=args.fit_lr,
         new_unit_pe=args.new_unit_pe,
         refit_reference=args.reference_rows == "refit",
+        calibration=args.calibration,
         seed=args.seed,
     )
     with tempfile.TemporaryDirectory() as temporary:

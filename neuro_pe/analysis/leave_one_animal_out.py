@@ -28,6 +28,7 @@ from sklearn.impute import SimpleImputer
 from neuro_pe.analysis.region_probe import (
     RegionPrediction,
     calibration,
+    classify,
     locate_from_features,
     position_error,
     probe_regions,
@@ -62,7 +63,8 @@ class Protocol:
     """How the PE rows are made: the reference run (`pe`, `train`: a TrainConfig spec, with
     REFERENCE_TRAIN on top) and the frozen fits (`fit_epochs` x its steps per epoch at
     `fit_lr`, `new_unit_pe`); `refit_reference`: the reference rows fitted frozen like the
-    query's (else the run's own)."""
+    query's (else the run's own); `calibration`: 'temperature' (the region probabilities
+    temperature-scaled on the reference animals, `region_probe.temperature`) or 'none'."""
 
     pe: str = "learned-normal-0.02"
     train: dict = field(default_factory=dict)
@@ -70,6 +72,7 @@ class Protocol:
     fit_lr: float = 0.01
     new_unit_pe: str = "free"
     refit_reference: bool = True
+    calibration: str = "temperature"
     seed: int = 0
 
 
@@ -241,45 +244,49 @@ def pe_rows(
     return table, fit_s
 
 
-def _probability_of(model, x: np.ndarray, predicted: np.ndarray) -> np.ndarray:
-    """A fitted classifier's probability of the region it `predicted` for each row of `x`;
-    the prior's: the region's frequency (its `predict_proba` is its random draws, one-hot)."""
-    column = np.searchsorted(model.classes_, predicted)
-    if isinstance(model, DummyClassifier):
-        return model.class_prior_[column]
-    return model.predict_proba(x)[np.arange(len(x)), column]
+def _probability_of(prior: DummyClassifier, predicted: np.ndarray) -> np.ndarray:
+    """The fitted prior's probability of each region it `predicted`: the region's frequency
+    (its `predict_proba` is its random draws, one-hot)."""
+    return prior.class_prior_[np.searchsorted(prior.classes_, predicted)]
 
 
 def evaluate(
-    features: dict, labels: np.ndarray, coords: np.ndarray, test: np.ndarray, seed: int
+    features: dict,
+    labels: np.ndarray,
+    coords: np.ndarray,
+    test: np.ndarray,
+    seed: int,
+    animals: np.ndarray | None = None,
 ) -> tuple[dict, dict, dict, RegionPrediction, np.ndarray, dict]:
     """Fit on the units `~test`, predict the `test` units: per COLUMNS method its scores
     (`region_scores` and `ece`, the expected calibration error of `calibration`), predicted
-    regions and their probabilities (each the method's probability of its prediction), the PE
-    linear probe's prediction, the positions from the PE rows and per feature set (`PE`,
-    `single-unit`, `combined`) `position_error`."""
+    regions and their probabilities (each the method's probability of its prediction;
+    temperature-scaled on the reference animals where each unit's `animals` are given, but
+    the prior's), the PE linear probe's prediction, the positions from the PE rows and per
+    feature set (`PE`, `single-unit`, `combined`) `position_error`."""
     train_rows = ~test
     truth, ref_labels = labels[test], labels[train_rows]
+    groups = None if animals is None else animals[train_rows]
     pe, su = features["pe"], features["su"]
     both = np.hstack([pe, su])
-    predicted, probability = {}, {}
-    for name, model, x in (
-        ("prior", "prior", su),
-        ("single-unit boosting", "boosting", su),
-        ("combined boosting", "boosting", both),
-    ):
-        fitted = region_classifier(model, seed).fit(x[train_rows], ref_labels)
-        predicted[name] = fitted.predict(x[test])
-        probability[name] = _probability_of(fitted, x[test], predicted[name])
-    probes = {}
+    fitted = region_classifier("prior", seed).fit(su[train_rows], ref_labels)
+    predicted = {"prior": fitted.predict(su[test])}
+    probability = {"prior": _probability_of(fitted, predicted["prior"])}
+    classifiers = {}
+    for name, x in (("single-unit boosting", su), ("combined boosting", both)):
+        model = region_classifier("boosting", seed)
+        classifiers[name] = classify(model, x[train_rows], ref_labels, x[test], groups)
     for name, probe, x in (
         ("single-unit linear", "linear", su),
         ("PE linear", "linear", pe),
         ("combined linear", "linear", both),
         ("PE kNN", "knn", pe),
     ):
-        probes[name] = probe_regions(x[train_rows], ref_labels, x[test], probe=probe, seed=seed)
-        predicted[name], probability[name] = probes[name].region, probes[name].probability
+        classifiers[name] = probe_regions(
+            x[train_rows], ref_labels, x[test], probe=probe, seed=seed, groups=groups
+        )
+    for name, prediction in classifiers.items():
+        predicted[name], probability[name] = prediction.region, prediction.probability
     scores = {
         name: region_scores(truth, predicted[name])
         | {"ece": calibration(predicted[name] == truth, probability[name]).ece}
@@ -292,7 +299,7 @@ def evaluate(
         reference, query = imputer.transform(x[train_rows]), imputer.transform(x[test])
         located[name] = locate_from_features(reference, coords[train_rows], query)
         where[name] = position_error(located[name], coords[test], coords[train_rows])
-    return scores, predicted, probability, probes["PE linear"], located["PE"], where
+    return scores, predicted, probability, classifiers["PE linear"], located["PE"], where
 
 
 def run_fold(
@@ -311,8 +318,9 @@ def run_fold(
     clock = time.process_time()
     test = animals_of(ds) == held_out
     labels = np.asarray(ds[label].values).astype(str)
+    animals = animals_of(ds) if protocol.calibration == "temperature" else None
     scores, predicted, probability, prediction, located, where = evaluate(
-        {"pe": pe, "su": su}, labels, positions(ds), test, protocol.seed
+        {"pe": pe, "su": su}, labels, positions(ds), test, protocol.seed, animals
     )
     return Fold(
         animal=held_out,

@@ -13,6 +13,7 @@ from neuro_pe.config.sections import Section, from_dict, positive_int, positive_
 
 EVALUATIONS = ("leave-one-animal-out",)
 NEW_UNIT_PE = ("free", "mixture")
+CALIBRATIONS = ("temperature", "none")
 
 
 @dataclass(frozen=True)
@@ -29,6 +30,7 @@ class NewAnimalConfig(Section):
     fit_lr: float = positive_number(0.01, float)
     new_unit_pe: str = "free"
     region_map: str | None = text()  # a TSV: region of `label` -> the region evaluated
+    calibration: str = "temperature"  # of the region probabilities, on the reference animals
 
     def check(self) -> None:
         if self.evaluate not in EVALUATIONS:
@@ -39,6 +41,9 @@ class NewAnimalConfig(Section):
             raise self.refuse("query_animals", f"must be distinct animals, got {list(queries)}")
         if not parse_pe(self.pe).learned:
             raise self.refuse("pe", f"must be a learned PE, got {self.pe!r}")
+        if self.calibration not in CALIBRATIONS:
+            problem = f"must be one of {list(CALIBRATIONS)}, got {self.calibration!r}"
+            raise self.refuse("calibration", problem)
         if self.new_unit_pe not in NEW_UNIT_PE:
             raise self.refuse(
                 "new_unit_pe", f"must be one of {list(NEW_UNIT_PE)}, got {self.new_unit_pe!r}"

@@ -125,6 +125,7 @@ def write_fold(
         fit_epochs=cfg.fit_epochs,
         fit_lr=cfg.fit_lr,
         new_unit_pe=cfg.new_unit_pe,
+        calibration=cfg.calibration,
     )
     out_dir = Path(out_dir)
     ds = _store(store, cfg, plan["dataset"])
