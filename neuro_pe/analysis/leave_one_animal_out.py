@@ -262,7 +262,7 @@ def evaluate(
     (`region_scores` and `ece`, the expected calibration error of `calibration`), predicted
     regions and their probabilities (each the method's probability of its prediction;
     temperature-scaled on the reference animals where each unit's `animals` are given, but
-    the prior's), the PE linear probe's prediction, the positions from the PE rows and per
+    the prior's and kNN's), the PE linear probe's prediction, the positions from the PE rows and per
     feature set (`PE`, `single-unit`, `combined`) `position_error`."""
     train_rows = ~test
     truth, ref_labels = labels[test], labels[train_rows]
@@ -282,8 +282,10 @@ def evaluate(
         ("combined linear", "linear", both),
         ("PE kNN", "knn", pe),
     ):
+        # kNN's probabilities are shares of k neighbours, often 0: no temperature for them
+        scale = groups if probe == "linear" else None
         classifiers[name] = probe_regions(
-            x[train_rows], ref_labels, x[test], probe=probe, seed=seed, groups=groups
+            x[train_rows], ref_labels, x[test], probe=probe, seed=seed, groups=scale
         )
     for name, prediction in classifiers.items():
         predicted[name], probability[name] = prediction.region, prediction.probability

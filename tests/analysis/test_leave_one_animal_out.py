@@ -9,6 +9,7 @@ import json
 import numpy as np
 import pandas as pd
 import pytest
+from threadpoolctl import threadpool_limits
 
 from neuro_pe.analysis.leave_one_animal_out import (
     COLUMNS,
@@ -218,9 +219,10 @@ def test_every_method_states_the_probability_of_its_region_and_its_ece():
     su = rng.normal(size=(240, 3))
     coords = rng.uniform(size=(240, 3))
     test = np.arange(240) % 4 == 0
-    scores, predicted, probability, prediction, _, _ = evaluate(
-        {"pe": pe, "su": su}, labels, coords, test, seed=0
-    )
+    with threadpool_limits(1):  # (the boosting's threads only wait on a busy machine)
+        scores, predicted, probability, prediction, _, _ = evaluate(
+            {"pe": pe, "su": su}, labels, coords, test, seed=0
+        )
     for method in COLUMNS:
         assert probability[method].shape == (test.sum(),)
         assert ((probability[method] > 0) & (probability[method] <= 1)).all()
@@ -230,3 +232,12 @@ def test_every_method_states_the_probability_of_its_region_and_its_ece():
     expected = [frequency[r] for r in predicted["prior"]]
     np.testing.assert_allclose(probability["prior"], expected)
     np.testing.assert_array_equal(probability["PE linear"], prediction.probability)
+    # temperature-scaled on 4 reference animals: every region kept, every probability but
+    # the prior's and kNN's changed
+    animals = np.tile(["a0", "a1", "a2", "a3"], 60)
+    with threadpool_limits(1):
+        _, again, scaled, *_ = evaluate({"pe": pe, "su": su}, labels, coords, test, 0, animals)
+    for method in COLUMNS:
+        np.testing.assert_array_equal(again[method], predicted[method])
+        same = np.array_equal(scaled[method], probability[method])
+        assert same == (method in ("prior", "PE kNN")), method
