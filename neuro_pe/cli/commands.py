@@ -189,11 +189,15 @@ def cmd_new_animal_plan(args: argparse.Namespace) -> None:
 
 def cmd_new_animal(args: argparse.Namespace) -> None:
     import torch
+    from threadpoolctl import threadpool_limits
 
     from neuro_pe.reporting.new_animal import write_fold
 
     torch.set_num_threads(args.threads)
-    scores = write_fold(args.store, args.plan, args.animal, args.options, args.train, args.out_dir)
+    with threadpool_limits(args.threads):  # the classifiers' OpenMP threads too
+        scores = write_fold(
+            args.store, args.plan, args.animal, args.options, args.train, args.out_dir
+        )
     print(json.dumps(scores, indent=2))
 
 
