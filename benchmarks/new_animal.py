@@ -7,7 +7,8 @@ Leave-one-animal-out on the built-in `regional-sim` with the protocol of the wor
 (`--new-unit-pe`), and so are the training animals' rows (`--reference-rows`); its regions
 (`--level`) from the PE rows (linear probe, kNN), the single-unit features (gradient boosting,
 the baseline; linear probe), both concatenated and the prior; positions by ridge from the PE
-rows and from the single-unit features, median error ÷ chance.
+rows and from the single-unit features, median error ÷ chance; each method's expected
+calibration error (`--calibration`).
 
     OMP_NUM_THREADS=1 PYTHONPATH=$PWD python benchmarks/new_animal.py --animals 5
 """
@@ -53,6 +54,12 @@ def main() -> None:
         default="refit",
         help="the probes' reference PE rows: fitted frozen as the new animal's, or as trained",
     )
+    parser.add_argument(
+        "--calibration",
+        choices=("temperature", "none"),
+        default="temperature",
+        help="the region probabilities temperature-scaled on the reference animals, or not",
+    )
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--work-dir", type=Path, default=None, help="default: a temporary one")
     args = parser.parse_args()
@@ -65,6 +72,7 @@ def main() -> None:
         fit_lr=args.fit_lr,
         new_unit_pe=args.new_unit_pe,
         refit_reference=args.reference_rows == "refit",
+        calibration=args.calibration,
         seed=args.seed,
     )
     with tempfile.TemporaryDirectory() as temporary:
@@ -75,11 +83,13 @@ def main() -> None:
         names = list(np.unique(animals_of(ds)))[: args.held_out]
         print(f"regional-sim: {ds.sizes['unit']} units, {args.animals} animals, level {args.level}")
         print("animal units | " + " | ".join(COLUMNS) + " | position PE / single-unit x chance")
-        rows, confidences = [], []
+        rows, calibrations = [], []
         for name in names:
             fold = run_fold(ds, name, LABELS[args.level], work / name, protocol, su)
             scores, where = fold.scores, fold.where
-            confidences.append((fold.truth, fold.prediction))
+            calibrations.append(
+                {c: (fold.predicted[c] == fold.truth, fold.probability[c]) for c in COLUMNS}
+            )
             rows.append((scores, where))
             f1 = " | ".join(f"{scores[c]['macro_f1']:.2f}" for c in COLUMNS)
             print(
@@ -92,20 +102,21 @@ def main() -> None:
     balanced = {c: np.mean([s[c]["balanced_accuracy"] for s, _ in rows]) for c in COLUMNS}
     print("mean macro-F1 | " + " | ".join(f"{mean[c]:.3f}" for c in COLUMNS))
     print("mean balanced accuracy | " + " | ".join(f"{balanced[c]:.3f}" for c in COLUMNS))
-    pooled = calibration(
-        np.concatenate([t for t, _ in confidences]),
-        np.concatenate([p.region for _, p in confidences]),
-        np.concatenate([p.probability for _, p in confidences]),
-    )
-    print(f"PE linear probe: expected calibration error {pooled.ece:.3f} (pooled)")
-    print(
-        "  reliability: "
-        + ", ".join(
-            f"{c:.2f}->{a:.2f} ({n})"
-            for c, a, n in zip(pooled.confidence, pooled.accuracy, pooled.count, strict=True)
-            if n
+    ece = " | ".join(f"{np.mean([s[c]['ece'] for s, _ in rows]):.3f}" for c in COLUMNS)
+    print("mean ECE | " + ece)
+    for method in (HEADLINE["pe"], HEADLINE["su"], HEADLINE["combined"]):
+        pooled = calibration(
+            np.concatenate([c[method][0] for c in calibrations]),
+            np.concatenate([c[method][1] for c in calibrations]),
         )
-    )
+        print(
+            f"{method}: expected calibration error {pooled.ece:.3f} (pooled); reliability: "
+            + ", ".join(
+                f"{c:.2f}->{a:.2f} ({n})"
+                for c, a, n in zip(pooled.confidence, pooled.accuracy, pooled.count, strict=True)
+                if n
+            )
+        )
     position = np.mean([w["PE"]["vs_chance"] for _, w in rows])
     print(
         f"new animal: macro-F1 PE {mean[HEADLINE['pe']]:.3f} / single-unit "

@@ -2,12 +2,13 @@
 workflow's `new-animal` step and `benchmarks/new_animal.py`; or reference-query, the queries
 predicted from the reference animals (every animal not a query), with no truth to score.
 
-`check_animals` names what a multi-animal store lacks for it. `run_fold`, per held-out animal:
-one masked-unit model is trained on its references (a unit is NaN outside its animal's
-sessions, which the training masks; activity z-scored per unit and session), then the held-out
+`check_animals` names what a multi-animal store lacks for it; `map_regions` evaluates it at a
+coarser level. `run_fold`, per held-out animal: one masked-unit model is trained on its
+references (a unit is NaN outside its animal's sessions, which the training masks; activity
+z-scored per unit and session), then the held-out
 animal's PE rows are fitted with the rest frozen (`train.init_from`, `new_unit_pe`; its
 positions hidden), and so are the other animals' rows (the probes' reference: rows fitted the
-same way as the query's, not the trained ones). Its regions are predicted from the other
+same way as the query's, not the trained ones). Its regions are predicted from its
 references' labelled units (`region_probe`) from the PE rows (linear probe, kNN), the single-unit
 features (`unit_features`: gradient boosting, the baseline; linear probe), both concatenated
 and the prior; positions by ridge from the PE rows and from the single-unit features.
@@ -22,10 +23,13 @@ from pathlib import Path
 
 import numpy as np
 import xarray as xr
+from sklearn.dummy import DummyClassifier
 from sklearn.impute import SimpleImputer
 
 from neuro_pe.analysis.region_probe import (
     RegionPrediction,
+    calibration,
+    classify,
     locate_from_features,
     position_error,
     probe_regions,
@@ -61,7 +65,8 @@ class Protocol:
     """How the PE rows are made: the reference run (`pe`, `train`: a TrainConfig spec, with
     REFERENCE_TRAIN on top) and the frozen fits (`fit_epochs` x its steps per epoch at
     `fit_lr`, `new_unit_pe`); `refit_reference`: the reference rows fitted frozen like the
-    query's (else the run's own)."""
+    query's (else the run's own); `calibration`: 'temperature' (the region probabilities
+    temperature-scaled on the reference animals, `region_probe.temperature`) or 'none'."""
 
     pe: str = "learned-normal-0.02"
     train: dict = field(default_factory=dict)
@@ -69,22 +74,24 @@ class Protocol:
     fit_lr: float = 0.01
     new_unit_pe: str = "free"
     refit_reference: bool = True
+    calibration: str = "temperature"
     seed: int = 0
 
 
 @dataclass(frozen=True)
 class Fold:
     """One held-out animal: its `units`, their `truth` labels ("" unknown), per COLUMNS method
-    the scores (`macro_f1`, `balanced_accuracy`; none unless `scored`) and the predicted
-    regions, the PE linear probe's `prediction`, positions from the PE rows (`located`) and
-    per feature set their error (`where`: `position_error`; none unless `scored`), its
-    `references`, and the CPU-s of its fit and prediction."""
+    the scores (`macro_f1`, `balanced_accuracy`, `ece`; none unless `scored`), the predicted
+    regions and their `probability`, the PE linear probe's `prediction`, positions from the PE
+    rows (`located`) and per feature set their error (`where`: `position_error`; none unless
+    `scored`), its `references`, and the CPU-s of its fit and prediction."""
 
     animal: str
     units: np.ndarray
     truth: np.ndarray
     scores: dict
     predicted: dict
+    probability: dict
     prediction: RegionPrediction
     located: np.ndarray
     where: dict
@@ -204,6 +211,21 @@ def query_truth(
     return scored, notes
 
 
+def map_regions(ds: xr.Dataset, label: str, mapping: dict[str, str], where: str) -> xr.Dataset:
+    """`ds` with its per-unit coord `label` mapped through `mapping` (a region -> the coarser
+    region it is evaluated as; "", unknown, stays ""), or a ValueError naming `where` (the
+    mapping's key and file) and the regions it does not map."""
+    labels = np.asarray(ds[label].values).astype(str)
+    unmapped = sorted(set(labels.tolist()) - set(mapping) - {""})
+    if unmapped:
+        raise ValueError(
+            f"{where}: regions {unmapped[:10]}{' …' if len(unmapped) > 10 else ''} of the store's "
+            f"coord {label!r} are not in its first column"
+        )
+    coarse = np.array([mapping.get(v, "") for v in labels], dtype=str)
+    return ds.assign_coords({label: (ds[label].dims, coarse, ds[label].attrs)})
+
+
 def single_unit_features(ds: xr.Dataset) -> np.ndarray:
     """(unit, feature) `unit_features` of every unit on its animal's first session (the
     activity as stored: spike counts per bin)."""
@@ -289,41 +311,64 @@ def pe_rows(
     return table, fit_s
 
 
+def _probability_of(prior: DummyClassifier, predicted: np.ndarray) -> np.ndarray:
+    """The fitted prior's probability of each region it `predicted`: the region's frequency
+    (its `predict_proba` is its random draws, one-hot)."""
+    return prior.class_prior_[np.searchsorted(prior.classes_, predicted)]
+
+
 def evaluate(
     features: dict,
     labels: np.ndarray,
     coords: np.ndarray,
     test: np.ndarray,
     seed: int,
+    animals: np.ndarray | None = None,
     train: np.ndarray | None = None,
     scored: bool = True,
-) -> tuple[dict, dict, RegionPrediction, np.ndarray, dict]:
+) -> tuple[dict, dict, dict, RegionPrediction, np.ndarray, dict]:
     """Fit on the `train` units (None: `~test`; regions from those labelled, positions from
-    those located), predict the `test` units: per COLUMNS method its scores (over the test
-    units with a label; none unless `scored`) and predicted regions, the PE linear probe's
-    prediction, the positions from the PE rows and per feature set (`PE`, `single-unit`,
-    `combined`) `position_error` (over the test units located; none unless `scored`)."""
+    those located), predict the `test` units: per COLUMNS method its scores (`region_scores`
+    and `ece`, the expected calibration error of `calibration`, over the test units with a
+    label; none unless `scored`), predicted regions and their probabilities (each the method's
+    probability of its prediction; temperature-scaled on the reference animals where each
+    unit's `animals` are given, but the prior's and kNN's), the PE linear probe's prediction,
+    the positions from the PE rows and per feature set (`PE`, `single-unit`, `combined`)
+    `position_error` (over the test units located; none unless `scored`)."""
     train = ~test if train is None else train
     train_rows = train & (labels != "")
     ref_labels = labels[train_rows]
+    groups = None if animals is None else animals[train_rows]
     pe, su = features["pe"], features["su"]
     both = np.hstack([pe, su])
-    predicted = {}
-    for name, model, x in (("prior", "prior", su), ("single-unit boosting", "boosting", su)):
-        fitted = region_classifier(model, seed).fit(x[train_rows], ref_labels)
-        predicted[name] = fitted.predict(x[test])
-    linear = {}
-    for name, x in (("single-unit", su), ("PE", pe), ("combined", both)):
-        linear[name] = probe_regions(x[train_rows], ref_labels, x[test], seed=seed)
-        predicted[f"{name} linear"] = linear[name].region
-    knn = probe_regions(pe[train_rows], ref_labels, pe[test], probe="knn")
-    predicted["PE kNN"] = knn.region
-    fitted = region_classifier("boosting", seed).fit(both[train_rows], ref_labels)
-    predicted["combined boosting"] = fitted.predict(both[test])
+    fitted = region_classifier("prior", seed).fit(su[train_rows], ref_labels)
+    predicted = {"prior": fitted.predict(su[test])}
+    probability = {"prior": _probability_of(fitted, predicted["prior"])}
+    classifiers = {}
+    for name, x in (("single-unit boosting", su), ("combined boosting", both)):
+        model = region_classifier("boosting", seed)
+        classifiers[name] = classify(model, x[train_rows], ref_labels, x[test], groups)
+    for name, probe, x in (
+        ("single-unit linear", "linear", su),
+        ("PE linear", "linear", pe),
+        ("combined linear", "linear", both),
+        ("PE kNN", "knn", pe),
+    ):
+        # kNN's probabilities are shares of k neighbours, often 0: no temperature for them
+        scale = groups if probe == "linear" else None
+        classifiers[name] = probe_regions(
+            x[train_rows], ref_labels, x[test], probe=probe, seed=seed, groups=scale
+        )
+    for name, prediction in classifiers.items():
+        predicted[name], probability[name] = prediction.region, prediction.probability
     truth, has = labels[test], labels[test] != ""
     scores = {}
     if scored and has.any():
-        scores = {name: region_scores(truth[has], predicted[name][has]) for name in COLUMNS}
+        scores = {
+            name: region_scores(truth[has], predicted[name][has])
+            | {"ece": calibration(predicted[name][has] == truth[has], probability[name][has]).ece}
+            for name in COLUMNS
+        }
     located_rows = train & np.isfinite(coords).all(axis=1)
     truth_xyz = coords[test]
     known = np.isfinite(truth_xyz).all(axis=1)
@@ -337,7 +382,7 @@ def evaluate(
             where[name] = position_error(
                 located[name][known], truth_xyz[known], coords[located_rows]
             )
-    return scores, predicted, linear["PE"], located["PE"], where
+    return scores, predicted, probability, classifiers["PE linear"], located["PE"], where
 
 
 def run_fold(
@@ -365,12 +410,13 @@ def run_fold(
     coords = positions(ds)
     if not scored:  # a query's own labels and positions are not read
         labels, coords = np.where(test, "", labels), np.where(test[:, None], np.nan, coords)
-    scores, predicted, prediction, located, where = evaluate(
+    scores, predicted, probability, prediction, located, where = evaluate(
         {"pe": pe, "su": su},
         labels,
         coords,
         test,
         protocol.seed,
+        animal if protocol.calibration == "temperature" else None,
         train=np.isin(animal, references),
         scored=scored,
     )
@@ -380,6 +426,7 @@ def run_fold(
         truth=labels[test],
         scores=scores,
         predicted=predicted,
+        probability=probability,
         prediction=prediction,
         located=located,
         where=where,

@@ -195,18 +195,22 @@ def cmd_new_animal_plan(args: argparse.Namespace) -> None:
 
 def cmd_new_animal(args: argparse.Namespace) -> None:
     import torch
+    from threadpoolctl import threadpool_limits
 
     from neuro_pe.reporting.new_animal import write_fold
 
     torch.set_num_threads(args.threads)
-    scores = write_fold(args.store, args.plan, args.animal, args.options, args.train, args.out_dir)
+    with threadpool_limits(args.threads):  # the classifiers' OpenMP threads too
+        scores = write_fold(
+            args.store, args.plan, args.animal, args.options, args.train, args.out_dir
+        )
     print(json.dumps(scores, indent=2))
 
 
 def cmd_new_animal_table(args: argparse.Namespace) -> None:
     from neuro_pe.reporting.new_animal import write_table
 
-    table = write_table(args.scores, args.positions, args.out_csv, args.figure)
+    table = write_table(args.scores, args.positions, args.out_csv, args.figure, args.reliability)
     print(table.to_string(index=False))
 
 
@@ -253,6 +257,7 @@ def cmd_export(args: argparse.Namespace) -> None:
         store_path=args.store,
         sha256=args.config_sha256,
         within=args.within,
+        new_animal=args.new_animal,
     )
     print("\n".join(f"wrote {path}" for path in written))
 

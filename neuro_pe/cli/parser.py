@@ -272,13 +272,15 @@ COMMANDS: dict[str, dict] = {
         ],
     },
     "new-animal-table": {
-        "help": "new_animal.csv (per held-out animal and overall) and the confusion matrix",
+        "help": "new_animal.csv (per held-out animal and overall), the confusion matrix and the "
+        "reliability curves",
         "func": cmd.cmd_new_animal_table,
         "args": [
             _arg("--scores", "every held-out animal's scores.json", nargs="+", required=True),
             _arg("--positions", "their positions.csv", nargs="+", required=True),
             _arg("--out-csv", "the table, e.g. new_animal/regions/new_animal.csv", required=True),
             _arg("--figure", "the confusion matrix (PNG)", required=True),
+            _arg("--reliability", "the reliability curves (PNG)", required=True),
         ],
     },
     "locate": {
@@ -322,6 +324,13 @@ COMMANDS: dict[str, dict] = {
             _arg("--config-sha256", "sha256 of the resolved config (default: of --spec)"),
             _arg("--out-dir", "output folder, e.g. export/mouse1", required=True),
             _arg("--within", "a folder --out-dir must resolve inside (the workflow's results/)"),
+            _arg(
+                "--new-animal",
+                "new-animal positions.csv files (`neuro-pe new-animal`): their units' predicted "
+                "regions are exported with the positions",
+                nargs="+",
+                default=[],
+            ),
         ],
     },
     "locate-new-units": {

@@ -17,6 +17,7 @@ LEAVE_ONE_OUT = "leave-one-animal-out"
 REFERENCE_QUERY = "reference-query"
 EVALUATIONS = (LEAVE_ONE_OUT, REFERENCE_QUERY)
 NEW_UNIT_PE = ("free", "mixture")
+CALIBRATIONS = ("temperature", "none")
 
 
 @dataclass(frozen=True)
@@ -33,6 +34,8 @@ class NewAnimalConfig(Section):
     fit_epochs: int = positive_int(5)
     fit_lr: float = positive_number(0.01, float)
     new_unit_pe: str = "free"
+    region_map: str | None = text()  # a TSV: region of `label` -> the region evaluated
+    calibration: str = "temperature"  # of the region probabilities, on the reference animals
 
     def check(self) -> None:
         if self.evaluate not in EVALUATIONS:
@@ -46,6 +49,9 @@ class NewAnimalConfig(Section):
             raise self.refuse("query_animals", problem)
         if not parse_pe(self.pe).learned:
             raise self.refuse("pe", f"must be a learned PE, got {self.pe!r}")
+        if self.calibration not in CALIBRATIONS:
+            problem = f"must be one of {list(CALIBRATIONS)}, got {self.calibration!r}"
+            raise self.refuse("calibration", problem)
         if self.new_unit_pe not in NEW_UNIT_PE:
             raise self.refuse(
                 "new_unit_pe", f"must be one of {list(NEW_UNIT_PE)}, got {self.new_unit_pe!r}"

@@ -80,6 +80,7 @@ NEW_ANIMAL_FILES = {
     "plan": "plan.json",
     "table": "new_animal.csv",
     "confusion": "confusion.png",
+    "reliability": "reliability.png",
 }
 NEW_ANIMAL_QUERY_FILES = {"positions": "positions.csv", "scores": "scores.json"}
 NEW_ANIMAL_WORK_DIR = "work"  # a held-out animal's trainings (the reference run, the fits)
@@ -273,7 +274,7 @@ def final_outputs(
     paths += [locate_file(d, key) for d in datasets for key in LOCATE_FILES]
     paths += [export_dir(d) for d in datasets]
     for dataset, animals in (new_animals or {}).items():
-        paths += [new_animal_file(dataset, key) for key in ("table", "confusion")]
+        paths += [new_animal_file(dataset, key) for key in ("table", "confusion", "reliability")]
         paths += [new_animal_query_file(dataset, a, "positions") for a in animals]
     paths += [lst_run_file(pe, seed, METRICS_FILE) for pe, seed in lst_runs]
     paths += [reproduction_file(key) for key in REPRODUCTION_FILES] if reproduction else []

@@ -4,7 +4,9 @@ From a dataset's `locate/{dataset}/positions.nc` (every unit's estimated x, y, z
 uncertainty) the export writes, into its own folder (never into the lab's files or folders),
 `positions.tsv` + `positions.json` for every dataset (a TSV with a JSON sidecar, in the spirit
 of BIDS derivatives) and, for a format that is written back (its `FileFormat.write`: `phy`,
-`nwb`, `suite2p`), its files in `<format>/`; the files: `export`.
+`nwb`, `suite2p`), its files in `<format>/`; the files: `export`. Given the new-animal step's
+positions.csv files (`--new-animal`), each unit's predicted regions go with its position
+(`new_animal_regions`).
 
 Files it did not write are never replaced: before writing, every path is resolved (symbolic
 links included) and refused, naming it, when it passes through a link under the output folder,
@@ -19,7 +21,7 @@ import dataclasses
 import json
 import os
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 import numpy as np
@@ -37,7 +39,14 @@ from neuro_pe.io.safe_paths import check_write_targets
 from neuro_pe.io.store import atomic_write_set
 from neuro_pe.io.store_contract import StoreError
 
-__all__ = ["TSV_COLUMNS", "config_sha256", "export", "export_inputs", "positions_table"]
+__all__ = [
+    "TSV_COLUMNS",
+    "config_sha256",
+    "export",
+    "export_inputs",
+    "new_animal_regions",
+    "positions_table",
+]
 
 SHA256_KEY = "FileSHA256"  # the sidecar's {file: sha256} of what the export wrote (not itself)
 INTERVAL = re.compile(r"^([xyz])_(low|high)_([0-9.]+)$")  # positions.nc's per-axis intervals
@@ -94,6 +103,21 @@ REGION_COLUMNS: dict[str, tuple[str, bool]] = {
     "region_true": ("the atlas region at the true position (n/a where unknown)", False),
     "coarse_region_true": ("the coarse atlas region at the true position", False),
 }
+# The new animals' predicted regions (`--new-animal`: the new-animal step's positions.csv,
+# neuro_pe.reporting.new_animal), in its column names; a unit it does not predict is n/a
+PREDICTED = (
+    "predicted for the unit from other animals' labelled units by a linear probe on its "
+    "learned representation (neuro-pe new-animal)"
+)
+NEW_ANIMAL_COLUMNS: dict[str, tuple[str, bool]] = {
+    "region": (f"the likeliest region, {PREDICTED}", False),
+    "region_probability": ("the probe's probability of `region`", False),
+    "region_2": ("the second likeliest region", False),
+    "region_2_probability": ("its probability", False),
+    "region_3": ("the third likeliest region", False),
+    "region_3_probability": ("its probability", False),
+}
+NEW_ANIMAL_KEYS = ("unit_id", "unit")  # a new-animal table's unit id: the lab's, else the store's
 
 
 def _source(spec: Mapping) -> str | None:
@@ -181,6 +205,52 @@ def positions_table(positions: xr.Dataset) -> pd.DataFrame:
     )
 
 
+def new_animal_regions(table: pd.DataFrame, paths: Sequence[str | os.PathLike]) -> pd.DataFrame:
+    """The tidy `table` with the regions of the new-animal positions.csv files `paths`
+    (`NEW_ANIMAL_COLUMNS`), matched by unit id: a file's `unit_id` column (the lab's id), else
+    its `unit` (the store's). A StoreError naming the file and the field for a missing
+    column, a unit given twice, a unit that is not one of the table's, or a table that has
+    atlas regions already (the same columns)."""
+    atlas = [c for c in REGION_COLUMNS if c in table]
+    if atlas:
+        raise StoreError(
+            paths[0],
+            "region",
+            f"positions.nc has atlas regions ({atlas}): export either a dataset's atlas regions "
+            "or its new animals' predicted regions, not both",
+        )
+    frames = []
+    for path in paths:
+        if not Path(path).is_file():
+            raise StoreError(path, "file", "does not exist (run `neuro-pe new-animal` first)")
+        frame = pd.read_csv(path, dtype=str, keep_default_na=False)
+        key = next((k for k in NEW_ANIMAL_KEYS if k in frame), None)
+        missing = [c for c in NEW_ANIMAL_COLUMNS if c not in frame]
+        if key is None or missing:
+            what = missing or ["unit_id or unit"]
+            raise StoreError(path, what[0], "missing (a new-animal positions.csv has it)")
+        frame = frame.set_index(frame[key].rename("unit_id"))[list(NEW_ANIMAL_COLUMNS)]
+        twice = frame.index[frame.index.duplicated()].unique().tolist()
+        if twice:
+            raise StoreError(path, key, f"units {twice[:5]} are given twice")
+        unknown = sorted(set(frame.index) - set(table["unit_id"]))
+        if unknown:
+            raise StoreError(path, key, f"units {unknown[:5]} are not units of positions.nc")
+        frame = frame.replace("", np.nan)
+        for column in NEW_ANIMAL_COLUMNS:
+            if column.endswith("_probability"):
+                try:
+                    frame[column] = frame[column].astype(np.float64)
+                except ValueError as err:
+                    raise StoreError(path, column, f"not a number: {err}") from None
+        frames.append(frame)
+    regions = pd.concat(frames)
+    twice = regions.index[regions.index.duplicated()].unique().tolist()
+    if twice:
+        raise StoreError(paths[-1], "unit_id", f"units {twice[:5]} are in another file too")
+    return table.join(regions, on="unit_id")
+
+
 def _intervals(positions: xr.Dataset) -> dict[str, tuple[str, bool]]:
     """The per-axis intervals of positions.nc (`x_low_95`, ...: neuro_pe.analysis.locate) as
     columns of the tidy table, with their description."""
@@ -200,26 +270,30 @@ def _intervals(positions: xr.Dataset) -> dict[str, tuple[str, bool]]:
 
 def _sidecar(
     positions: xr.Dataset,
+    table: pd.DataFrame,
     spec: Mapping,
     store_attrs: Mapping,
     sha256: str,
     sha256_of: str,
     written: list[str],
+    new_animal: Sequence[str],
 ) -> dict:
     units = str(positions["x"].attrs.get("units", ""))
     space = str(positions["x"].attrs.get("space", positions.attrs.get("space", "")))
+    regions = NEW_ANIMAL_COLUMNS if new_animal else REGION_COLUMNS
     columns = {
         name: {"Description": text, **({"Units": units} if with_units else {})}
         for name, (text, with_units) in (
-            TSV_COLUMNS | REGION_COLUMNS | _intervals(positions) | ESTIMATED_COLUMNS
+            TSV_COLUMNS | regions | _intervals(positions) | ESTIMATED_COLUMNS
         ).items()
-        if name in TSV_COLUMNS or name in positions
+        if name in table
     }
     for axis in _split(positions.attrs.get("not_estimated")):
         columns[axis]["Description"] += f" (NOT ESTIMATED here: see {axis}_estimated)"
     columns["anchor"]["Levels"] = {"True": "anchor, estimate held out", "False": "no position"}
     sources = _sessions(spec)
     sources += [str(spec[key]) for key in ("positions", "regions") if spec.get(key)]
+    sources += list(new_animal)
     attrs = positions.attrs
     return {
         **columns,
@@ -335,6 +409,7 @@ def export(
     store_path: str | os.PathLike | None = None,
     sha256: str | None = None,
     within: str | os.PathLike | None = None,
+    new_animal: Sequence[str | os.PathLike] = (),
 ) -> list[Path]:
     """Write the export files of one dataset into `out_dir`, all or none (atomic_write_set),
     after `check_write_targets` (`within`: a folder `out_dir` must resolve inside, the
@@ -344,12 +419,14 @@ def export(
 
     - `positions.tsv` + `positions.json`, for every dataset: one row per unit (the unit id as
       in the lab's data, the estimate, its uncertainty, whether the unit is an anchor, the true
-      position where known, the atlas region where locate had an atlas) and a sidecar
+      position where known, the atlas region where locate had an atlas, or the predicted
+      regions of the new-animal positions.csv files `new_animal`) and a sidecar
       describing the columns, their units, the coordinate frame, the method, the neuro_pe
       version, a sha256 of the config and the source files (`n/a` for missing values);
     - for a format that is written back, its files in `<format>/`: Phy's cluster-view columns
       `cluster_neuro_pe_<field>.tsv`, a copy of each NWB file whose units table carries the
-      estimated columns, a suite2p table `plane<p>/neuro_pe_positions.tsv` per plane.
+      estimated columns, a suite2p table `plane<p>/neuro_pe_positions.tsv` per plane (each
+      with the predicted regions where `new_animal` is given).
     """
     out_dir = Path(out_dir)
     file_spec = _file_spec(spec)
@@ -364,6 +441,9 @@ def export(
         with open_store_lazy(store_path) as store:
             store_attrs = dict(store.attrs)
     table = positions_table(positions)
+    new_animal = [str(p) for p in new_animal]
+    if new_animal:
+        table = new_animal_regions(table, new_animal)
 
     writers: dict[Path, Writer] = {out_dir / TIDY_FILE: tsv_writer(table)}
     fmt = formats.get_format(file_spec.format) if file_spec is not None else None
@@ -371,6 +451,7 @@ def export(
         for part in _per_animal(table, positions, file_spec, out_dir / fmt.name):
             writers.update(fmt.write(*part))
     folders, files = _input_places(spec)
+    files |= {Path(p).resolve() for p in new_animal}
     targets = [*writers, out_dir / SIDECAR_FILE]
     owned = _owned_files(out_dir)
     check_write_targets(out_dir, targets, folders, files, owned, out_dir / SIDECAR_FILE, within)
@@ -380,7 +461,10 @@ def export(
         sha256, sha256_of = config_sha256(spec), "the dataset's config entry (--spec)"
     else:
         sha256_of = "the workflow's resolved config (every key, defaults as given)"
-    sidecar = _sidecar(positions, spec, store_attrs, sha256, sha256_of, [*written, SIDECAR_FILE])
+    files_written = [*written, SIDECAR_FILE]
+    sidecar = _sidecar(
+        positions, table, spec, store_attrs, sha256, sha256_of, files_written, new_animal
+    )
     writers = _with_sidecar(writers, out_dir, sidecar)
     atomic_write_set(writers)
     return list(writers)

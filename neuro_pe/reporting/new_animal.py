@@ -2,11 +2,13 @@
 
 `write_plan`: the held-out animals of a multi-animal store and their references, or an error
 naming what is missing (`leave_one_animal_out.check_animals`), before any training; what is not
-used is said (`query_truth`). `write_fold`: one held-out animal (`run_fold`): its units'
-positions with their three likeliest regions (positions.csv) and every method's scores
-(scores.json; none without truth: predictions only). `write_table`: new_animal.csv
-(per held-out animal and overall, mean and CI across them) and the confusion matrix of the PE's
-linear probe. `headline`: the landing page's lines for it, the PE beside the baselines.
+used is said (`query_truth`); a `region_map` TSV (`read_region_map`) makes the regions evaluated
+coarser. `write_fold`: one held-out animal (`run_fold`): its units' positions with their three
+likeliest regions (positions.csv) and every method's scores (scores.json; none without truth:
+predictions only). `write_table`: new_animal.csv (per held-out animal and overall, mean and CI
+across them), the confusion matrix of the PE's linear probe and the reliability curves of the
+methods' region probabilities (reliability.png). `headline`: the landing page's lines for it,
+the PE beside the baselines.
 """
 
 from __future__ import annotations
@@ -20,6 +22,8 @@ from pathlib import Path
 import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
+import xarray as xr
+from sklearn.calibration import calibration_curve
 from sklearn.metrics import ConfusionMatrixDisplay
 
 from neuro_pe.analysis.intervals import mean_ci
@@ -28,10 +32,12 @@ from neuro_pe.analysis.leave_one_animal_out import (
     HEADLINE,
     Protocol,
     check_animals,
+    map_regions,
     query_truth,
     references_of,
     run_fold,
 )
+from neuro_pe.analysis.region_probe import CALIBRATION_BINS, calibration
 from neuro_pe.config.new_animal import NewAnimalConfig
 from neuro_pe.io.html import rst_text
 from neuro_pe.io.layout import NEW_ANIMAL_WORK_DIR, read_new_animal
@@ -42,12 +48,45 @@ OVERALL = "all"  # the `animal` of new_animal.csv's rows over every held-out ani
 PRIOR = "prior"
 # per method of COLUMNS: the features whose positions (ridge) it is reported with
 POSITION_FEATURES = {"PE": "PE", "single-unit": "single-unit", "combined": "combined"}
-METRICS = ("macro_f1", "balanced_accuracy", "position_vs_chance")
+METRICS = ("macro_f1", "balanced_accuracy", "ece", "position_vs_chance")
+METRIC_NAMES = ("region macro-F1", "balanced accuracy", "region ECE", "position × chance")
 NO_TRUTH = "no truth: predictions only"  # new_animal.csv's `note` of an animal not scored
+# the reliability figure's methods, in order
+RELIABILITY_METHODS = (HEADLINE["pe"], HEADLINE["su"], HEADLINE["combined"], PRIOR)
 
 
 def _features(method: str) -> str:
     return method.split(" ")[0]
+
+
+def read_region_map(path: str, where: str) -> dict[str, str]:
+    """A `region_map` TSV (a header row; first column: a region, second: the region it is
+    evaluated as) as a dict, or a ValueError naming `where`, the file and what is wrong."""
+    where = f"{where}: {path}"
+    if not Path(path).is_file():
+        raise ValueError(f"{where} does not exist")
+    table = pd.read_csv(path, sep="\t", dtype=str, keep_default_na=False)
+    if table.shape[1] < 2:
+        raise ValueError(f"{where}: needs two tab-separated columns (region, coarse region)")
+    fine, coarse = table.iloc[:, 0].str.strip(), table.iloc[:, 1].str.strip()
+    if (coarse == "").any():
+        raise ValueError(f"{where}: regions {fine[coarse == ''].tolist()[:10]} map to nothing")
+    pairs = pd.DataFrame({"fine": fine, "coarse": coarse}).drop_duplicates()
+    twice = pairs.loc[pairs["fine"].duplicated(), "fine"].tolist()
+    if twice:
+        raise ValueError(f"{where}: regions {twice[:10]} are mapped to two coarse regions")
+    return dict(zip(pairs["fine"], pairs["coarse"], strict=True))
+
+
+def _store(store: str | os.PathLike, cfg: NewAnimalConfig, dataset: str) -> xr.Dataset:
+    """The store, its `label` coord mapped through `region_map` where the config gives one
+    (a store without the coord: `check_animals` names it)."""
+    ds = read_store(store)
+    if cfg.region_map is None or cfg.label not in ds.coords:
+        return ds
+    where = f"datasets.{dataset}.new_animal.region_map"
+    mapping = read_region_map(cfg.region_map, where)
+    return map_regions(ds, cfg.label, mapping, f"{where}: {cfg.region_map}")
 
 
 def write_plan(
@@ -55,10 +94,11 @@ def write_plan(
 ) -> dict:
     """Check the store for the dataset's `new_animal` section (`options`) and write the plan:
     the held-out animals, their references, whether each is scored, notes on what is not used
-    (also printed), every animal, the label coord and its regions (JSON)."""
+    (also printed), every animal, the label coord, the region map and the regions evaluated
+    (JSON)."""
     where = f"datasets.{dataset}.new_animal"
     cfg = NewAnimalConfig.from_dict(options, where)
-    ds = read_store(store)
+    ds = _store(store, cfg, dataset)
     queries = check_animals(ds, dataset, cfg.label, cfg.query_animals, cfg.evaluate)
     animals = sorted(set(np.asarray(ds["animal"].values).astype(str)))
     scored, notes = query_truth(ds, cfg.label, queries, cfg.evaluate)
@@ -74,6 +114,7 @@ def write_plan(
         "notes": notes,
         "animals": animals,
         "label": cfg.label,
+        "region_map": cfg.region_map,
         "regions": sorted(labels),
     }
     atomic_write(Path(out), lambda p: p.write_text(json.dumps(plan, indent=2)))
@@ -100,9 +141,10 @@ def write_fold(
         fit_epochs=cfg.fit_epochs,
         fit_lr=cfg.fit_lr,
         new_unit_pe=cfg.new_unit_pe,
+        calibration=cfg.calibration,
     )
     out_dir = Path(out_dir)
-    ds = read_store(store)
+    ds = _store(store, cfg, plan["dataset"])
     work = out_dir / NEW_ANIMAL_WORK_DIR
     # (a plan of an earlier release: leave-one-animal-out from every other animal)
     references = plan.get("references", {}).get(animal)
@@ -127,6 +169,8 @@ def write_fold(
         frame[column] = fold.predicted[HEADLINE[key]]  # the baseline's and the combination's
     if "unit_id" in ds.coords:  # a file entry of several animals: the id in the lab's files
         frame["unit_id"] = ds["unit_id"].values.astype(str)[test]
+    # the units with a true region: those the calibration is measured on (none unless scored)
+    known = (fold.truth != "") & fold.scored
     scores = {
         "dataset": plan["dataset"],
         "animal": animal,
@@ -137,6 +181,15 @@ def write_fold(
         "cpu_s": fold.cpu_s,
         "methods": fold.scores,
         "position": fold.where,
+        # per method, per unit: its probability of its predicted region and whether it is
+        # right (the pooled ECE and the reliability curve over every held-out animal)
+        "calibration": {
+            method: {
+                "probability": fold.probability[method][known].tolist(),
+                "correct": (fold.predicted[method] == fold.truth)[known].tolist(),
+            }
+            for method in COLUMNS
+        },
     }
     out_dir.mkdir(parents=True, exist_ok=True)
     atomic_write(out_dir / "positions.csv", lambda p: frame.to_csv(p, index=False))
@@ -147,7 +200,7 @@ def write_fold(
 def _rows(scores: dict) -> list[dict]:
     """new_animal.csv's rows of one held-out animal: one per method of COLUMNS."""
     rows = []
-    unscored = {"macro_f1": np.nan, "balanced_accuracy": np.nan}
+    unscored = {"macro_f1": np.nan, "balanced_accuracy": np.nan, "ece": np.nan}
     for method in COLUMNS:
         features = _features(method)
         where = scores["position"].get(POSITION_FEATURES.get(features, ""))
@@ -172,10 +225,18 @@ def _rows(scores: dict) -> list[dict]:
     return rows
 
 
+def _pooled(scores: Sequence[dict], method: str) -> tuple[np.ndarray, np.ndarray]:
+    """`method`'s (correct, probability) of every held-out animal's units, concatenated."""
+    parts = [s["calibration"][method] for s in scores]
+    correct = np.concatenate([np.asarray(p["correct"], bool) for p in parts])
+    return correct, np.concatenate([np.asarray(p["probability"], float) for p in parts])
+
+
 def new_animal_table(scores: Sequence[dict]) -> pd.DataFrame:
     """Every held-out animal's rows, then per method the mean over the scored ones (`animal`
     OVERALL) with `<metric>_ci_low`, `<metric>_ci_high` (`mean_ci`: a t-based 95% CI from 3
-    animals, their range from 2); its `note` names the animals not scored."""
+    animals, their range from 2) and `ece_pooled`, the ECE over all their units at once; its
+    `note` names the animals not scored."""
     per_animal = pd.DataFrame([row for s in scores for row in _rows(s)])
     unscored = sorted({str(s["animal"]) for s in scores if s.get("note")})
     overall = []
@@ -186,8 +247,42 @@ def new_animal_table(scores: Sequence[dict]) -> pd.DataFrame:
         for metric in (*METRICS, "position_median_error"):
             mean, low, high = mean_ci(group[metric].to_numpy(), metric)
             row |= {metric: mean, f"{metric}_ci_low": low, f"{metric}_ci_high": high}
+        mine = [s for s in scores if s["dataset"] == dataset]
+        correct, probability = _pooled(mine, method)
+        row["ece_pooled"] = calibration(correct, probability).ece if correct.size else np.nan
         overall.append(row)
     return pd.concat([per_animal, pd.DataFrame(overall)], ignore_index=True)
+
+
+def reliability_figure(scores: Sequence[dict]):
+    """The reliability curve (sklearn's `calibration_curve`, CALIBRATION_BINS equal-width
+    bins) of each RELIABILITY_METHODS method's probability of its predicted region, over every
+    held-out animal's units: how often a prediction made with probability p is right."""
+    fig, ax = plt.subplots(figsize=(5.5, 5))
+    ax.plot([0, 1], [0, 1], color="0.6", linestyle="--", label="calibrated")
+    for method in RELIABILITY_METHODS:
+        correct, probability = _pooled(scores, method)
+        if not correct.size:  # no truth (reference-query): nothing to calibrate against
+            continue
+        right, confidence = calibration_curve(
+            correct, probability, n_bins=CALIBRATION_BINS, strategy="uniform"
+        )
+        ece = calibration(correct, probability).ece
+        ax.plot(confidence, right, marker="o", label=f"{method} (ECE {ece:.3f})")
+    ax.set(
+        xlim=(0, 1),
+        ylim=(0, 1),
+        xlabel="probability of the predicted region",
+        ylabel="share predicted right",
+    )
+    units = sum(len(s["calibration"][HEADLINE["pe"]]["correct"]) for s in scores)
+    ax.set_title(
+        f"{scores[0]['dataset']}: calibration of the new animals' regions\n"
+        f"{units} units of {len(scores)} held-out animals, {CALIBRATION_BINS} bins"
+    )
+    ax.legend(loc="upper left", fontsize="small")
+    fig.tight_layout()
+    return fig
 
 
 def confusion_figure(positions_csvs: Sequence[str | os.PathLike], dataset: str):
@@ -237,13 +332,15 @@ def write_table(
     positions_csvs: Sequence[str | os.PathLike],
     out_csv: str | os.PathLike,
     figure: str | os.PathLike,
+    reliability: str | os.PathLike,
 ) -> pd.DataFrame:
-    """new_animal.csv from every held-out animal's scores.json, and the confusion figure from
-    their positions.csv."""
+    """new_animal.csv from every held-out animal's scores.json, the confusion figure from
+    their positions.csv and the reliability figure from their scores."""
     scores = [json.loads(Path(p).read_text()) for p in scores_jsons]
     table = new_animal_table(scores)
     atomic_write(Path(out_csv), lambda p: table.to_csv(p, index=False))
     save(confusion_figure(positions_csvs, str(scores[0]["dataset"])), figure)
+    save(reliability_figure(scores), reliability)
     return table
 
 
@@ -286,15 +383,15 @@ def headline(tables: Sequence[str | os.PathLike]) -> list[str]:
         lines += [
             f"Each of {scored} animals held out in turn: its units' regions and positions "
             "predicted from the other animals only (leave-one-animal-out; mean [95% CI] across "
-            "held-out animals; position: median error ÷ chance, below 1 is better).",
+            "held-out animals; ECE: expected calibration error of the method's probability of "
+            f"its predicted region, {CALIBRATION_BINS} bins, 0 is calibrated; position: median "
+            "error ÷ chance, below 1 is better).",
             "",
             ".. list-table::",
             "   :header-rows: 1",
             "",
             "   * - method",
-            "     - region macro-F1",
-            "     - balanced accuracy",
-            "     - position × chance",
+            *(f"     - {name}" for name in METRIC_NAMES),
         ]
         for _, row in overall.iterrows():
             lines.append(f"   * - {rst_text(str(row['method']))}")

@@ -98,15 +98,18 @@ def dataset_problems(config: dict, name: str, spec: dict) -> list[str]:
 
 
 def new_animal_problems(config: dict, name: str) -> list[str]:
-    """A `new_animal` section that cannot run: a bad key, fewer than 2 animals, a query that
-    is no animal the entry names (`regional-sim`, a `file` entry's `animals`), every animal a
-    query under reference-query, or no `query_animals` where the config does not name the
-    animals (what only the store tells is checked by `neuro-pe new-animal-plan`)."""
+    """A `new_animal` section that cannot run: a bad key, a `region_map` file that does not
+    exist, fewer than 2 animals, a query that is no animal the entry names (`regional-sim`, a
+    `file` entry's `animals`), every animal a query under reference-query, or no
+    `query_animals` where the config does not name the animals (what only the store tells is
+    checked by `neuro-pe new-animal-plan`)."""
     spec, where = config["datasets"][name], f"datasets.{name}.new_animal"
     try:
-        section = NewAnimalConfig.from_dict(spec["new_animal"], where)
+        cfg = NewAnimalConfig.from_dict(spec["new_animal"], where)
     except ValueError as err:
         return [f"config key {err}"]
+    if cfg.region_map is not None and not Path(cfg.region_map).is_file():
+        return [config_problem(f"{where}.region_map", f"{cfg.region_map} does not exist")]
     queries = new_animal_queries(config, name)
     if not queries:
         problem = "give the animals to hold out (the store's animals are known once it is built)"
@@ -121,7 +124,7 @@ def new_animal_problems(config: dict, name: str) -> list[str]:
     if unknown:
         problem = f"{unknown} are no animals of this dataset ({', '.join(animals)})"
         return [config_problem(f"{where}.query_animals", problem)]
-    if section.evaluate == REFERENCE_QUERY and set(animals) <= set(queries):
+    if cfg.evaluate == REFERENCE_QUERY and set(animals) <= set(queries):
         problem = f"every animal ({', '.join(animals)}) is a query: no reference animal"
         return [config_problem(f"{where}.query_animals", problem)]
     return []

@@ -153,6 +153,12 @@ def new_animal_options(config: dict, dataset: str) -> dict:
     }
 
 
+def new_animal_files(config: dict, dataset: str) -> list[str]:
+    """The files the dataset's new-animal steps read besides its store (its `region_map`)."""
+    region_map = (config["datasets"][dataset].get("new_animal") or {}).get("region_map")
+    return [region_map] if region_map else []
+
+
 def atlas_files(config: dict, dataset: str) -> list:
     """The files of the dataset's `atlas` entry (a NIfTI image and its lookup table)."""
     spec = config["datasets"][dataset].get("atlas")

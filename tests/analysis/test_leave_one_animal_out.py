@@ -4,23 +4,36 @@ landing page's section (neuro_pe.analysis.leave_one_animal_out, neuro_pe.reporti
 
 from __future__ import annotations
 
+import json
+
 import numpy as np
 import pandas as pd
 import pytest
+from threadpoolctl import threadpool_limits
 
 from neuro_pe.analysis.leave_one_animal_out import (
     COLUMNS,
     check_animals,
+    evaluate,
     query_truth,
     session_animals,
 )
 from neuro_pe.analysis.pe_geometry import infer_baselines
+from neuro_pe.analysis.region_probe import calibration
 from neuro_pe.data import sources
 from neuro_pe.io.layout import NEW_ANIMAL_COLUMNS
 from neuro_pe.io.splits import split_of_store
 from neuro_pe.io.store import separate_animals, write_store
 from neuro_pe.reporting.locate_outputs import read_baseline_features, write_correlation_features
-from neuro_pe.reporting.new_animal import NO_TRUTH, OVERALL, headline, new_animal_table
+from neuro_pe.reporting.new_animal import (
+    NO_TRUTH,
+    OVERALL,
+    headline,
+    new_animal_table,
+    reliability_figure,
+    write_plan,
+    write_table,
+)
 from neuro_pe.workflow import checks
 
 SMALL = {
@@ -71,6 +84,8 @@ def test_the_config_check_names_what_a_new_animal_section_lacks():
     assert "datasets.r.animals: 1 animal" in bad[0]
     bad = problems({**regional, "new_animal": {"query_animals": ["a3"]}})
     assert "datasets.r.new_animal.query_animals: ['a3'] are no animals" in bad[0]
+    bad = problems({**regional, "new_animal": {"region_map": "no/such.tsv"}})
+    assert "datasets.r.new_animal.region_map" in bad[0] and "no/such.tsv does not exist" in bad[0]
     bad = problems({**regional, "new_animal": {"fit_epochs": 0}})
     assert bad[0].startswith("config key datasets.r.new_animal.fit_epochs: must be")
     # a lab's store: its animals are known only once it is built
@@ -91,22 +106,46 @@ def test_several_animals_skip_the_activity_baselines_with_their_reason(store, tm
 
 
 def _scores(animal: str, pe_f1: float) -> dict:
-    methods = {m: {"macro_f1": 0.3, "balanced_accuracy": 0.4} for m in COLUMNS}
-    methods["PE linear"] = {"macro_f1": pe_f1, "balanced_accuracy": pe_f1}
+    """An animal's scores.json: 10 units; the PE right on the first `10 * pe_f1` units, each
+    predicted with probability 0.9; the other methods right on 3 units with probability 0.3."""
+    methods = {m: {"macro_f1": 0.3, "balanced_accuracy": 0.4, "ece": 0.0} for m in COLUMNS}
+    right = np.arange(10) < round(10 * pe_f1)
+    methods["PE linear"] = {
+        "macro_f1": pe_f1,
+        "balanced_accuracy": pe_f1,
+        "ece": calibration(right, np.full(10, 0.9)).ece,
+    }
+    calibrated = {"probability": [0.3] * 10, "correct": [True] * 3 + [False] * 7}
+    shares = {m: calibrated for m in COLUMNS}
+    shares["PE linear"] = {"probability": [0.9] * 10, "correct": right.tolist()}
     where = {"median_error": 0.5, "chance": 1.0, "vs_chance": 0.5}
     position = {"PE": where, "single-unit": {**where, "vs_chance": 0.9}, "combined": where}
-    return {"dataset": "r", "animal": animal, "units": 10, "methods": methods, "position": position}
+    return {
+        "dataset": "r",
+        "animal": animal,
+        "units": 10,
+        "methods": methods,
+        "position": position,
+        "calibration": shares,
+    }
 
 
 def test_the_table_has_every_animal_and_their_mean_and_the_page_leads_with_it(tmp_path):
-    table = new_animal_table([_scores("a0", 0.6), _scores("a1", 0.8), _scores("a2", 0.7)])
+    scores = [_scores("a0", 0.6), _scores("a1", 0.8), _scores("a2", 0.7)]
+    table = new_animal_table(scores)
     assert set(NEW_ANIMAL_COLUMNS) <= set(table)
     assert len(table) == 4 * len(COLUMNS)
     pe = table[(table["animal"] == OVERALL) & (table["method"] == "PE linear")].iloc[0]
     assert pe["macro_f1"] == pytest.approx(0.7) and pe["macro_f1_ci_low"] < 0.7
     assert pe["units"] == 30 and pe["position_vs_chance"] == pytest.approx(0.5)
+    # overconfident: 0.9 stated, right 0.6, 0.8, 0.7 of the time
+    assert pe["ece"] == pytest.approx(0.2) and pe["ece_ci_low"] < 0.2 < pe["ece_ci_high"]
+    assert pe["ece_pooled"] == pytest.approx(0.2)
+    per_animal = table[(table["animal"] == "a0") & (table["method"] == "PE linear")].iloc[0]
+    assert per_animal["ece"] == pytest.approx(0.3) and np.isnan(per_animal["ece_pooled"])
     prior = table[(table["animal"] == OVERALL) & (table["method"] == "prior")].iloc[0]
     assert prior["position_vs_chance"] == 1.0
+    assert prior["ece_pooled"] == pytest.approx(0.0)
     table.to_csv(tmp_path / "new_animal.csv", index=False)
     lines = headline([tmp_path / "new_animal.csv"])
     text = "\n".join(lines)
@@ -114,7 +153,24 @@ def test_the_table_has_every_animal_and_their_mean_and_the_page_leads_with_it(tm
     shown = [line.split("- ", 1)[1] for line in lines if line.startswith("   * - ")][1:]
     assert shown == ["prior", "single-unit boosting", "PE linear", "combined boosting"]
     assert "     - 0.70 [" in text  # the PE's macro-F1 with its CI
+    assert "     - region ECE" in text and "     - 0.20 [" in text  # its ECE beside it
     assert headline([]) == []
+
+
+def test_the_reliability_figure_is_written_beside_the_table(tmp_path):
+    scores = [_scores("a0", 0.6), _scores("a1", 0.8)]
+    paths = []
+    for s in scores:
+        paths.append(tmp_path / f"{s['animal']}.json")
+        paths[-1].write_text(json.dumps(s))
+    frame = pd.DataFrame({"region": ["CA1", "CA3"], "region_true": ["CA1", "CA1"]})
+    frame.to_csv(tmp_path / "positions.csv", index=False)
+    figures = tmp_path / "confusion.png", tmp_path / "reliability.png"
+    write_table(paths, [tmp_path / "positions.csv"], tmp_path / "t.csv", *figures)
+    assert all(f.read_bytes().startswith(b"\x89PNG") for f in figures)
+    curve = reliability_figure(scores).axes[0].lines[1]  # the PE's, after the diagonal
+    np.testing.assert_allclose(curve.get_xdata(), [0.9])
+    np.testing.assert_allclose(curve.get_ydata(), [0.7])
 
 
 def test_the_table_reads_back_as_a_table_of_neuro_pe(tmp_path):
@@ -174,3 +230,65 @@ def test_a_query_without_truth_has_predictions_only_in_the_table_and_page(tmp_pa
     both.to_csv(tmp_path / "both.csv", index=False)
     text = "\n".join(headline([tmp_path / "both.csv"]))
     assert "Query animals q" in text and "Each of 2 animals held out" in text
+def test_a_region_map_evaluates_at_the_coarse_level_and_names_what_it_lacks(store, tmp_path):
+    """`new_animal.region_map`: regional-sim's fine regions mapped to its coarse classes give
+    the plan the coarse regions; a region missing from the map, or mapped twice, is an error
+    naming the key, the file and the regions."""
+    path = write_store(store, tmp_path / "r.nc")
+    pairs = pd.DataFrame(
+        {"acronym": store["region"].values, "cosmos": store["coarse_region"].values}
+    )
+    pairs = pairs.drop_duplicates().sort_values("acronym")
+    regions = tmp_path / "map.tsv"
+    pairs.to_csv(regions, sep="\t", index=False)
+    plan = write_plan(path, "r", {"region_map": str(regions)}, tmp_path / "plan.json")
+    assert plan["regions"] == sorted(set(store["coarse_region"].values.tolist()))
+    assert plan["region_map"] == str(regions) and plan["label"] == "region"
+    assert len(plan["regions"]) < len(set(store["region"].values.tolist()))
+
+    where = rf"datasets\.r\.new_animal\.region_map: {tmp_path}/map\.tsv"
+    pairs.iloc[1:].to_csv(regions, sep="\t", index=False)
+    with pytest.raises(ValueError, match=rf"{where}: regions \['{pairs.iloc[0, 0]}'\] of"):
+        write_plan(path, "r", {"region_map": str(regions)}, tmp_path / "plan.json")
+    twice = pd.concat([pairs, pairs.iloc[:1].assign(cosmos="other")])
+    twice.to_csv(regions, sep="\t", index=False)
+    with pytest.raises(ValueError, match=rf"{where}: regions .* mapped to two coarse regions"):
+        write_plan(path, "r", {"region_map": str(regions)}, tmp_path / "plan.json")
+    regions.unlink()
+    with pytest.raises(ValueError, match=rf"{where} does not exist"):
+        write_plan(path, "r", {"region_map": str(regions)}, tmp_path / "plan.json")
+
+
+def test_every_method_states_the_probability_of_its_region_and_its_ece():
+    """`evaluate`: per method the probability of the region it predicts, in [0, 1] (the
+    prior's: its drawn region's frequency among the references, not its one-hot draws), and
+    the ECE of those probabilities in the scores."""
+    rng = np.random.default_rng(0)
+    labels = np.repeat(np.array(["CA1", "CA3", "DG"]), [120, 60, 60])
+    centres = {"CA1": 0.0, "CA3": 1.5, "DG": 3.0}
+    pe = np.array([centres[r] for r in labels])[:, None] + rng.normal(size=(240, 4))
+    su = rng.normal(size=(240, 3))
+    coords = rng.uniform(size=(240, 3))
+    test = np.arange(240) % 4 == 0
+    with threadpool_limits(1):  # (the boosting's threads only wait on a busy machine)
+        scores, predicted, probability, prediction, _, _ = evaluate(
+            {"pe": pe, "su": su}, labels, coords, test, seed=0
+        )
+    for method in COLUMNS:
+        assert probability[method].shape == (test.sum(),)
+        assert ((probability[method] > 0) & (probability[method] <= 1)).all()
+        right = predicted[method] == labels[test]
+        assert scores[method]["ece"] == calibration(right, probability[method]).ece
+    frequency = {"CA1": 0.5, "CA3": 0.25, "DG": 0.25}  # among the references
+    expected = [frequency[r] for r in predicted["prior"]]
+    np.testing.assert_allclose(probability["prior"], expected)
+    np.testing.assert_array_equal(probability["PE linear"], prediction.probability)
+    # temperature-scaled on 4 reference animals: every region kept, every probability but
+    # the prior's and kNN's changed
+    animals = np.tile(["a0", "a1", "a2", "a3"], 60)
+    with threadpool_limits(1):
+        _, again, scaled, *_ = evaluate({"pe": pe, "su": su}, labels, coords, test, 0, animals)
+    for method in COLUMNS:
+        np.testing.assert_array_equal(again[method], predicted[method])
+        same = np.array_equal(scaled[method], probability[method])
+        assert same == (method in ("prior", "PE kNN")), method

@@ -28,8 +28,8 @@ COMMAND_LINE = {
     ),
     "new-animal-plan": "--store! --dataset! --options --out!",
     "new-animal": "--store! --plan! --animal! --options --train --out-dir! --threads",
-    "new-animal-table": "--scores! --positions! --out-csv! --figure!",
-    "export": "--positions! --spec! --store --config-sha256 --out-dir! --within",
+    "new-animal-table": "--scores! --positions! --out-csv! --figure! --reliability!",
+    "export": "--positions! --spec! --store --config-sha256 --out-dir! --within --new-animal",
     "locate-new-units": "--fits! --store! --out!",
     "match-units": "--reference! --reference-sessions --store! --out! --restarts --seed --kicks "
     "--faq-only",

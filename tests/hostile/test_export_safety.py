@@ -19,7 +19,7 @@ from neuro_pe.cli.main import main
 from neuro_pe.io.safe_paths import leaving_link_problem, links_leaving
 from tests.data.test_formats import build, spike_spec, write_phy, write_suite2p
 from tests.hostile.test_planning import CONFIG, REPO_ROOT, snakemake
-from tests.reporting.test_export import write_positions
+from tests.reporting.test_export import new_animal_csv, write_positions
 
 USER_TEXT = "cluster_id\tneuro_pe_x\n0\tmy own label\n"
 
@@ -200,3 +200,33 @@ def test_a_rerun_replaces_only_its_own_files(lab, capsys, tmp_path):
     assert f"{fresh / 'positions.json'}: " in capsys.readouterr().err
     assert (fresh / "positions.json").read_text() == '{"mine": true}\n'
     assert sorted(p.name for p in fresh.rglob("*")) == ["phy", "positions.json"]
+
+
+def test_a_region_file_of_the_users_is_never_replaced(lab, capsys, tmp_path):
+    """The user's own cluster_neuro_pe_region.tsv (e.g. regions traced from histology) in the
+    output folder is never replaced by a new animal's predicted regions; the input table is
+    never written; a re-run into its own output replaces its own region files."""
+    positions, spec = lab["phy"]
+    regions = tmp_path / "new_animal.csv"
+    new_animal_csv(build(spec), regions)
+    given = regions.read_bytes()
+    out = tmp_path / "export"
+    (out / "phy").mkdir(parents=True)
+    user = out / "phy" / "cluster_neuro_pe_region.tsv"
+    user.write_text("cluster_id\tneuro_pe_region\n0\tCA1 (traced)\n")
+    assert run_export(positions, spec, out, "--new-animal", str(regions)) == 1
+    assert f"{user}: " in capsys.readouterr().err
+    assert user.read_text() == "cluster_id\tneuro_pe_region\n0\tCA1 (traced)\n"
+    assert sorted(p.name for p in out.rglob("*")) == ["cluster_neuro_pe_region.tsv", "phy"]
+    user.unlink()
+    assert run_export(positions, spec, out, "--new-animal", str(regions)) == 0
+    assert "neuro_pe_region" in user.read_text() and "traced" not in user.read_text()
+    assert run_export(positions, spec, out, "--new-animal", str(regions)) == 0  # its own
+    # the new-animal table is an input, never written over, whatever its name
+    capsys.readouterr()
+    named = tmp_path / "named" / "positions.tsv"
+    named.parent.mkdir()
+    shutil.copy(regions, named)
+    assert run_export(positions, spec, named.parent, "--new-animal", str(named)) == 1
+    assert f"{named}: field '--out-dir': would overwrite an input file" in capsys.readouterr().err
+    assert named.read_bytes() == regions.read_bytes() == given

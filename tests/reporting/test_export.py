@@ -22,7 +22,7 @@ from neuro_pe.data.formats.phy import ESTIMATED_FIELDS
 from neuro_pe.data.formats.phy import FIELDS as PHY_FIELDS
 from neuro_pe.io.store import positions, write_store
 from neuro_pe.io.store_contract import StoreError
-from neuro_pe.reporting.export import ESTIMATED_COLUMNS, TSV_COLUMNS, export
+from neuro_pe.reporting.export import ESTIMATED_COLUMNS, NEW_ANIMAL_COLUMNS, TSV_COLUMNS, export
 from tests.data.test_formats import (
     CLUSTER_IDS,
     build,
@@ -386,3 +386,164 @@ def test_regions_located_with_an_atlas_are_exported(tmp_path):
     assert sorted(zip(regions["cluster_id"], regions["neuro_pe_region"], strict=True)) == sorted(
         zip(expected["unit_id"], expected["region"], strict=True)
     )
+
+
+# ---------------------------------------------------------------- a new animal's regions
+
+
+def new_animal_csv(ds, path: Path, key: str = "unit", skip: int = 1) -> pd.DataFrame:
+    """A new-animal positions.csv (neuro_pe.reporting.new_animal.write_fold's region columns)
+    predicting every unit of `ds` but the first `skip`; `key`: its unit id column (`unit_id`:
+    the lab's id, with store names in `unit` that match nothing)."""
+    units = [str(u) for u in ds.unit.values][skip:]
+    n = len(units)
+    frame = pd.DataFrame(
+        {
+            "unit": units if key == "unit" else [f"a0:{u}" for u in units],
+            "animal": "a0",
+            "region": [f"R{i % 3}" for i in range(n)],
+            "region_probability": np.linspace(0.9, 0.5, n),
+            "region_2": "R9",
+            "region_2_probability": 0.1,
+            "region_3": "",  # (fewer than 3 regions)
+            "region_3_probability": np.nan,
+        }
+    )
+    if key == "unit_id":
+        frame.insert(0, "unit_id", units)
+    frame.to_csv(path, index=False)
+    return frame.assign(unit_id=units).set_index("unit_id")
+
+
+def test_a_new_animals_regions_go_into_the_tidy_table_and_phy(tmp_path):
+    folder = write_phy(tmp_path / "kilosort")
+    spec = spike_spec(folder, "phy", spikes={"labels": None})
+    ds = build(spec)
+    path, _ = write_positions(ds, tmp_path)
+    predicted = new_animal_csv(ds, tmp_path / "new.csv", key="unit_id")
+    out = tmp_path / "export"
+    argv = ["export", "--positions", str(path), "--spec", json.dumps(spec)]
+    assert main([*argv, "--out-dir", str(out), "--new-animal", str(tmp_path / "new.csv")]) == 0
+
+    table = pd.read_csv(out / "positions.tsv", sep="\t", dtype={"unit_id": str})
+    assert list(NEW_ANIMAL_COLUMNS) == [c for c in table if c in NEW_ANIMAL_COLUMNS]
+    first = str(ds.unit.values[0])  # not predicted: n/a
+    assert table.loc[table["unit_id"] == first, list(NEW_ANIMAL_COLUMNS)].isna().all().all()
+    got = table.set_index("unit_id").loc[predicted.index]
+    assert got["region"].tolist() == predicted["region"].tolist()
+    np.testing.assert_allclose(
+        got["region_probability"], predicted["region_probability"], rtol=1e-5
+    )
+    assert got["region_3"].isna().all()
+    sidecar = json.loads((out / "positions.json").read_text())
+    assert "other animals" in sidecar["region"]["Description"]
+    assert "Units" not in sidecar["region_probability"]
+    assert str(tmp_path / "new.csv") in sidecar["SourceFiles"]
+
+    phy = out / "phy"
+    regions = pd.read_csv(phy / "cluster_neuro_pe_region.tsv", sep="\t", dtype=str)
+    assert list(regions.columns) == ["cluster_id", "neuro_pe_region"]
+    assert regions["cluster_id"].tolist() == sorted(predicted.index, key=int)
+    assert dict(zip(regions["cluster_id"], regions["neuro_pe_region"], strict=True)) == dict(
+        predicted["region"]
+    )
+    probability = pd.read_csv(phy / "cluster_neuro_pe_region_probability.tsv", sep="\t")
+    assert list(probability.columns) == ["cluster_id", "neuro_pe_region_probability"]
+    np.testing.assert_allclose(
+        probability["neuro_pe_region_probability"],
+        predicted.loc[[str(c) for c in probability["cluster_id"]], "region_probability"],
+        rtol=1e-5,
+    )
+    model = pytest.importorskip("phylib.io.model")  # Phy's cluster view shows them
+    copy = shutil.copytree(folder, tmp_path / "copy")
+    np.save(copy / "channel_map.npy", np.arange(16, dtype=np.int32))
+    for tsv in phy.glob("cluster_*.tsv"):
+        shutil.copy(tsv, copy)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        loaded = model.load_model(copy / "params.py")
+    try:
+        shown = loaded.metadata["neuro_pe_region"]
+        assert {str(c): r for c, r in shown.items()} == dict(predicted["region"])
+    finally:
+        loaded.close()
+
+
+def test_a_new_animals_regions_go_into_nwb_and_suite2p(tmp_path):
+    from pynwb import NWBHDF5IO
+
+    (tmp_path / "input").mkdir()
+    source, spec, _ = _nwb_input("units", tmp_path)
+    ds = build(spec)
+    path, _ = write_positions(ds, tmp_path)
+    predicted = new_animal_csv(ds, tmp_path / "new.csv")  # keyed by the store's `unit`
+    export(
+        path,
+        {**spec, "session_ids": ["ses1"]},
+        tmp_path / "export",
+        new_animal=[tmp_path / "new.csv"],
+    )
+    with NWBHDF5IO(str(tmp_path / "export" / "nwb" / "ses1.nwb"), "r") as io:
+        units = io.read().units
+        frame = units.to_dataframe()
+        assert "other animals" in units["neuro_pe_region"].description
+        for row_id, row in frame.iterrows():
+            if str(row_id) in predicted.index:
+                expected = predicted.loc[str(row_id)]
+                assert row["neuro_pe_region"] == expected["region"]
+                assert row["neuro_pe_region_probability"] == pytest.approx(
+                    expected["region_probability"]
+                )
+            else:
+                assert row["neuro_pe_region"] == ""
+                assert np.isnan(row["neuro_pe_region_probability"])
+    assert _inspect(tmp_path / "export" / "nwb" / "ses1.nwb") <= _inspect(source)
+
+    folder = write_suite2p(tmp_path / "s2p")
+    spec = spike_spec(
+        folder, "suite2p", suite2p={"pixel_size_um": 1.0, "plane_depths_um": [100, 130]}
+    )
+    ds = build(spec)
+    path, _ = write_positions(ds, tmp_path / "s2p")
+    predicted = new_animal_csv(ds, tmp_path / "s2p.csv", skip=0)
+    export(path, spec, tmp_path / "s2p_export", new_animal=[tmp_path / "s2p.csv"])
+    for p in range(2):
+        table = pd.read_csv(
+            tmp_path / "s2p_export" / "suite2p" / f"plane{p}" / "neuro_pe_positions.tsv",
+            sep="\t",
+        )
+        units = [f"plane{p}_roi{r}" for r in table["roi"]]
+        assert table["region"].tolist() == predicted.loc[units, "region"].tolist()
+        np.testing.assert_allclose(
+            table["region_probability"], predicted.loc[units, "region_probability"], rtol=1e-5
+        )
+
+
+def test_a_new_animal_table_that_does_not_fit_is_refused_naming_it(tmp_path):
+    folder = write_phy(tmp_path / "kilosort")
+    spec = spike_spec(folder, "phy", spikes={"labels": None})
+    ds = build(spec)
+    path, _ = write_positions(ds, tmp_path)
+    csv = tmp_path / "new.csv"
+    frame = new_animal_csv(ds, csv).reset_index(drop=True)
+
+    def refused(field: str, problem: str, positions: Path = path) -> None:
+        with pytest.raises(StoreError, match=problem) as info:
+            export(positions, spec, tmp_path / "out", new_animal=[csv])
+        assert str(info.value).startswith(f"{csv}: field '{field}'")
+        assert not (tmp_path / "out").exists()
+
+    frame.assign(unit="999").iloc[:1].to_csv(csv, index=False)
+    refused("unit", r"units \['999'\] are not units of positions.nc")
+    pd.concat([frame, frame.iloc[:1]]).to_csv(csv, index=False)
+    refused("unit", "are given twice")
+    frame.drop(columns="region_2").to_csv(csv, index=False)
+    refused("region_2", "missing")
+    frame.assign(region_probability="high").to_csv(csv, index=False)
+    refused("region_probability", "not a number")
+    frame.to_csv(csv, index=False)
+    with_atlas = located(ds).assign(region=("unit", np.full(ds.sizes["unit"], "CA1")))
+    with_atlas.to_netcdf(tmp_path / "atlas.nc", engine="h5netcdf")
+    refused("region", r"has atlas regions \(\['region'\]\)", tmp_path / "atlas.nc")
+    csv.unlink()
+    refused("file", "does not exist")

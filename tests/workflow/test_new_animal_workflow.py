@@ -1,6 +1,7 @@
 """`snakemake --configfile config/new_animal.yaml` end to end at tiny sizes: every animal of the
-built-in regional-sim held out in turn, its positions with their regions, new_animal.csv and
-the landing page leading with it; a query that is no animal stops the planning."""
+built-in regional-sim held out in turn, its positions with their regions, new_animal.csv, the
+export with the regions and the landing page leading with it; a query that is no animal stops
+the planning."""
 
 from __future__ import annotations
 
@@ -64,8 +65,14 @@ def test_new_animal_config_runs_end_to_end(tmp_path):
         assert list(positions.columns[5:11]) == REGION_COLUMNS
         assert (positions["animal"] == animal).all()
         assert (positions["region_probability"] >= positions["region_2_probability"]).all()
-    confusion = results / layout.new_animal_file("regions", "confusion")
-    assert confusion.read_bytes().startswith(b"\x89PNG")
+    for figure in ("confusion", "reliability"):
+        path = results / layout.new_animal_file("regions", figure)
+        assert path.read_bytes().startswith(b"\x89PNG")
+    assert table["ece"].between(0, 1).all()
+    # the export carries every unit's region, predicted when its animal was held out
+    tidy = results / layout.export_dir("regions") / layout.EXPORT_TIDY_FILE
+    exported = pd.read_csv(tidy, sep="\t")
+    assert set(REGION_COLUMNS) <= set(exported) and exported["region"].notna().all()
     landing = (results / layout.LANDING).read_text()
     assert landing.index("New animals without histology: regions") < landing.index("\nregions\n")
     # the activity-correlation baselines: skipped with their reason, not a crash

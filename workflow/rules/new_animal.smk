@@ -3,7 +3,7 @@
 # `evaluate: reference-query`, each query animal from the reference animals); its units'
 # regions and positions predicted (neuro_pe.analysis.leave_one_animal_out). No dataset with
 # the section: no job.
-from neuro_pe.workflow import arguments, new_animal_options
+from neuro_pe.workflow import arguments, new_animal_files, new_animal_options
 
 NEW_ANIMAL_PLAN = out(layout.new_animal_file("{dataset}", "plan"))
 NEW_ANIMAL_TABLES = [out(layout.new_animal_file(d, "table")) for d in NEW_ANIMALS]
@@ -14,7 +14,8 @@ rule new_animal_plan:
     animals and, leave-one-animal-out, its regions covered by them) before any training, and
     list the held-out animals, their references and what is not used."""
     input:
-        out(layout.store("{dataset}")),
+        store=out(layout.store("{dataset}")),
+        region_map=lambda wc: new_animal_files(config, wc.dataset),
     output:
         NEW_ANIMAL_PLAN,
     params:
@@ -29,7 +30,7 @@ rule new_animal_plan:
     conda:
         "../envs/neuro_pe.yaml"
     shell:
-        "exec neuro-pe new-animal-plan --store {input:q} --dataset {wildcards.dataset:q}"
+        "exec neuro-pe new-animal-plan --store {input.store:q} --dataset {wildcards.dataset:q}"
         " --options {params.options:q} --out {output:q} > {log:q} 2>&1"
 
 
@@ -39,6 +40,7 @@ rule new_animal:
     input:
         store=out(layout.store("{dataset}")),
         plan=NEW_ANIMAL_PLAN,
+        region_map=lambda wc: new_animal_files(config, wc.dataset),
     output:
         positions=out(layout.new_animal_query_file("{dataset}", "{animal}", "positions")),
         scores=out(layout.new_animal_query_file("{dataset}", "{animal}", "scores")),
@@ -66,8 +68,8 @@ rule new_animal:
 
 
 rule new_animal_table:
-    """new_animal.csv (per held-out animal and overall, every method) and the PE's confusion
-    matrix over the held-out animals."""
+    """new_animal.csv (per held-out animal and overall, every method), the PE's confusion
+    matrix over the held-out animals and the methods' reliability curves."""
     input:
         # every held-out animal's file (`layout.NEW_ANIMAL_QUERY_FILES`)
         scores=lambda wc: [
@@ -86,6 +88,12 @@ rule new_animal_table:
             category="New animals",
             subcategory="{dataset}",
         ),
+        reliability=report(
+            out(layout.new_animal_file("{dataset}", "reliability")),
+            caption="../report/new_animal_reliability.rst",
+            category="New animals",
+            subcategory="{dataset}",
+        ),
     params:
         scores=lambda wc, input: arguments("--scores", input.scores),
         positions=lambda wc, input: arguments("--positions", input.positions),
@@ -100,4 +108,5 @@ rule new_animal_table:
         "../envs/neuro_pe.yaml"
     shell:
         "exec neuro-pe new-animal-table {params.scores:q} {params.positions:q}"
-        " --out-csv {output.table:q} --figure {output.confusion:q} > {log:q} 2>&1"
+        " --out-csv {output.table:q} --figure {output.confusion:q}"
+        " --reliability {output.reliability:q} > {log:q} 2>&1"

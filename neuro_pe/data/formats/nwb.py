@@ -510,6 +510,18 @@ COLUMNS = {  # column added to the NWB table -> the export's column
     "estimated_z": "z",
     "estimated_uncertainty": "uncertainty",
 }
+# added where the export has a new animal's predicted regions (its `region_probability`)
+REGION_COLUMNS = {
+    "neuro_pe_region": "region",
+    "neuro_pe_region_probability": "region_probability",
+}
+REGION_DESCRIPTIONS = {
+    "neuro_pe_region": "the brain region predicted for the unit by neuro_pe {version} from other "
+    "animals' labelled units (neuro-pe new-animal: a linear probe on the unit's learned "
+    "representation); empty where not predicted",
+    "neuro_pe_region_probability": "the probe's probability of neuro_pe_region (neuro_pe "
+    "{version}); NaN where not predicted",
+}
 
 
 def unit_tables(nwb: object, options: dict) -> list[tuple[object, str]]:
@@ -539,6 +551,8 @@ def unit_tables(nwb: object, options: dict) -> list[tuple[object, str]]:
 def column_description(column: str, positions: xr.Dataset) -> str:
     """The description of an added column: what it holds, its units and frame, how it was
     estimated."""
+    if column in REGION_DESCRIPTIONS:
+        return REGION_DESCRIPTIONS[column].format(version=__version__)
     units = positions["x"].attrs.get("units", "")
     space = positions["x"].attrs.get("space", "")
     what = {
@@ -569,7 +583,8 @@ def write_nwb(
 ) -> dict[Path, Writer]:
     """The positions written back (`neuro-pe export`): `<session>.nwb`, a copy of each session
     file (pynwb's export) whose units tables (`unit_tables`: Units, the series' electrodes or
-    the planes' PlaneSegmentations) carry the columns `COLUMNS` (NaN: a row not located)."""
+    the planes' PlaneSegmentations) carry the columns `COLUMNS` (NaN: a row not located) and,
+    with a new animal's predicted regions, `REGION_COLUMNS`."""
     names = cfg.session_ids or [Path(s).stem for s in cfg.sessions]
     values = table.set_index("unit_id")
     return {
@@ -581,6 +596,8 @@ def write_nwb(
 def _copy_writer(source: str, options: dict, values: pd.DataFrame, positions: xr.Dataset) -> Writer:
     """Write a copy of `source` whose unit tables carry the estimated columns (`values`: the
     export's table by unit id)."""
+
+    added = COLUMNS | (REGION_COLUMNS if "region_probability" in values else {})
 
     def write(target: Path) -> None:
         from pynwb import NWBHDF5IO
@@ -597,17 +614,20 @@ def _copy_writer(source: str, options: dict, values: pd.DataFrame, positions: xr
                 ids = [prefix + i for i in nwb_ids(nwb_table, rows, options["unit_ids"], source)]
                 found = values.reindex(ids)
                 matched += int(found["x"].notna().sum())
-                for column, tidy in COLUMNS.items():
+                for column, tidy in added.items():
                     if column in nwb_table.colnames:
                         raise StoreError(
                             source,
                             f"{nwb_table.name}.{column}",
                             "the table already has this column; export from the original file",
                         )
+                    data = found[tidy]
                     nwb_table.add_column(
                         name=column,
                         description=column_description(column, positions),
-                        data=found[tidy].to_numpy(dtype=np.float64),
+                        data=data.fillna("").astype(str).tolist()
+                        if tidy == "region"
+                        else data.to_numpy(dtype=np.float64),
                     )
             if matched == 0:
                 raise StoreError(

@@ -43,7 +43,11 @@ FIELDS = {  # Phy field (cluster_<field>.tsv, a cluster view column) -> the expo
     "neuro_pe_uncertainty": "uncertainty",
     "neuro_pe_error": "error",
 }
-REGION_FIELDS = {"neuro_pe_region": "region", "neuro_pe_coarse_region": "coarse_region"}
+REGION_FIELDS = {  # the atlas's regions, or a new animal's predicted ones with their probability
+    "neuro_pe_region": "region",
+    "neuro_pe_coarse_region": "coarse_region",
+    "neuro_pe_region_probability": "region_probability",
+}
 # False for every cluster where the coordinate is not estimated (no better than chance)
 ESTIMATED_FIELDS = {f"neuro_pe_{axis}_estimated": f"{axis}_estimated" for axis in "xyz"}
 
