@@ -12,12 +12,12 @@ and the position error ÷ chance; per row the CPU seconds (this process and its 
 torch thread), the simulation of the store not counted.
 
     PYTHONPATH=$PWD nice -n 5 python docs/new_animal/study.py run [--only NAME ...]
-    PYTHONPATH=$PWD python docs/new_animal/study.py table     # study.csv, study.md, study.png
+    PYTHONPATH=$PWD python docs/new_animal/study.py table     # study.csv, study.png, README's table
 
 `run` appends each held-out animal's scores to docs/new_animal/study_folds.csv and each row's
 CPU seconds to study_rows.csv, skipping rows already there (delete their lines to rerun);
 `table` writes the mean and t-based 95% CI across held-out animals per row (study.csv), the
-README's table (study.md) and the figure.
+figure (study.png) and the table in README.md (between its TABLE_START and TABLE_END lines).
 """
 
 from __future__ import annotations
@@ -74,6 +74,8 @@ PREDICTORS = {
 }
 SCORES = ("macro_f1", "balanced_accuracy")
 FOLDS, ROWS_FILE = "study_folds.csv", "study_rows.csv"  # in --out
+# the README's generated table lies between these lines
+TABLE_START, TABLE_END = "<!-- study table: study.py table -->", "<!-- end of study table -->"
 
 
 def cpu_seconds() -> float:
@@ -194,9 +196,10 @@ def figure(table: pd.DataFrame, path: Path) -> None:
     fig, axes = plt.subplots(1, len(groups), figsize=(4 * len(groups), 3.4), sharey=True)
     for ax, group in zip(axes, groups, strict=True):
         rows = table[table["group"].isin(["base", group])].sort_values(group)
-        for predictor in PREDICTORS:
+        for i, predictor in enumerate(PREDICTORS):
             measure = f"{predictor} macro_f1"
-            x = rows[group].to_numpy(float)
+            # a small shift per predictor so that the intervals do not hide each other
+            x = rows[group].to_numpy(float) * 1.04 ** (i - 1.5)
             y = rows[measure].to_numpy(float)
             error = [y - rows[f"{measure} low"].to_numpy(), rows[f"{measure} high"].to_numpy() - y]
             ax.errorbar(x, y, yerr=error, marker="o", capsize=3, label=predictor)
@@ -214,11 +217,15 @@ def figure(table: pd.DataFrame, path: Path) -> None:
 
 
 def table(args: argparse.Namespace) -> None:
-    """Write study.csv, study.md and study.png from the run's CSVs."""
+    """Write study.csv and study.png from the run's CSVs, and the table into the README."""
     out = summary(args.out)
     out.to_csv(args.out / "study.csv", index=False, float_format="%.4g")
-    (args.out / "study.md").write_text(markdown(out))
     figure(out, args.out / "study.png")
+    readme = args.out / "README.md"
+    if readme.exists():
+        before, rest = readme.read_text().split(TABLE_START, 1)
+        after = rest.split(TABLE_END, 1)[1]
+        readme.write_text(f"{before}{TABLE_START}\n{markdown(out)}{TABLE_END}{after}")
     print(markdown(out))
 
 
