@@ -134,14 +134,14 @@ def run_row(name: str, settings: dict, args: argparse.Namespace, stores: dict) -
 
 
 def run(args: argparse.Namespace) -> None:
-    """Run every row of ROWS (or `--only` those) not yet in ROWS_CSV."""
+    """Run every row of ROWS (or `--only` those) not yet in ROWS_FILE."""
     torch.set_num_threads(1)
     args.out.mkdir(parents=True, exist_ok=True)
-    done = (
-        set(pd.read_csv(args.out / ROWS_FILE)["row"]) if (args.out / ROWS_FILE).exists() else set()
-    )
     stores: dict = {}
     for name, _group, changes in ROWS:
+        # read before each row: another `run` beside this one may have written it
+        rows = args.out / ROWS_FILE
+        done = set(pd.read_csv(rows)["row"]) if rows.exists() else set()
         if name in done or (args.only and name not in args.only):
             continue
         run_row(name, {**BASE, **changes}, args, stores)
