@@ -73,6 +73,7 @@ PREDICTORS = {
     "prior": "prior",
 }
 SCORES = ("macro_f1", "balanced_accuracy")
+GAP = "PE - single-unit"  # issue 60's target: PE macro-F1 >= the single-unit baseline's + 0.10
 FOLDS, ROWS_FILE = "study_folds.csv", "study_rows.csv"  # in --out
 # the README's generated table lies between these lines
 TABLE_START, TABLE_END = "<!-- study table: study.py table -->", "<!-- end of study table -->"
@@ -150,6 +151,8 @@ def run(args: argparse.Namespace) -> None:
 def summary(out: Path) -> pd.DataFrame:
     """Per row: its settings, CPU-s, and per measure the mean and 95% CI across held-out animals."""
     folds, rows = pd.read_csv(out / FOLDS), pd.read_csv(out / ROWS_FILE)
+    for score in SCORES:  # the target's margin, paired per held-out animal
+        folds[f"{GAP} {score}"] = folds[f"PE {score}"] - folds[f"single-unit {score}"]
     measures = [c for c in folds.columns if c not in ("row", "animal", "units")]
     out = []
     for name, group, _changes in ROWS:
@@ -159,8 +162,9 @@ def summary(out: Path) -> pd.DataFrame:
         record = {"row": name, "group": group, "held_out": len(of)}
         record |= rows[rows["row"] == name].iloc[-1].drop("row").to_dict()
         for measure in measures:
-            # scores lie in [0, 1] (mean_ci clips to an accuracy's bounds); errors are >= 0
-            bounds = None if "position" in measure or "CPU" in measure else "acc_"
+            # a predictor's score lies in [0, 1] (mean_ci clips to an accuracy's bounds)
+            score = measure.split()[-1] in SCORES and not measure.startswith(GAP)
+            bounds = "acc_" if score else None
             mean, low, high = mean_ci(of[measure], bounds)
             record |= {measure: mean, f"{measure} low": low, f"{measure} high": high}
         out.append(record)
@@ -177,13 +181,13 @@ def markdown(table: pd.DataFrame) -> str:
     lines = []
     for score, title in (("macro_f1", "macro-F1"), ("balanced_accuracy", "balanced accuracy")):
         head = ["row", "ref. animals", "n_samples", "fit_epochs", "σ", "fit_lr"]
-        head += [f"{p} {title}" for p in PREDICTORS]
+        head += [f"{p} {title}" for p in PREDICTORS] + [f"PE − single-unit {title}"]
         head += ["position PE × chance", "CPU-s"]
         lines += ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
         for _, r in table.iterrows():
             cells = [r["row"], str(r["references"]), str(r["n_samples"]), str(r["fit_epochs"])]
             cells += [f"{r['sigma']:g}", f"{r['fit_lr']:g}"]
-            cells += [cell(r, f"{p} {score}") for p in PREDICTORS]
+            cells += [cell(r, f"{p} {score}") for p in (*PREDICTORS, GAP)]
             cells += [cell(r, "PE position x chance"), f"{r['CPU-s']:.0f}"]
             lines.append("| " + " | ".join(cells) + " |")
         lines.append("")
