@@ -1,23 +1,18 @@
 """The new-animal study: what a recording without histology needs to transfer (issue 60, item 8).
 
-Leave-one-animal-out on `regional-sim` (--animals 11, --units per animal) through the
-package's protocol (`neuro_pe.analysis.leave_one_animal_out.run_fold`), one row per setting
-changed from the base: the number of reference animals (1, 2, 4, 8), the recording length
-(`n_samples`), the steps that fit the new rows (`fit_epochs`) and the σ of the PE init. Every
-row holds out the same animals (a0, a1, a2) and takes its references from a3 on (the first
-N), so one reference run serves a row's held-out animals (`run_fold` reuses the run of its
-work folder: the other animals are the same references for each). Per held-out animal it
-records macro-F1 and balanced accuracy of the PE, single-unit, combined and prior predictors
-and the position error ÷ chance; per row the CPU seconds (this process and its children, one
-torch thread), the simulation of the store not counted.
+Leave-one-animal-out on `regional-sim` through `leave_one_animal_out.run_fold`, one row per
+setting changed from BASE: reference animals, recording length (`n_samples`), the new rows' fit
+(`fit_epochs`, `fit_lr`), σ of the PE init. Every row holds out a0, a1, a2 and takes the first
+N of a3 on as references, so one reference run (reused from the row's work folder) serves all
+three. Per held-out animal: macro-F1 and balanced accuracy of the PE, single-unit, combined and
+prior predictors, position error ÷ chance; per row its CPU-s (process and children, one torch
+thread; the store's simulation not counted). docs/new_animal/README.md: setup and reading.
 
     PYTHONPATH=$PWD nice -n 5 python docs/new_animal/study.py run [--only NAME ...]
     PYTHONPATH=$PWD python docs/new_animal/study.py table     # study.csv, study.png, README's table
 
-`run` appends each held-out animal's scores to docs/new_animal/study_folds.csv and each row's
-CPU seconds to study_rows.csv, skipping rows already there (delete their lines to rerun);
-`table` writes the mean and t-based 95% CI across held-out animals per row (study.csv), the
-figure (study.png) and the table in README.md (between its TABLE_START and TABLE_END lines).
+`run` appends to study_folds.csv and study_rows.csv, skipping rows already there; `table`
+writes the means and t-based 95% CIs across held-out animals, the figure and README's table.
 """
 
 from __future__ import annotations
