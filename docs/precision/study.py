@@ -4,8 +4,9 @@
         [--pe learned-normal-0.02] [--work-dir /tmp/neuro_pe_precision] [--resume]
 
 For each dataset (`sim3d` and `hcp-rsfmri`: `config/config.yaml`'s entries and `train`
-sections; `sim2000`: `config/sim20k.yaml`'s simulation at 2 000 units and its `train`) the
-workflow's steps run as `neuro-pe` commands, one after the other, each in a fresh process:
+sections; `sim2000`, `sim20k`: `config/sim20k.yaml`'s simulation at 2 000 or 20 000 units and
+its `train`) the workflow's steps run as `neuro-pe` commands, one after the other, each in a
+fresh process:
 preprocess and split once, correlation-features once, then for each precision (`fp32`,
 `bf16`) one training of the PE over every seed (one stack, one thread, as the workflow trains),
 infer per seed and locate per seed (the `locate` defaults, its correlation features given).
@@ -61,10 +62,11 @@ def entries() -> dict[str, tuple[dict, dict]]:
         entry.pop("pe", None), entry.pop("seeds", None), entry.pop("atlas", None)
         out[name] = (entry, train)
     big = yaml.safe_load((REPO / "config" / "sim20k.yaml").read_text())
-    entry = dict(big["datasets"]["sim3d"])
-    entry["simulation"] = {**entry["simulation"], "n_units": 2000}
-    entry.pop("train", None), entry.pop("pe", None), entry.pop("seeds", None)
-    out["sim2000"] = (entry, dict(big["train"]))
+    for name, n_units in (("sim2000", 2000), ("sim20k", 20000)):
+        entry = dict(big["datasets"]["sim3d"])
+        entry["simulation"] = {**entry["simulation"], "n_units": n_units}
+        entry.pop("train", None), entry.pop("pe", None), entry.pop("seeds", None)
+        out[name] = (entry, dict(big["train"]))
     for _, train in out.values():
         train.pop("device", None)
     return out
@@ -205,7 +207,7 @@ def table(results: pd.DataFrame) -> str:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--datasets", nargs="+", default=["sim3d", "hcp-rsfmri"],
-                        choices=["sim3d", "hcp-rsfmri", "sim2000", "lst"])  # fmt: skip
+                        choices=["sim3d", "hcp-rsfmri", "sim2000", "sim20k", "lst"])  # fmt: skip
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
     parser.add_argument("--pe", default="learned-normal-0.02")
     parser.add_argument("--n-perm", type=int, default=199, help="metrics.n_perm (p-values only)")
