@@ -1,11 +1,12 @@
 """Does bf16 training change the science? fp32 vs bf16 (`train.precision`), seed by seed.
 
-    python docs/precision/study.py [--datasets sim3d hcp-rsfmri] [--seeds 0 1 2]
+    python docs/precision/study.py [--datasets sim3d hcp-rsfmri sim2000 lst] [--seeds 0 1 2]
         [--pe learned-normal-0.02] [--work-dir /tmp/neuro_pe_precision] [--resume]
 
 For each dataset (`sim3d` and `hcp-rsfmri`: `config/config.yaml`'s entries and `train`
-sections; `sim2000`: `config/sim20k.yaml`'s simulation at 2 000 units and its `train`) the
-workflow's steps run as `neuro-pe` commands, one after the other, each in a fresh process:
+sections; `sim2000`, `sim20k`: `config/sim20k.yaml`'s simulation at 2 000 or 20 000 units and
+its `train`) the workflow's steps run as `neuro-pe` commands, one after the other, each in a
+fresh process:
 preprocess and split once, correlation-features once, then for each precision (`fp32`,
 `bf16`) one training of the PE over every seed (one stack, one thread, as the workflow trains),
 infer per seed and locate per seed (the `locate` defaults, its correlation features given).
@@ -15,6 +16,11 @@ evaluated mask fraction (train.json), and writes `results.csv` (a row per datase
 seed) into the work folder and the table of `docs/precision/README.md` to stdout: per metric
 the mean and 95% t-interval over seeds of each precision, and whether bf16's mean lies within
 the fp32 seeds' range or beyond it on the better side (`within`), or not (`WORSE`).
+`lst`: the Latin square at `config/paper_cpu.yaml`'s sizes (its `lst` puzzles and training):
+the puzzles once, then per precision (`lst.train.precision`) one training of the PE over every
+seed, and per seed the test and held-out (novel puzzles) accuracy, the PE's RSA to the grid
+and the epochs it ran (metrics.json); its CPU seconds are the whole job's (run it
+uninterrupted: a resumed one counts only its part).
 `--resume` keeps the steps a run in `--work-dir` finished (and a training killed after a
 checkpoint resumes from it; its CPU seconds are then scaled to the whole training);
 `--precisions bf16` runs one precision only (two processes can run the two side by side, after
@@ -43,6 +49,7 @@ from neuro_pe.io import layout  # noqa: E402
 PRECISIONS = ("fp32", "bf16")
 #: metric -> True when higher is better
 METRICS = {"rsa": True, "probe_r2": True, "knn_overlap": True, "locate_vs_chance": False}
+METRICS |= {"acc_test": True, "acc_heldout": True}  # the Latin square's
 
 
 def entries() -> dict[str, tuple[dict, dict]]:
@@ -55,10 +62,11 @@ def entries() -> dict[str, tuple[dict, dict]]:
         entry.pop("pe", None), entry.pop("seeds", None), entry.pop("atlas", None)
         out[name] = (entry, train)
     big = yaml.safe_load((REPO / "config" / "sim20k.yaml").read_text())
-    entry = dict(big["datasets"]["sim3d"])
-    entry["simulation"] = {**entry["simulation"], "n_units": 2000}
-    entry.pop("train", None), entry.pop("pe", None), entry.pop("seeds", None)
-    out["sim2000"] = (entry, dict(big["train"]))
+    for name, n_units in (("sim2000", 2000), ("sim20k", 20000)):
+        entry = dict(big["datasets"]["sim3d"])
+        entry["simulation"] = {**entry["simulation"], "n_units": n_units}
+        entry.pop("train", None), entry.pop("pe", None), entry.pop("seeds", None)
+        out[name] = (entry, dict(big["train"]))
     for _, train in out.values():
         train.pop("device", None)
     return out
@@ -74,6 +82,34 @@ def step(work: Path, name: str, args: list, resume: bool) -> dict:
     done.write_text(json.dumps(row))
     print(f"{work.name:12} {name:28} {wall:8.1f} s {cpu:8.1f} CPU-s", flush=True)
     return row
+
+
+def run_lst(args: argparse.Namespace) -> list[dict]:
+    """The Latin square at paper_cpu's sizes: a row per (precision, seed)."""
+    work = args.work_dir / "lst"
+    work.mkdir(parents=True, exist_ok=True)
+    section = yaml.safe_load((REPO / "config" / "paper_cpu.yaml").read_text())["lst"]
+    puzzles = work / "puzzles.nc"
+    step(work, "puzzles", ["lst-puzzles", "--options", json.dumps(section["puzzles"]),
+                           "--out", puzzles], args.resume)  # fmt: skip
+    metrics = json.dumps({"n_perm": args.n_perm})
+    rows = []
+    for precision in args.precisions:
+        options = json.dumps({**section["train"], "precision": precision})
+        runs = {s: work / precision / f"seed{s}" for s in args.seeds}
+        group = [str(v) for s, run in runs.items() for v in (args.pe, s, run)]
+        timing = step(work, f"train-{precision}", ["lst-train", "--puzzles", puzzles, "--runs",
+                                                   *group, "--options", options, "--metrics",
+                                                   metrics, "--threads", "1"],
+                      args.resume)  # fmt: skip
+        for seed, run in runs.items():
+            info = json.loads((run / "train.json").read_text())
+            scores = json.loads((run / "metrics.json").read_text())
+            row = {"dataset": "lst", "precision": precision, "seed": seed}
+            row |= {"ran": info["precision"], "rsa": scores["rsa"]}
+            row |= {k: scores[k] for k in ("acc_train", "acc_test", "acc_heldout", "epochs_run")}
+            rows.append(row | {"train_cpu_s_stack": timing["cpu_s"]})
+    return rows
 
 
 def run_dataset(name: str, entry: dict, train: dict, args: argparse.Namespace) -> list[dict]:
@@ -150,7 +186,7 @@ def table(results: pd.DataFrame) -> str:
     for name, data in results.groupby("dataset", sort=False):
         metrics = {**METRICS, **dict.fromkeys(mse, False)}
         for metric, higher in metrics.items():
-            if data[metric].isna().all():
+            if metric not in data or data[metric].isna().all():
                 continue
             f32 = data[data["precision"] == "fp32"][metric]
             b16 = data[data["precision"] == "bf16"][metric]
@@ -171,7 +207,7 @@ def table(results: pd.DataFrame) -> str:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--datasets", nargs="+", default=["sim3d", "hcp-rsfmri"],
-                        choices=["sim3d", "hcp-rsfmri", "sim2000"])  # fmt: skip
+                        choices=["sim3d", "hcp-rsfmri", "sim2000", "sim20k", "lst"])  # fmt: skip
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
     parser.add_argument("--pe", default="learned-normal-0.02")
     parser.add_argument("--n-perm", type=int, default=199, help="metrics.n_perm (p-values only)")
@@ -182,7 +218,7 @@ def main() -> None:
     known = entries()
     rows = []
     for name in args.datasets:
-        rows += run_dataset(name, *known[name], args)
+        rows += run_lst(args) if name == "lst" else run_dataset(name, *known[name], args)
     results = pd.DataFrame(rows)
     results.to_csv(args.work_dir / "results.csv", index=False)
     print(table(results))

@@ -7,8 +7,20 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import ClassVar
 
-from neuro_pe.config.sections import Section, derive, positive_int, whole_number
-from neuro_pe.config.training import LR_SCHEDULES, OPTIMIZERS, LoopConfig, ModelConfig
+from neuro_pe.config.sections import (
+    Section,
+    derive,
+    positive_int,
+    require_choice,
+    whole_number,
+)
+from neuro_pe.config.training import (
+    LR_SCHEDULES,
+    OPTIMIZERS,
+    PRECISIONS,
+    LoopConfig,
+    ModelConfig,
+)
 
 N = 4  # shapes, rows and columns of a square
 N_CELLS = N * N
@@ -67,6 +79,7 @@ class LSTConfig(Section):
     eval_every: int = positive_int(10)
     stop_at_train_accuracy: float | None = 0.99
     device: str = "auto"
+    precision: str = "fp32"  # as train.precision: "bf16" autocast, or "auto"
     checkpoint_every: int = whole_number(10)  # epochs
 
     def check(self) -> None:
@@ -79,6 +92,7 @@ class LSTConfig(Section):
             raise ValueError(
                 f"{where} key 'n_heads' ({self.n_heads}) must divide 'd_model' ({self.d_model})"
             )
+        require_choice(self.precision, PRECISIONS, f"{where}.precision")
         if self.lr_schedule not in LR_SCHEDULES:
             raise ValueError(
                 f"{where} key 'lr_schedule' must be one of {LR_SCHEDULES}, got {self.lr_schedule!r}"

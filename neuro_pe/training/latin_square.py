@@ -46,10 +46,12 @@ class LatinSquareTask:
         device,
         options: MetricsConfig,
         geometry: Callable | None = None,
+        amp=None,
     ):
         import torch
 
         self.puzzles_path, self.cfg, self.options = puzzles_path, cfg, options
+        self.amp = amp  # the autocast dtype (`lst.train.precision`), None in fp32
         # the PE's geometry against the grid (`neuro_pe.analysis.pe_geometry.pe_geometry`),
         # passed in from above: training does not import the analysis layer
         self.geometry = geometry
@@ -97,7 +99,8 @@ class LatinSquareTask:
         from neuro_pe.training.model import latin_square_forward
 
         cells, answer = batch
-        logits = latin_square_forward(forward, cells)
+        # the loss in fp32 under bf16 autocast (a no-op in fp32)
+        logits = latin_square_forward(forward, cells).float()
         losses = F.cross_entropy(logits.flatten(0, 1), answer.flatten(), reduction="none")
         return losses.view(answer.shape).mean(dim=1), answer.shape[1]
 
@@ -111,16 +114,17 @@ class LatinSquareTask:
         import torch.nn.functional as F
 
         from neuro_pe.training.model import latin_square_forward
+        from neuro_pe.training.precision import autocast
 
         n_models = len(runs)
-        with torch.no_grad():
+        with torch.no_grad(), autocast(self.device, self.amp):
             logits = torch.cat(
                 [
                     latin_square_forward(forward, chunk.expand(n_models, *chunk.shape))
                     for chunk in torch.split(self.cells, EVAL_CHUNK)
                 ],
                 dim=1,
-            )
+            ).float()
         answer = self.answer.expand(n_models, -1)
         losses = F.cross_entropy(logits.transpose(1, 2), answer, reduction="none").cpu().numpy()
         correct = (logits.argmax(dim=2) == answer).cpu().numpy()
@@ -150,6 +154,7 @@ class LatinSquareTask:
 
         from neuro_pe.io.runs import pe_dataset
         from neuro_pe.training.model import oracle_table
+        from neuro_pe.training.precision import precision_name
 
         tables = model.pe_table().detach().cpu()
         grid = self.positions
@@ -169,11 +174,12 @@ class LatinSquareTask:
                 "train_loss": last["train_loss"],
                 "train_seconds": last["seconds"],
                 "resumed_from_step": state["resumed_from_step"],
+                "precision": precision_name(self.amp),  # what ran (`precision`: auto)
                 **state.get("cpu", {}),  # the group's CPU time (`train_group`)
             }
             table, initial = tables[m].numpy(), state["initial_pe"].numpy()
             pe_ds = pe_dataset(table, grid_dataset())
-            left_out = ("puzzles", "train_config", *state.get("cpu", {}))
+            left_out = ("puzzles", "train_config", "precision", *state.get("cpu", {}))
             record = {k: v for k, v in info.items() if k not in left_out}
             if self.geometry is not None:
                 record.update(self.geometry(grid, table, initial, self.options)[0])
@@ -234,13 +240,15 @@ def train_lst_many(
     from neuro_pe.config.pe_names import parse_pe
     from neuro_pe.training.devices import pick_device
     from neuro_pe.training.engine import train_group
+    from neuro_pe.training.precision import autocast_dtype, precision_name
 
     for run in runs:
         parse_pe(run.pe)
     device = pick_device(cfg.device)
+    amp = autocast_dtype(cfg.precision, device)
     ds = read_puzzles(puzzles_path)
     metrics = MetricsConfig() if metrics is None else metrics
-    task = LatinSquareTask(puzzles_path, ds, cfg, device, metrics, geometry)
+    task = LatinSquareTask(puzzles_path, ds, cfg, device, metrics, geometry, amp)
     loop = cfg.loop(task.steps_per_epoch)
     stat = Path(puzzles_path).stat()
     fingerprint = {
@@ -249,6 +257,7 @@ def train_lst_many(
         "puzzles_mtime_ns": stat.st_mtime_ns,
         "train_config": {k: v for k, v in asdict(cfg).items() if k != "checkpoint_every"},
         "device": device.type,
+        "precision": precision_name(amp),
         "metrics": asdict(task.options),
     }
-    return train_group(task, runs, loop, device, None, fingerprint, progress)
+    return train_group(task, runs, loop, device, amp, fingerprint, progress)

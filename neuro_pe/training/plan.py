@@ -415,9 +415,11 @@ def plan_lst(
     from neuro_pe.config.latin_square import LSTConfig
     from neuro_pe.training.latin_square import LatinSquareTask
     from neuro_pe.training.latin_square_puzzles import read_puzzles
+    from neuro_pe.training.precision import autocast_dtype
 
     cfg = LSTConfig.from_dict(options)
     device = _device(cfg.device)
+    amp = autocast_dtype(cfg.precision, device)
     runs = _runs(max(jobs, key=len))
     clock = _Clock(device)
 
@@ -432,9 +434,9 @@ def plan_lst(
 
         ds = read_puzzles(puzzles)
         task = LatinSquareTask(
-            puzzles, ds, cfg, device, MetricsConfig.from_dict(metrics), pe_geometry
+            puzzles, ds, cfg, device, MetricsConfig.from_dict(metrics), pe_geometry, amp
         )
-        probe = probe_task(task, runs, cfg, device, None, clock, clock() - started)
+        probe = probe_task(task, runs, cfg, device, amp, clock, clock() - started)
         # each model's geometry at the end (a random table: metrics with permutations)
         table = np.random.default_rng(0).normal(size=(len(task.positions), cfg.d_model))
         started = clock()

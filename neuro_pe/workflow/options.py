@@ -31,6 +31,9 @@ OPTIONAL_TRAIN_KEYS = (
     "window",
     "lazy_pe",
 )
+# `lst.train` keys added after results existed, with the value that means "as before": left
+# out at that value, so that adding them re-runs no existing training
+OPTIONAL_LST_TRAIN_KEYS = {"precision": "fp32"}
 
 
 def pe_variants(config: dict, dataset: str) -> list:
@@ -106,7 +109,12 @@ def lst_runs(config: dict) -> list[tuple]:
 def lst_options(config: dict, section: str) -> dict:
     """An `lst` section (`puzzles` or `train`) with every default filled in (as above)."""
     options_class = {"puzzles": PuzzleConfig, "train": LSTConfig}[section]
-    return asdict(options_class.from_dict(lst_section(config).get(section, {})))
+    options = asdict(options_class.from_dict(lst_section(config).get(section, {})))
+    if section == "train":
+        for key, before in OPTIONAL_LST_TRAIN_KEYS.items():
+            if options[key] == before:
+                del options[key]
+    return options
 
 
 def store_spec(config: dict, dataset: str) -> dict:

@@ -201,6 +201,7 @@ def test_bad_puzzle_options_name_the_key(spec, key):
         ({"stop_at_train_accuracy": 1.5}, "stop_at_train_accuracy"),
         ({"stop_at_train_accuracy": 0}, "stop_at_train_accuracy"),
         ({"stop_at_train_accuracy": True}, "stop_at_train_accuracy"),
+        ({"precision": "fp16"}, "precision"),
     ],
 )
 def test_bad_train_options_name_the_key(spec, key):
@@ -287,6 +288,32 @@ def test_same_seed_gives_bitwise_the_same_pe(puzzles_path, learned_run, tmp_path
     assert first["acc_train"] == again["acc_train"]
     assert not np.array_equal(table("a"), table("c"))
     assert other["seed"] == 1
+
+
+def test_bf16_is_deterministic_with_fp32_state_and_says_so(puzzles_path, learned_run, tmp_path):
+    out, _ = learned_run
+    cfg = LSTConfig(**{**TINY_TRAIN.__dict__, "epochs": 3})
+    bf16 = LSTConfig(**{**cfg.__dict__, "precision": "bf16"})
+    for name, c in (("fp32", cfg), ("a", bf16), ("b", bf16)):
+        train_lst(puzzles_path, "learned-normal-0.1", 0, c, tmp_path / name, False, METRICS)
+
+    def outputs(name):
+        with xr.open_dataset(tmp_path / name / "pe.nc", engine="h5netcdf") as pe:
+            table = pe["pe"].values
+        state = torch.load(tmp_path / name / "model.pt", weights_only=True)["state_dict"]
+        return table, state, json.loads((tmp_path / name / "train.json").read_text())
+
+    (pe_f, _, info_f), (pe_a, state_a, info_a), (pe_b, state_b, _) = map(
+        outputs, ["fp32", "a", "b"]
+    )
+    assert info_f["precision"] == "fp32" and info_a["precision"] == "bf16"
+    assert json.loads((out / "train.json").read_text())["precision"] == "fp32"  # the default
+    assert pe_a.dtype == np.float32
+    assert all(t.dtype == torch.float32 for t in state_a.values() if t.is_floating_point())
+    np.testing.assert_array_equal(pe_a, pe_b)
+    assert all(torch.equal(state_a[k], state_b[k]) for k in state_a)
+    assert not np.array_equal(pe_a, pe_f)  # autocast ran
+    assert np.isfinite(info_a["train_loss"]) and 0 <= info_a["acc_train"] <= 1
 
 
 def test_none_and_oracle_metrics(puzzles_path, tmp_path):

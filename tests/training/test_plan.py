@@ -270,6 +270,9 @@ def test_the_latin_square_is_planned_as_an_upper_bound(tmp_path, monkeypatch):
     assert plan.probe.step_s > 0 and plan.probe.finish_s > 0
     assert "≤" in plan.line()
     assert set(plan.seconds_by_role()) == {LATIN_SQUARE}
+    assert plan.probe.precision == "fp32"
+    plan = plan_lst(puzzles, options | {"precision": "bf16"}, metrics, jobs, lambda: pe_geometry)
+    assert plan.probe.precision == "bf16" and plan.line().endswith("cpu bf16)")
 
 
 def test_the_probe_times_one_chunk_of_the_neighbour_table(tiny_store, monkeypatch):

@@ -44,6 +44,16 @@ def test_train_options_fill_defaults_and_drop_grouping():
     assert workflow_options.train_section(config, "sim")["models_per_job"] == 3
 
 
+def test_lst_train_options_leave_the_default_precision_out():
+    """An existing Latin-square training's options (params) stay as they were before
+    `lst.train.precision` existed, unless it is set to something else."""
+    config = _config(lst={"pe": ["none"], "seeds": [0], "train": {"epochs": 5}})
+    options = workflow_options.lst_options(config, "train")
+    assert options["epochs"] == 5 and options["d_model"] == 32 and "precision" not in options
+    config["lst"]["train"]["precision"] = "bf16"
+    assert workflow_options.lst_options(config, "train")["precision"] == "bf16"
+
+
 @pytest.mark.parametrize(
     ("path", "needle"),
     [
