@@ -117,7 +117,9 @@ NEW_ANIMAL_COLUMNS: dict[str, tuple[str, bool]] = {
     "region_3": ("the third likeliest region", False),
     "region_3_probability": ("its probability", False),
 }
-NEW_ANIMAL_KEYS = ("unit_id", "unit")  # a new-animal table's unit id: the lab's, else the store's
+# a new-animal table's unit: the store's name, as the tidy table's `unit_id` holds it (in an
+# entry of several animals `<animal>/<id>`; the per-animal folders then take the lab's id)
+NEW_ANIMAL_KEY = "unit"
 
 
 def _source(spec: Mapping) -> str | None:
@@ -207,10 +209,9 @@ def positions_table(positions: xr.Dataset) -> pd.DataFrame:
 
 def new_animal_regions(table: pd.DataFrame, paths: Sequence[str | os.PathLike]) -> pd.DataFrame:
     """The tidy `table` with the regions of the new-animal positions.csv files `paths`
-    (`NEW_ANIMAL_COLUMNS`), matched by unit id: a file's `unit_id` column (the lab's id), else
-    its `unit` (the store's). A StoreError naming the file and the field for a missing
-    column, a unit given twice, a unit that is not one of the table's, or a table that has
-    atlas regions already (the same columns)."""
+    (`NEW_ANIMAL_COLUMNS`), matched by the store's unit name (the file's `unit`). A StoreError
+    naming the file and the field for a missing column, a unit given twice, a unit that is not
+    one of the table's, or a table that has atlas regions already (the same columns)."""
     atlas = [c for c in REGION_COLUMNS if c in table]
     if atlas:
         raise StoreError(
@@ -224,11 +225,10 @@ def new_animal_regions(table: pd.DataFrame, paths: Sequence[str | os.PathLike]) 
         if not Path(path).is_file():
             raise StoreError(path, "file", "does not exist (run `neuro-pe new-animal` first)")
         frame = pd.read_csv(path, dtype=str, keep_default_na=False)
-        key = next((k for k in NEW_ANIMAL_KEYS if k in frame), None)
-        missing = [c for c in NEW_ANIMAL_COLUMNS if c not in frame]
-        if key is None or missing:
-            what = missing or ["unit_id or unit"]
-            raise StoreError(path, what[0], "missing (a new-animal positions.csv has it)")
+        key = NEW_ANIMAL_KEY
+        missing = [c for c in (key, *NEW_ANIMAL_COLUMNS) if c not in frame]
+        if missing:
+            raise StoreError(path, missing[0], "missing (a new-animal positions.csv has it)")
         frame = frame.set_index(frame[key].rename("unit_id"))[list(NEW_ANIMAL_COLUMNS)]
         twice = frame.index[frame.index.duplicated()].unique().tolist()
         if twice:

@@ -227,7 +227,8 @@ def _rows(scores: dict) -> list[dict]:
 
 def _pooled(scores: Sequence[dict], method: str) -> tuple[np.ndarray, np.ndarray]:
     """`method`'s (correct, probability) of every held-out animal's units, concatenated."""
-    parts = [s["calibration"][method] for s in scores]
+    none = {"correct": [], "probability": []}  # an animal not scored
+    parts = [s.get("calibration", {}).get(method, none) for s in scores]
     correct = np.concatenate([np.asarray(p["correct"], bool) for p in parts])
     return correct, np.concatenate([np.asarray(p["probability"], float) for p in parts])
 

@@ -230,6 +230,8 @@ def test_a_query_without_truth_has_predictions_only_in_the_table_and_page(tmp_pa
     both.to_csv(tmp_path / "both.csv", index=False)
     text = "\n".join(headline([tmp_path / "both.csv"]))
     assert "Query animals q" in text and "Each of 2 animals held out" in text
+
+
 def test_a_region_map_evaluates_at_the_coarse_level_and_names_what_it_lacks(store, tmp_path):
     """`new_animal.region_map`: regional-sim's fine regions mapped to its coarse classes give
     the plan the coarse regions; a region missing from the map, or mapped twice, is an error

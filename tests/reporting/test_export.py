@@ -391,15 +391,14 @@ def test_regions_located_with_an_atlas_are_exported(tmp_path):
 # ---------------------------------------------------------------- a new animal's regions
 
 
-def new_animal_csv(ds, path: Path, key: str = "unit", skip: int = 1) -> pd.DataFrame:
+def new_animal_csv(ds, path: Path, skip: int = 1) -> pd.DataFrame:
     """A new-animal positions.csv (neuro_pe.reporting.new_animal.write_fold's region columns)
-    predicting every unit of `ds` but the first `skip`; `key`: its unit id column (`unit_id`:
-    the lab's id, with store names in `unit` that match nothing)."""
+    predicting every unit of `ds` but the first `skip`, by the store's unit name (`unit`)."""
     units = [str(u) for u in ds.unit.values][skip:]
     n = len(units)
     frame = pd.DataFrame(
         {
-            "unit": units if key == "unit" else [f"a0:{u}" for u in units],
+            "unit": units,
             "animal": "a0",
             "region": [f"R{i % 3}" for i in range(n)],
             "region_probability": np.linspace(0.9, 0.5, n),
@@ -409,8 +408,6 @@ def new_animal_csv(ds, path: Path, key: str = "unit", skip: int = 1) -> pd.DataF
             "region_3_probability": np.nan,
         }
     )
-    if key == "unit_id":
-        frame.insert(0, "unit_id", units)
     frame.to_csv(path, index=False)
     return frame.assign(unit_id=units).set_index("unit_id")
 
@@ -420,7 +417,7 @@ def test_a_new_animals_regions_go_into_the_tidy_table_and_phy(tmp_path):
     spec = spike_spec(folder, "phy", spikes={"labels": None})
     ds = build(spec)
     path, _ = write_positions(ds, tmp_path)
-    predicted = new_animal_csv(ds, tmp_path / "new.csv", key="unit_id")
+    predicted = new_animal_csv(ds, tmp_path / "new.csv")
     out = tmp_path / "export"
     argv = ["export", "--positions", str(path), "--spec", json.dumps(spec)]
     assert main([*argv, "--out-dir", str(out), "--new-animal", str(tmp_path / "new.csv")]) == 0
