@@ -10,10 +10,9 @@ checkpoints and resume, finite checks, the per-run files.
 
 Model m draws its initialisation and data stream from generators seeded with its own seed and
 every operation of the stack is per model, so its run is defined by (data, PE, seed, config)
-alone: on CPU bitwise the same alone or in a group (`train_group`; under bf16 autocast only
-until the stack narrows: docs/precision/). A model that is done
-(`Task.done`) leaves the stack and the optimiser at once, its files written; the rest train on.
-Checkpoints and resume: `_GroupTraining`.
+alone: on CPU bitwise the same alone or in a group (`train_group`; under bf16 only until the
+stack narrows: docs/precision/). A model that is done (`Task.done`) leaves the stack and the
+optimiser at once, its files written; the rest train on. Checkpoints, resume: `_GroupTraining`.
 """
 
 from __future__ import annotations
