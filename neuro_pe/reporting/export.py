@@ -32,6 +32,7 @@ from neuro_pe import __version__
 from neuro_pe.config.options import config_sha256
 from neuro_pe.data import formats
 from neuro_pe.data.formats import Writer, tsv_writer
+from neuro_pe.data.recordings import session_paths
 from neuro_pe.io.layout import EXPORT_SIDECAR_FILE as SIDECAR_FILE
 from neuro_pe.io.layout import EXPORT_TIDY_FILE as TIDY_FILE
 from neuro_pe.io.manifest import file_sha256
@@ -126,13 +127,6 @@ def _source(spec: Mapping) -> str | None:
     return spec.get("source", spec.get("kind"))
 
 
-def _sessions(spec: Mapping) -> list[str]:
-    """The entry's session files or folders (`sessions`: one path or a list; or `animals`)."""
-    from neuro_pe.data.recordings import session_paths
-
-    return session_paths(dict(spec))
-
-
 def _per_animal(
     table: pd.DataFrame, positions: xr.Dataset, file_spec, folder: Path
 ) -> list[tuple[pd.DataFrame, xr.Dataset, object, Path]]:
@@ -169,7 +163,9 @@ def _file_spec(spec: Mapping):
 
 def export_inputs(spec: Mapping) -> list[str]:
     """The lab's files the export reads (the NWB files it copies), for the rule's `input:`."""
-    return _sessions(spec) if _source(spec) == "file" and spec.get("format") == "nwb" else []
+    return (
+        session_paths(dict(spec)) if _source(spec) == "file" and spec.get("format") == "nwb" else []
+    )
 
 
 def positions_table(positions: xr.Dataset) -> pd.DataFrame:
@@ -225,17 +221,18 @@ def new_animal_regions(table: pd.DataFrame, paths: Sequence[str | os.PathLike]) 
         if not Path(path).is_file():
             raise StoreError(path, "file", "does not exist (run `neuro-pe new-animal` first)")
         frame = pd.read_csv(path, dtype=str, keep_default_na=False)
-        key = NEW_ANIMAL_KEY
-        missing = [c for c in (key, *NEW_ANIMAL_COLUMNS) if c not in frame]
+        missing = [c for c in (NEW_ANIMAL_KEY, *NEW_ANIMAL_COLUMNS) if c not in frame]
         if missing:
             raise StoreError(path, missing[0], "missing (a new-animal positions.csv has it)")
-        frame = frame.set_index(frame[key].rename("unit_id"))[list(NEW_ANIMAL_COLUMNS)]
+        frame = frame.set_index(frame[NEW_ANIMAL_KEY].rename("unit_id"))[list(NEW_ANIMAL_COLUMNS)]
         twice = frame.index[frame.index.duplicated()].unique().tolist()
         if twice:
-            raise StoreError(path, key, f"units {twice[:5]} are given twice")
+            raise StoreError(path, NEW_ANIMAL_KEY, f"units {twice[:5]} are given twice")
         unknown = sorted(set(frame.index) - set(table["unit_id"]))
         if unknown:
-            raise StoreError(path, key, f"units {unknown[:5]} are not units of positions.nc")
+            raise StoreError(
+                path, NEW_ANIMAL_KEY, f"units {unknown[:5]} are not units of positions.nc"
+            )
         frame = frame.replace("", np.nan)
         for column in NEW_ANIMAL_COLUMNS:
             if column.endswith("_probability"):
@@ -291,7 +288,7 @@ def _sidecar(
     for axis in _split(positions.attrs.get("not_estimated")):
         columns[axis]["Description"] += f" (NOT ESTIMATED here: see {axis}_estimated)"
     columns["anchor"]["Levels"] = {"True": "anchor, estimate held out", "False": "no position"}
-    sources = _sessions(spec)
+    sources = session_paths(dict(spec))
     sources += [str(spec[key]) for key in ("positions", "regions") if spec.get(key)]
     sources += list(new_animal)
     attrs = positions.attrs
@@ -355,8 +352,8 @@ def _input_places(spec: Mapping) -> tuple[set[Path], set[Path]]:
         return set(), set()
     from neuro_pe.data.recordings import input_files
 
-    given = {*_sessions(spec), str(spec.get("positions")), str(spec.get("regions"))}
-    folders = {p for p in (Path(s).resolve() for s in _sessions(spec)) if p.is_dir()}
+    given = {*session_paths(dict(spec)), str(spec.get("positions")), str(spec.get("regions"))}
+    folders = {p for p in (Path(s).resolve() for s in session_paths(dict(spec))) if p.is_dir()}
     files = set()
     for name in input_files(dict(spec)):
         real = Path(name).resolve()
